@@ -1,0 +1,179 @@
+"""The two header serializations of a RemotingCommand (PROTOCOL.md 1.2, 1.3).
+
+JSON: fastjson's shape (sorted keys, nulls omitted, compact). Incoming extFields values
+may be any JSON scalar (the C++ client sends numbers); they are read as their Java
+string form. Outgoing values are always strings (Go and C++ clients drop the rest).
+
+ROCKETMQ: a fixed 13-byte prefix (code, language, version, opaque, flag), then remark
+and extFields as length-prefixed UTF-8. Its extFields block is kept as bytes and parsed
+only when a processor asks for it.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+from .codes import LanguageCode
+from .errors import LocalProtocolError, RemoteProtocolError
+
+# code int16, language byte, version int16, opaque int32, flag int32
+BINARY_PREFIX = struct.Struct(">hBhii")
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+
+_LANG_BY_NAME = {lang.name: lang for lang in LanguageCode}
+_LANG_BY_VALUE = {lang.value: lang for lang in LanguageCode}
+
+_json_decode = json.JSONDecoder().decode
+_json_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+def ext_str(value: Any) -> str:
+    """A value as Java would stringify it into extFields."""
+    if isinstance(value, str):
+        return value
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return _json_encode(value)
+
+
+def coerce_ext(raw: Any) -> dict[str, str]:
+    """extFields as parsed from JSON → dict[str, str]; nulls dropped."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise RemoteProtocolError(f"extFields must be a JSON object, got {type(raw).__name__}")
+    return {str(k): ext_str(v) for k, v in raw.items() if v is not None}
+
+
+def _int_field(obj: dict[str, Any], key: str, default: int | None = None) -> int:
+    value = obj.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+        raise RemoteProtocolError(f"header field {key!r} must be an integer, got {value!r}")
+    return value
+
+
+def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | None, Any]:
+    """Parse a JSON header → (code, language, version, opaque, flag, remark, raw extFields)."""
+    try:
+        obj = _json_decode(header.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise RemoteProtocolError(f"header is not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise RemoteProtocolError("header JSON is not an object")
+    code = _int_field(obj, "code")
+    lang_raw = obj.get("language", "JAVA")
+    if isinstance(lang_raw, str):
+        language = _LANG_BY_NAME.get(lang_raw, LanguageCode.OTHER)
+    elif isinstance(lang_raw, int) and not isinstance(lang_raw, bool):
+        language = _LANG_BY_VALUE.get(lang_raw, LanguageCode.OTHER)
+    else:
+        raise RemoteProtocolError(f"header field 'language' has a bad value {lang_raw!r}")
+    version = _int_field(obj, "version", 0)
+    opaque = _int_field(obj, "opaque", 0)
+    flag = _int_field(obj, "flag", 0)
+    remark = obj.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        remark = ext_str(remark)
+    ext = obj.get("extFields")
+    if ext is not None and not isinstance(ext, dict):
+        raise RemoteProtocolError("header field 'extFields' must be an object")
+    return code, language, version, opaque, flag, remark, ext
+
+
+def encode_json(
+    code: int, language: int, version: int, opaque: int, flag: int, remark: str | None, ext: dict[str, str] | None
+) -> bytes:
+    # Keys in fastjson's (alphabetical) order; serializeTypeCurrentRPC as a Java server emits it.
+    obj: dict[str, Any] = {"code": code}
+    if ext:
+        obj["extFields"] = {k: ext_str(v) for k, v in ext.items() if v is not None}
+    obj["flag"] = flag
+    obj["language"] = _LANG_BY_VALUE.get(language, LanguageCode.OTHER).name
+    obj["opaque"] = opaque
+    if remark is not None:
+        obj["remark"] = remark
+    obj["serializeTypeCurrentRPC"] = "JSON"
+    obj["version"] = version
+    return _json_encode(obj).encode("utf-8")
+
+
+def decode_binary(header: bytes) -> tuple[int, LanguageCode | int, int, int, int, str | None, bytes | None]:
+    """Parse a ROCKETMQ header → (code, language, version, opaque, flag, remark, raw ext block)."""
+    n = len(header)
+    if n < BINARY_PREFIX.size + 8:
+        raise RemoteProtocolError(f"binary header of {n} bytes is shorter than the 21-byte minimum")
+    code, lang, version, opaque, flag = BINARY_PREFIX.unpack_from(header, 0)
+    pos = BINARY_PREFIX.size
+    (rlen,) = _I32.unpack_from(header, pos)
+    pos += 4
+    if rlen < 0 or pos + rlen + 4 > n:
+        raise RemoteProtocolError(f"binary header: bad remark length {rlen}")
+    remark = _utf8(header[pos : pos + rlen]) if rlen else None
+    pos += rlen
+    (elen,) = _I32.unpack_from(header, pos)
+    pos += 4
+    if elen < 0 or pos + elen != n:
+        raise RemoteProtocolError(f"binary header: bad extFields length {elen}")
+    ext = header[pos:] if elen else None
+    return code, _LANG_BY_VALUE.get(lang, LanguageCode.OTHER), version, opaque, flag, remark, ext
+
+
+def decode_binary_ext(block: bytes) -> dict[str, str]:
+    """Parse a ROCKETMQ extFields block: (int16 klen, key, int32 vlen, value)*."""
+    out: dict[str, str] = {}
+    pos, n = 0, len(block)
+    while pos < n:
+        if pos + 2 > n:
+            raise RemoteProtocolError("binary extFields: truncated key length")
+        (klen,) = _I16.unpack_from(block, pos)
+        pos += 2
+        if klen < 0 or pos + klen + 4 > n:
+            raise RemoteProtocolError(f"binary extFields: bad key length {klen}")
+        key = _utf8(block[pos : pos + klen])
+        pos += klen
+        (vlen,) = _I32.unpack_from(block, pos)
+        pos += 4
+        if vlen < 0 or pos + vlen > n:
+            raise RemoteProtocolError(f"binary extFields: bad value length {vlen}")
+        out[key] = _utf8(block[pos : pos + vlen])
+        pos += vlen
+    return out
+
+
+def encode_binary(
+    code: int, language: int, version: int, opaque: int, flag: int, remark: str | None, ext: dict[str, str] | None
+) -> bytes:
+    if not -32768 <= code <= 32767 or not -32768 <= version <= 32767:
+        raise LocalProtocolError(f"code {code} / version {version} does not fit the binary header's int16")
+    parts = [BINARY_PREFIX.pack(code, language & 0xFF, version, opaque, flag)]
+    rbytes = remark.encode("utf-8") if remark else b""
+    parts += [_I32.pack(len(rbytes)), rbytes]
+    block = bytearray()
+    for key, value in (ext or {}).items():
+        if key is None or value is None:
+            continue
+        kb, vb = key.encode("utf-8"), ext_str(value).encode("utf-8")
+        if len(kb) > 32767:
+            raise LocalProtocolError(f"extFields key of {len(kb)} bytes does not fit int16")
+        block += _I16.pack(len(kb)) + kb + _I32.pack(len(vb)) + vb
+    parts += [_I32.pack(len(block)), bytes(block)]
+    return b"".join(parts)
+
+
+def _utf8(data: bytes) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RemoteProtocolError(f"binary header: invalid UTF-8: {exc}") from None

@@ -1,0 +1,411 @@
+"""Typed custom headers: declared once, read from and written to extFields.
+
+Each header is a dataclass whose snake_case fields map to RocketMQ's camelCase wire
+names (`consumer_group` ⇄ `consumerGroup`; irregular names via `_WIRE`). Fields
+without a default are required. Reading is strict where Java is lenient: a missing
+required field or a bad number raises HeaderError, which a server turns into a
+SYSTEM_ERROR answer naming the field instead of failing later with a null.
+
+Values arrive as text (the command codec already stringified JSON numbers); booleans
+accept "true" and "1" (the C++ client sends "1"), case-insensitively.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+from .errors import HeaderError
+
+H = TypeVar("H", bound="Header")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+def parse_bool(text: str) -> bool:
+    return text.strip().lower() in ("true", "1")
+
+
+class Header:
+    """Base of every custom header; subclasses are dataclasses."""
+
+    _WIRE: ClassVar[dict[str, str]] = {}
+    # (attribute, wire name, kind) with kind one of "str", "int", "bool"; built once per class
+    _spec: ClassVar[tuple[tuple[str, str, str, bool], ...]]
+
+    @classmethod
+    def _fields(cls) -> tuple[tuple[str, str, str, bool], ...]:
+        spec = cls.__dict__.get("_spec")
+        if spec is None:
+            hints = typing.get_type_hints(cls)
+            out = []
+            for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+                hint = hints[f.name]
+                args = typing.get_args(hint) or (hint,)
+                kind = "bool" if bool in args else "int" if int in args else "str"
+                required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+                out.append((f.name, cls._WIRE.get(f.name, _camel(f.name)), kind, required))
+            spec = tuple(out)
+            cls._spec = spec
+        return spec
+
+    @classmethod
+    def from_ext(cls: type[H], ext: dict[str, str]) -> H:
+        """Read the header from extFields; HeaderError names a missing or bad field."""
+        kwargs: dict[str, Any] = {}
+        for attr, wire, kind, required in cls._fields():
+            raw = ext.get(wire)
+            if raw is None:
+                if required:
+                    raise HeaderError(f"the header field {wire!r} is missing in {cls.__name__}")
+                continue
+            if kind == "int":
+                try:
+                    kwargs[attr] = int(raw)
+                except ValueError:
+                    raise HeaderError(f"the header field {wire!r} is not an integer: {raw!r}") from None
+            elif kind == "bool":
+                kwargs[attr] = parse_bool(raw)
+            else:
+                kwargs[attr] = raw
+        return cls(**kwargs)
+
+    def to_ext(self) -> dict[str, str]:
+        """The header as extFields: every value a string, None fields left out."""
+        out: dict[str, str] = {}
+        for attr, wire, kind, _ in self._fields():
+            value = getattr(self, attr)
+            if value is None:
+                continue
+            if kind == "bool":
+                out[wire] = "true" if value else "false"
+            else:
+                out[wire] = str(value)
+        return out
+
+
+# --- send ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class SendMessageRequestHeader(Header):
+    producer_group: str
+    topic: str
+    default_topic: str = "TBW102"
+    default_topic_queue_nums: int = 4
+    queue_id: int = -1
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    flag: int = 0
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool | None = None
+    max_reconsume_times: int | None = None
+    batch: bool | None = None
+    bname: str | None = None
+
+    @classmethod
+    def from_v2_ext(cls, ext: dict[str, str]) -> SendMessageRequestHeader:
+        """Read SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE's one-letter keys."""
+        return cls.from_ext({V2_TO_V1.get(k, k): v for k, v in ext.items()})
+
+    def to_v2_ext(self) -> dict[str, str]:
+        return {V1_TO_V2.get(k, k): v for k, v in self.to_ext().items()}
+
+
+# SendMessageRequestHeaderV2's short keys (a..n) and the V1 names they stand for.
+V2_TO_V1 = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+    "n": "bname",
+}
+V1_TO_V2 = {v: k for k, v in V2_TO_V1.items()}
+
+
+@dataclass(slots=True)
+class SendMessageResponseHeader(Header):
+    msg_id: str
+    queue_id: int
+    queue_offset: int
+    transaction_id: str | None = None
+    msg_region: str | None = None
+    trace_on: str | None = None
+
+    _WIRE = {"msg_region": "MSG_REGION", "trace_on": "TRACE_ON"}
+
+
+# --- pull and offsets ----------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class PullMessageRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    queue_offset: int
+    max_msg_nums: int = 32
+    sys_flag: int = 0
+    commit_offset: int = 0
+    suspend_timeout_millis: int = 15000
+    sub_version: int = 0
+    subscription: str | None = None
+    expression_type: str | None = None
+    bname: str | None = None
+    max_msg_bytes: int | None = None
+
+
+@dataclass(slots=True)
+class PullMessageResponseHeader(Header):
+    suggest_which_broker_id: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+
+
+@dataclass(slots=True)
+class QueryConsumerOffsetRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    set_zero_if_not_found: bool | None = None
+
+
+@dataclass(slots=True)
+class UpdateConsumerOffsetRequestHeader(Header):
+    consumer_group: str
+    topic: str
+    queue_id: int
+    commit_offset: int
+
+
+@dataclass(slots=True)
+class QueueRequestHeader(Header):
+    """GET_MAX_OFFSET, GET_MIN_OFFSET and GET_EARLIEST_MSG_STORETIME share this shape."""
+
+    topic: str
+    queue_id: int
+
+
+@dataclass(slots=True)
+class OffsetResponseHeader(Header):
+    offset: int
+
+
+@dataclass(slots=True)
+class SearchOffsetRequestHeader(Header):
+    topic: str
+    queue_id: int
+    timestamp: int
+
+
+@dataclass(slots=True)
+class EarliestMsgStoretimeResponseHeader(Header):
+    timestamp: int
+
+
+@dataclass(slots=True)
+class ViewMessageRequestHeader(Header):
+    offset: int
+
+
+@dataclass(slots=True)
+class QueryMessageRequestHeader(Header):
+    topic: str
+    key: str
+    max_num: int
+    begin_timestamp: int
+    end_timestamp: int
+
+
+@dataclass(slots=True)
+class QueryMessageResponseHeader(Header):
+    index_last_update_timestamp: int
+    index_last_update_phyoffset: int
+
+
+# --- clients -------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class UnregisterClientRequestHeader(Header):
+    client_id: str
+    producer_group: str | None = None
+    consumer_group: str | None = None
+
+    _WIRE = {"client_id": "clientID"}
+
+
+@dataclass(slots=True)
+class ConsumerSendMsgBackRequestHeader(Header):
+    offset: int
+    group: str
+    delay_level: int = 0
+    origin_msg_id: str | None = None
+    origin_topic: str | None = None
+    unit_mode: bool | None = None
+    max_reconsume_times: int | None = None
+    bname: str | None = None
+
+
+@dataclass(slots=True)
+class GroupRequestHeader(Header):
+    """GET_CONSUMER_LIST_BY_GROUP, NOTIFY_CONSUMER_IDS_CHANGED, GET_CONSUMER_CONNECTION_LIST."""
+
+    consumer_group: str
+
+
+@dataclass(slots=True)
+class EndTransactionRequestHeader(Header):
+    producer_group: str
+    tran_state_table_offset: int
+    commit_log_offset: int
+    commit_or_rollback: int
+    msg_id: str
+    from_transaction_check: bool = False
+    transaction_id: str | None = None
+    bname: str | None = None
+
+
+@dataclass(slots=True)
+class CheckTransactionStateRequestHeader(Header):
+    tran_state_table_offset: int
+    commit_log_offset: int
+    msg_id: str | None = None
+    transaction_id: str | None = None
+    offset_msg_id: str | None = None
+    bname: str | None = None
+
+
+@dataclass(slots=True)
+class ResetOffsetRequestHeader(Header):
+    topic: str
+    group: str
+    timestamp: int
+    is_force: bool = True
+
+
+@dataclass(slots=True)
+class GetConsumerRunningInfoRequestHeader(Header):
+    consumer_group: str
+    client_id: str
+    jstack_enable: bool | None = None
+
+
+# --- admin ---------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class CreateTopicRequestHeader(Header):
+    topic: str
+    default_topic: str = "TBW102"
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int | None = None
+    order: bool = False
+
+
+@dataclass(slots=True)
+class TopicRequestHeader(Header):
+    """DELETE_TOPIC_IN_BROKER, GET_TOPIC_STATS_INFO, QUERY_TOPIC_CONSUME_BY_WHO."""
+
+    topic: str
+
+
+@dataclass(slots=True)
+class GetConsumeStatsRequestHeader(Header):
+    consumer_group: str
+    topic: str | None = None
+
+
+@dataclass(slots=True)
+class DeleteSubscriptionGroupRequestHeader(Header):
+    group_name: str
+
+
+# --- name server ---------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RegisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    ha_server_addr: str
+    broker_id: int
+    compressed: bool = False
+    body_crc32: int = 0
+
+
+@dataclass(slots=True)
+class RegisterBrokerResponseHeader(Header):
+    ha_server_addr: str | None = None
+    master_addr: str | None = None
+
+
+@dataclass(slots=True)
+class UnregisterBrokerRequestHeader(Header):
+    broker_name: str
+    broker_addr: str
+    cluster_name: str
+    broker_id: int
+
+
+@dataclass(slots=True)
+class GetRouteInfoRequestHeader(Header):
+    topic: str
+    accept_standard_json_only: bool | None = None
+
+
+@dataclass(slots=True)
+class DeleteTopicFromNamesrvRequestHeader(Header):
+    topic: str
+    cluster_name: str | None = None
+
+
+@dataclass(slots=True)
+class KVConfigRequestHeader(Header):
+    """PUT_KV_CONFIG (value required there), GET_KV_CONFIG and DELETE_KV_CONFIG."""
+
+    namespace: str
+    key: str
+    value: str | None = None
+
+
+@dataclass(slots=True)
+class KVConfigResponseHeader(Header):
+    value: str
+
+
+@dataclass(slots=True)
+class NamespaceRequestHeader(Header):
+    namespace: str
+
+
+@dataclass(slots=True)
+class BrokerNameRequestHeader(Header):
+    """WIPE_WRITE_PERM_OF_BROKER and ADD_WRITE_PERM_OF_BROKER."""
+
+    broker_name: str
+
+
+@dataclass(slots=True)
+class ClusterRequestHeader(Header):
+    cluster: str
