@@ -1,0 +1,5 @@
+import sys
+
+from rmq.tools.cli import main
+
+sys.exit(main())

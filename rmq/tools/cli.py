@@ -1,0 +1,99 @@
+"""The `rmq` command and the RocketMQ-named console scripts.
+
+Each subcommand hands the rest of the command line to its own module's `main`, imported
+only when chosen, so `rmq namesrv` does not pay for Spark or the client.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+# subcommand → (module, function, one-line help)
+_COMMANDS: dict[str, tuple[str, str, str]] = {
+    "namesrv": ("rmq.namesrv.startup", "main", "run a name server (like mqnamesrv)"),
+    "broker": ("rmq.broker.startup", "main", "run a broker (like mqbroker)"),
+    "dev": ("rmq.tools.dev", "main", "run a name server and a broker in one process, for a first minute"),
+    "admin": ("rmq.tools.admin", "main", "administer topics, groups, offsets and messages (like mqadmin)"),
+    "shutdown": ("rmq.tools.shutdown", "main", "stop a running name server or broker (like mqshutdown)"),
+    "quickstart": ("rmq.tools.cli", "_quickstart", "the quickstart producer and consumer (tools.sh examples)"),
+    "bench": ("rmq.tools.cli", "_bench", "benchmark producer and consumer (benchmark/*.sh)"),
+    "export": ("rmq.tools.cli", "_export", "export topics or a store to Parquet with Spark"),
+}
+
+
+def _usage() -> str:
+    lines = ["usage: rmq <command> [options]", "", "commands:"]
+    lines += [f"  {name:<11} {help_}" for name, (_, _, help_) in _COMMANDS.items()]
+    lines += ["", "Run `rmq <command> --help` for a command's options."]
+    return "\n".join(lines)
+
+
+def _call(module: str, func: str, argv: list[str]) -> int:
+    fn = getattr(importlib.import_module(module), func)
+    return int(fn(argv) or 0)
+
+
+def _pair(argv: list[str], module: str, what: str) -> int:
+    """`rmq quickstart producer ...` style: the first word picks producer_main / consumer_main."""
+    if not argv or argv[0] not in ("producer", "consumer"):
+        print(f"usage: rmq {what} producer|consumer [options]", file=sys.stderr)
+        return 2
+    return _call(module, f"{argv[0]}_main", argv[1:])
+
+
+def _quickstart(argv: list[str]) -> int:
+    return _pair(argv, "rmq.tools.quickstart", "quickstart")
+
+
+def _bench(argv: list[str]) -> int:
+    return _pair(argv, "rmq.tools.bench", "bench")
+
+
+def _export(argv: list[str]) -> int:
+    if not argv or argv[0] != "parquet":
+        print("usage: rmq export parquet [options]", file=sys.stderr)
+        return 2
+    return _call("spark.export", "main", argv[1:])
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(_usage())
+        return 0 if argv else 2
+    if argv[0] in ("-V", "--version"):
+        from rmq import __version__
+
+        print(f"rmq {__version__}")
+        return 0
+    entry = _COMMANDS.get(argv[0])
+    if entry is None:
+        print(f"rmq: unknown command {argv[0]!r}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    module, func, _ = entry
+    return _call(module, func, argv[1:])
+
+
+def _script(command: str) -> int:
+    return main([command, *sys.argv[1:]])
+
+
+def mqnamesrv() -> int:
+    return _script("namesrv")
+
+
+def mqbroker() -> int:
+    return _script("broker")
+
+
+def mqadmin() -> int:
+    return _script("admin")
+
+
+def mqshutdown() -> int:
+    return _script("shutdown")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
