@@ -35,7 +35,16 @@ PY
 python3 -m rmq namesrv -p "$NAMESRV_PORT" >"$LOGS/namesrv.log" 2>&1 &
 wait_port "$NAMESRV_PORT"
 head -n 3 "$LOGS/namesrv.log"
-python3 -m rmq broker -n "$NAMESRV_ADDR" --store "$STORE" -c /dev/null --listen-port "$BROKER_PORT" >"$LOGS/broker.log" 2>&1 &
+cat >"$STORE/broker.conf" <<CONF
+brokerClusterName=DefaultCluster
+brokerName=broker-a
+brokerId=0
+brokerIP1=127.0.0.1
+listenPort=$BROKER_PORT
+storePathRootDir=$STORE
+flushDiskType=ASYNC_FLUSH
+CONF
+python3 -m rmq broker -n "$NAMESRV_ADDR" -c "$STORE/broker.conf" >"$LOGS/broker.log" 2>&1 &
 wait_port "$BROKER_PORT"
 head -n 3 "$LOGS/broker.log"
 

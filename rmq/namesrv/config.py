@@ -1,0 +1,155 @@
+"""NamesrvConfig: everything a name server is started with, validated once.
+
+Built from keyword arguments, or from RocketMQ-style properties (a `-c` file or an
+UPDATE_NAMESRV_CONFIG body) with RocketMQ's key names. Durations are seconds here and
+milliseconds in properties, as in RocketMQ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+DEFAULT_PORT = 9876
+DEFAULT_KV_CONFIG_PATH = "~/namesrv/kvConfig.json"
+TLS_MODES = ("disabled", "permissive", "enforcing")
+
+
+class ConfigError(ValueError):
+    """A bad configuration value; `key` is the property or field it came from."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    """Settings of one name server.
+
+    Attributes:
+      listen_host: address to bind (`bindAddress`).
+      listen_port: TCP port (`listenPort`); 0 picks a free port.
+      kv_config_path: the KV config file (`kvConfigPath`); None keeps KV config in memory.
+      scan_interval: seconds between liveness scans (`scanNotActiveBrokerInterval`, ms).
+      first_scan_delay: seconds before the first scan.
+      broker_expiry: a broker silent this long is dropped (`brokerChannelExpiredTime`, ms).
+      order_message_enable: answer routes with `orderTopicConf` from the
+        ORDER_TOPIC_CONFIG KV namespace (`orderMessageEnable`; off by default as in RocketMQ).
+      idle_timeout: close connections idle this long (`serverChannelMaxIdleTimeSeconds`).
+      tls_mode: "disabled", "permissive" or "enforcing" (`tls.server.mode`).
+      tls_cert_path, tls_key_path: PEM files for TLS (`tls.server.certPath`,
+        `tls.server.keyPath`); needed unless NamesrvServer gets an ssl_context.
+      websocket_port: also serve RocketMQ frames over WebSocket on this port
+        (`websocketPort`); None for no WebSocket listener, 0 for a free port.
+    """
+
+    listen_host: str = "0.0.0.0"
+    listen_port: int = DEFAULT_PORT
+    kv_config_path: str | None = DEFAULT_KV_CONFIG_PATH
+    scan_interval: float = 10.0
+    first_scan_delay: float = 5.0
+    broker_expiry: float = 120.0
+    order_message_enable: bool = False
+    idle_timeout: float = 120.0
+    tls_mode: str = "disabled"
+    tls_cert_path: str | None = None
+    tls_key_path: str | None = None
+    websocket_port: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("listen_port", "websocket_port"):
+            port = getattr(self, name)
+            if port is not None and not 0 <= port <= 65535:
+                raise ConfigError(name, f"port {port} is outside 0..65535")
+        for name in ("scan_interval", "broker_expiry", "idle_timeout"):
+            if getattr(self, name) <= 0:
+                raise ConfigError(name, f"must be positive, got {getattr(self, name)}")
+        if self.first_scan_delay < 0:
+            raise ConfigError("first_scan_delay", f"must not be negative, got {self.first_scan_delay}")
+        if self.tls_mode not in TLS_MODES:
+            raise ConfigError("tls_mode", f"must be one of {', '.join(TLS_MODES)}, got {self.tls_mode!r}")
+
+    def with_properties(
+        self, props: Mapping[str, str], *, runtime_only: bool = False
+    ) -> tuple[NamesrvConfig, list[str]]:
+        """A copy with RocketMQ-named properties applied, and the keys it did not know.
+
+        Raises ConfigError naming the key for a bad value, and with `runtime_only` for
+        a key that only takes effect at startup.
+        """
+        changes: dict[str, Any] = {}
+        unknown: list[str] = []
+        for key, text in props.items():
+            entry = _KEYS.get(key)
+            if entry is None:
+                unknown.append(key)
+                continue
+            field_name, parse, _, runtime = entry
+            if runtime_only and not runtime:
+                raise ConfigError(key, "can only be set at startup")
+            try:
+                changes[field_name] = parse(text.strip())
+            except ValueError as exc:
+                raise ConfigError(key, f"bad value {text!r} ({exc})") from None
+        try:
+            return dataclasses.replace(self, **changes), unknown
+        except ConfigError as exc:
+            raise ConfigError(_PROPERTY_OF.get(exc.key, exc.key), exc.message) from None
+
+    def to_properties(self) -> dict[str, str]:
+        """The settings under RocketMQ's key names, sorted (GET_NAMESRV_CONFIG)."""
+        out = {}
+        for key, (field_name, _, show, _) in sorted(_KEYS.items()):
+            value = getattr(self, field_name)
+            out[key] = "" if value is None else show(value)
+        return out
+
+
+def _bool(text: str) -> bool:
+    low = text.lower()
+    if low not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return low == "true"
+
+
+def _millis(text: str) -> float:
+    return int(text) / 1000
+
+
+def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    return lambda text: parse(text) if text else None
+
+
+def _show_millis(value: float) -> str:
+    return str(round(value * 1000))
+
+
+def _show_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _show_seconds(value: float) -> str:
+    return str(round(value))
+
+
+# property → (field, parse, format, may change at runtime)
+_KEYS: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str], bool]] = {
+    "bindAddress": ("listen_host", str, str, False),
+    "listenPort": ("listen_port", int, str, False),
+    "kvConfigPath": ("kv_config_path", _optional(str), str, False),
+    "scanNotActiveBrokerInterval": ("scan_interval", _millis, _show_millis, True),
+    "brokerChannelExpiredTime": ("broker_expiry", _millis, _show_millis, True),
+    "orderMessageEnable": ("order_message_enable", _bool, _show_bool, True),
+    "serverChannelMaxIdleTimeSeconds": ("idle_timeout", lambda t: float(int(t)), _show_seconds, False),
+    "tls.server.mode": ("tls_mode", str.lower, str, False),
+    "tls.server.certPath": ("tls_cert_path", _optional(str), str, False),
+    "tls.server.keyPath": ("tls_key_path", _optional(str), str, False),
+    "websocketPort": ("websocket_port", _optional(int), str, False),
+}
+_PROPERTY_OF = {field_name: key for key, (field_name, *_) in _KEYS.items()}

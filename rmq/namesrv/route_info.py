@@ -1,0 +1,397 @@
+"""The name server's routing state: plain synchronous dicts, no I/O (PROTOCOL.md 3.8).
+
+Tables, as RocketMQ's RouteInfoManager keeps them:
+
+- `clusters`: cluster name → names of its broker groups
+- `brokers`: broker name → BrokerData (cluster, brokerId → address; id 0 is the master)
+- `topics`: topic → broker name → QueueData (queue numbers, perm, topicSysFlag)
+- `live`: broker address → BrokerLiveInfo (last registration time, data version,
+  the connection it registered on, its HA address)
+- `filter_servers`: broker address → filter server addresses (RocketMQ 4.x leftovers;
+  kept so routes carry the same `filterServerTable` field)
+
+Every method runs to completion without awaiting, so callers on the Trio thread see
+each change as atomic. Time comes from the injected `clock` (seconds, monotonic), so
+tests drive expiry without sleeping. Route and cluster answers come back as
+JSON-ready dicts with fastjson's field order; `rmq.protocol.body.dumps` writes them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Hashable, Mapping
+
+MASTER_ID = 0
+PERM_WRITE = 2  # PermName.PERM_WRITE
+FLAG_UNIT = 0x1  # TopicSysFlag
+FLAG_UNIT_SUB = 0x2
+
+
+@dataclass(frozen=True, slots=True)
+class DataVersion:
+    """A broker's topic-config version; a change makes the master's queues be re-read."""
+
+    timestamp: int = 0
+    counter: int = 0
+    state_version: int | None = None  # 5.x brokers send it; 4.x ones do not
+
+    @classmethod
+    def from_json(cls, obj: Any) -> DataVersion:
+        """Read `{"counter":N,"timestamp":T}`; ValueError on anything else."""
+        if not isinstance(obj, dict):
+            raise ValueError(f"dataVersion must be a JSON object, got {type(obj).__name__}")
+        state = obj.get("stateVersion")
+        return cls(
+            timestamp=_as_int(obj.get("timestamp", 0), "dataVersion.timestamp"),
+            counter=_as_int(obj.get("counter", 0), "dataVersion.counter"),
+            state_version=None if state is None else _as_int(state, "dataVersion.stateVersion"),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"counter": self.counter}
+        if self.state_version is not None:
+            out["stateVersion"] = self.state_version
+        out["timestamp"] = self.timestamp
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """The part of a broker's TopicConfig that the name server keeps."""
+
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = 6
+    topic_sys_flag: int = 0
+
+    @classmethod
+    def from_json(cls, obj: Any, name: str | None = None) -> TopicConfig:
+        """Read a TopicConfig object; `name` (its table key) is used if it has no topicName."""
+        if not isinstance(obj, dict):
+            raise ValueError(f"topic config must be a JSON object, got {type(obj).__name__}")
+        topic = obj.get("topicName", name)
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic config without a topicName: {obj!r}")
+        # `topicSynFlag` is the pre-4.9.0 spelling
+        sys_flag = obj.get("topicSysFlag", obj.get("topicSynFlag", 0))
+        return cls(
+            topic_name=topic,
+            read_queue_nums=_as_int(obj.get("readQueueNums", 16), f"{topic}.readQueueNums"),
+            write_queue_nums=_as_int(obj.get("writeQueueNums", 16), f"{topic}.writeQueueNums"),
+            perm=_as_int(obj.get("perm", 6), f"{topic}.perm"),
+            topic_sys_flag=_as_int(sys_flag, f"{topic}.topicSysFlag"),
+        )
+
+
+def _as_int(value: Any, what: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise ValueError(f"{what} must be an integer, got {value!r}")
+
+
+@dataclass(slots=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.broker_name,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+
+@dataclass(slots=True)
+class BrokerData:
+    cluster: str
+    broker_name: str
+    broker_addrs: dict[int, str]
+
+    def to_json(self) -> dict[str, Any]:
+        # integer keys: body.dumps writes them unquoted (legacy) or quoted
+        return {
+            "brokerAddrs": dict(sorted(self.broker_addrs.items())),
+            "brokerName": self.broker_name,
+            "cluster": self.cluster,
+        }
+
+
+@dataclass(slots=True)
+class BrokerLiveInfo:
+    last_update: float
+    data_version: DataVersion
+    channel: Hashable | None
+    ha_server_addr: str
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterResult:
+    """What a slave learns from registering: its master's address and HA address."""
+
+    master_addr: str | None = None
+    ha_server_addr: str | None = None
+
+
+class RouteInfoManager:
+    """Clusters, broker groups, topic queues and broker liveness; see the module docstring."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.clusters: dict[str, set[str]] = {}
+        self.brokers: dict[str, BrokerData] = {}
+        self.topics: dict[str, dict[str, QueueData]] = {}
+        self.live: dict[str, BrokerLiveInfo] = {}
+        self.filter_servers: dict[str, list[str]] = {}
+
+    # -- registration -----------------------------------------------------------------
+
+    def register_broker(
+        self,
+        cluster: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        ha_server_addr: str,
+        data_version: DataVersion,
+        topic_configs: Mapping[str, TopicConfig] | None,
+        filter_servers: list[str] | None = None,
+        channel: Hashable | None = None,
+    ) -> RegisterResult:
+        """Add or refresh a broker (REGISTER_BROKER).
+
+        A master's topic configs replace its QueueData when its data version changed or
+        this is its first registration; topics the broker no longer has are kept until
+        DELETE_TOPIC_IN_NAMESRV or the broker group goes away, as in RocketMQ.
+        """
+        self.clusters.setdefault(cluster, set()).add(broker_name)
+        first = False
+        data = self.brokers.get(broker_name)
+        if data is None:
+            first = True
+            data = self.brokers[broker_name] = BrokerData(cluster, broker_name, {})
+        # One address has one id: a slave promoted to master leaves its old id behind.
+        for other_id, addr in list(data.broker_addrs.items()):
+            if addr == broker_addr and other_id != broker_id:
+                del data.broker_addrs[other_id]
+        old_addr = data.broker_addrs.get(broker_id)
+        data.broker_addrs[broker_id] = broker_addr
+        first = first or old_addr is None
+
+        # only a master's topics make queues, and only when they may have changed
+        if (
+            topic_configs is not None
+            and broker_id == MASTER_ID
+            and (first or self.is_topic_config_changed(broker_addr, data_version))
+        ):
+            for config in topic_configs.values():
+                self._update_queue_data(broker_name, config)
+
+        self.live[broker_addr] = BrokerLiveInfo(self.clock(), data_version, channel, ha_server_addr)
+        if filter_servers is not None:
+            if filter_servers:
+                self.filter_servers[broker_addr] = list(filter_servers)
+            else:
+                self.filter_servers.pop(broker_addr, None)
+
+        if broker_id != MASTER_ID:
+            master_addr = data.broker_addrs.get(MASTER_ID)
+            if master_addr is not None:
+                master = self.live.get(master_addr)
+                if master is not None:
+                    return RegisterResult(master_addr=master_addr, ha_server_addr=master.ha_server_addr)
+        return RegisterResult()
+
+    def _update_queue_data(self, broker_name: str, config: TopicConfig) -> None:
+        queues = self.topics.setdefault(config.topic_name, {})
+        queues[broker_name] = QueueData(
+            broker_name,
+            config.read_queue_nums,
+            config.write_queue_nums,
+            config.perm,
+            config.topic_sys_flag,
+        )
+
+    def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
+        """Remove one broker (UNREGISTER_BROKER); an emptied group takes its queues with it."""
+        self.live.pop(broker_addr, None)
+        self.filter_servers.pop(broker_addr, None)
+        data = self.brokers.get(broker_name)
+        if data is None:
+            return
+        data.broker_addrs.pop(broker_id, None)
+        if data.broker_addrs:
+            return
+        del self.brokers[broker_name]
+        names = self.clusters.get(cluster)
+        if names is not None:
+            names.discard(broker_name)
+            if not names:
+                del self.clusters[cluster]
+        self._remove_queues_of(broker_name)
+
+    def remove_broker_addr(self, broker_addr: str) -> None:
+        """Forget everything about one broker address (connection closed or expired)."""
+        self.live.pop(broker_addr, None)
+        self.filter_servers.pop(broker_addr, None)
+        for name, data in list(self.brokers.items()):
+            for broker_id, addr in list(data.broker_addrs.items()):
+                if addr == broker_addr:
+                    del data.broker_addrs[broker_id]
+            if data.broker_addrs:
+                continue
+            del self.brokers[name]
+            names = self.clusters.get(data.cluster)
+            if names is not None:
+                names.discard(name)
+                if not names:
+                    del self.clusters[data.cluster]
+            self._remove_queues_of(name)
+
+    def _remove_queues_of(self, broker_name: str) -> None:
+        for topic, queues in list(self.topics.items()):
+            if queues.pop(broker_name, None) is not None and not queues:
+                del self.topics[topic]
+
+    def on_channel_closed(self, channel: Hashable) -> list[str]:
+        """Drop every broker that registered over `channel`; returns their addresses."""
+        gone = [addr for addr, info in self.live.items() if info.channel == channel]
+        for addr in gone:
+            self.remove_broker_addr(addr)
+        return gone
+
+    def scan_not_active(self, expiry: float) -> list[tuple[str, Hashable | None]]:
+        """Drop brokers not refreshed for more than `expiry` seconds; returns (address, channel)."""
+        now = self.clock()
+        expired = [(addr, info.channel) for addr, info in self.live.items() if info.last_update + expiry < now]
+        for addr, _ in expired:
+            self.remove_broker_addr(addr)
+        return expired
+
+    # -- data versions (QUERY_DATA_VERSION) -------------------------------------------
+
+    def is_topic_config_changed(self, broker_addr: str, data_version: DataVersion) -> bool:
+        info = self.live.get(broker_addr)
+        return info is None or info.data_version != data_version
+
+    def data_version_of(self, broker_addr: str) -> DataVersion | None:
+        info = self.live.get(broker_addr)
+        return None if info is None else info.data_version
+
+    def touch(self, broker_addr: str) -> None:
+        """Count a successful QUERY_DATA_VERSION as a heartbeat."""
+        info = self.live.get(broker_addr)
+        if info is not None:
+            info.last_update = self.clock()
+
+    # -- queries ----------------------------------------------------------------------
+
+    def pickup_topic_route(self, topic: str) -> dict[str, Any] | None:
+        """TopicRouteData for `topic`, or None without queues or without any live group."""
+        queues = self.topics.get(topic)
+        if not queues:
+            return None
+        broker_datas = []
+        filter_table: dict[str, list[str]] = {}
+        for name in sorted(queues):
+            data = self.brokers.get(name)
+            if data is None:
+                continue
+            broker_datas.append(data.to_json())
+            for addr in data.broker_addrs.values():
+                servers = self.filter_servers.get(addr)
+                if servers is not None:
+                    filter_table[addr] = list(servers)
+        if not broker_datas:
+            return None
+        return {
+            "brokerDatas": broker_datas,
+            "filterServerTable": dict(sorted(filter_table.items())),
+            "queueDatas": [queues[name].to_json() for name in sorted(queues)],
+        }
+
+    def cluster_info(self) -> dict[str, Any]:
+        """ClusterInfo: every broker group and every cluster's group names."""
+        return {
+            "brokerAddrTable": {name: self.brokers[name].to_json() for name in sorted(self.brokers)},
+            "clusterAddrTable": {name: sorted(names) for name, names in sorted(self.clusters.items())},
+        }
+
+    def all_topics(self) -> list[str]:
+        return sorted(self.topics)
+
+    def topics_by_sys_flag(self, flag: int, *, without: int = 0) -> list[str]:
+        """Topics whose first queue's topicSysFlag has every bit of `flag` and none of
+        `without` (the unit topic lists; RocketMQ also looks at the first queue only)."""
+        out = []
+        for topic, queues in self.topics.items():
+            first = next(iter(queues.values()), None)
+            if first is not None and first.topic_sys_flag & flag == flag and not first.topic_sys_flag & without:
+                out.append(topic)
+        return sorted(out)
+
+    def topics_by_cluster(self, cluster: str) -> list[str]:
+        names = self.clusters.get(cluster, set())
+        return sorted(topic for topic, queues in self.topics.items() if names.intersection(queues))
+
+    def system_topics(self) -> tuple[list[str], str | None]:
+        """Cluster and broker names (each is a system topic), and one broker address."""
+        topics: list[str] = []
+        for cluster, names in sorted(self.clusters.items()):
+            topics.append(cluster)
+            topics.extend(sorted(names))
+        broker_addr = None
+        for name in sorted(self.brokers):
+            addrs = self.brokers[name].broker_addrs
+            if addrs:
+                broker_addr = addrs[min(addrs)]
+                break
+        return list(dict.fromkeys(topics)), broker_addr
+
+    def delete_topic(self, topic: str, cluster: str | None = None) -> None:
+        """Forget a topic's queues; with `cluster`, only those on that cluster's groups."""
+        if not cluster:
+            self.topics.pop(topic, None)
+            return
+        queues = self.topics.get(topic)
+        names = self.clusters.get(cluster)
+        if queues is None or not names:
+            return
+        for name in names:
+            queues.pop(name, None)
+        if not queues:
+            del self.topics[topic]
+
+    def wipe_write_perm(self, broker_name: str) -> int:
+        """Clear PERM_WRITE on every queue of a group; returns the number of topics touched."""
+        return self._change_write_perm(broker_name, wipe=True)
+
+    def add_write_perm(self, broker_name: str) -> int:
+        """Set PERM_WRITE on every queue of a group; returns the number of topics touched."""
+        return self._change_write_perm(broker_name, wipe=False)
+
+    def _change_write_perm(self, broker_name: str, *, wipe: bool) -> int:
+        count = 0
+        for queues in self.topics.values():
+            queue = queues.get(broker_name)
+            if queue is not None:
+                queue.perm = queue.perm & ~PERM_WRITE if wipe else queue.perm | PERM_WRITE
+                count += 1
+        return count

@@ -1,0 +1,131 @@
+"""`rmq namesrv` / `mqnamesrv`: run one name server until SIGINT or SIGTERM.
+
+Settings come from defaults, then a RocketMQ properties file (`-c`), then the command
+line. The listen line goes to stdout once the port is bound; logs go to stderr. A pid
+file `namesrv-<port>.pid` (under ~/.rmq/run or $RMQ_RUN_DIR) lets `mqshutdown
+namesrv` find the process; it is removed on exit. The first signal shuts down
+gracefully (in-flight requests finish); a second one stops at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+from typing import TYPE_CHECKING
+
+import trio
+
+from rmq.tools.rundir import pid_file
+
+from . import properties
+from .config import ConfigError, NamesrvConfig
+from .server import NamesrvServer
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+log = logging.getLogger("rmq.namesrv")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mqnamesrv", description="Run an rmq name server (RocketMQ's mqnamesrv).")
+    parser.add_argument(
+        "-c",
+        "--config",
+        metavar="FILE",
+        help="RocketMQ properties file (listenPort, kvConfigPath, orderMessageEnable, ...)",
+    )
+    parser.add_argument("-p", "--port", type=int, help="listen port (default 9876; 0 picks a free one)")
+    parser.add_argument("--host", help="listen address (default 0.0.0.0)")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO"
+    )
+    return parser
+
+
+def load_config(args: argparse.Namespace) -> NamesrvConfig:
+    """Defaults, then the -c file, then command-line flags. Raises ConfigError or OSError."""
+    config = NamesrvConfig()
+    if args.config:
+        with open(args.config, encoding="utf-8") as f:
+            text = f.read()
+        try:
+            config, unknown = config.with_properties(properties.parse(text))
+        except ConfigError as exc:
+            raise ConfigError(exc.key, f"{exc.message} (in {args.config})") from None
+        for key in unknown:
+            log.warning("%s: ignoring unknown key %r", args.config, key)
+    flags = {}
+    if args.port is not None:
+        flags["listenPort"] = str(args.port)
+    if args.host is not None:
+        flags["bindAddress"] = args.host
+    config, _ = config.with_properties(flags)
+    return config
+
+
+async def serve_until_signalled(config: NamesrvConfig) -> None:
+    # the receiver is open before binding, so an early SIGTERM is not lost
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        server = NamesrvServer(config)
+        failure: OSError | None = None
+        async with trio.open_nursery() as nursery:
+            try:
+                await nursery.start(server.serve)
+            except OSError as exc:
+                failure = exc  # raised below, outside the nursery, so it stays an OSError
+            else:
+                await _serve(server, signals, nursery.cancel_scope)
+        if failure is not None:
+            raise failure
+    log.info("name server stopped")
+
+
+async def _serve(server: NamesrvServer, signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    assert server.port is not None
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(pid_file("namesrv", server.port))
+        except OSError as exc:
+            log.warning("cannot write the pid file (%s): mqshutdown will not find this name server", exc)
+        print(f"The Name Server boot success. serializeType=JSON, listening on {server.listen_address}", flush=True)
+        async for signum in signals:
+            log.info("%s received, shutting down", signal.Signals(signum).name)
+            break
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_stop_on_second_signal, signals, scope)
+            await server.aclose()
+            nursery.cancel_scope.cancel()
+
+
+async def _stop_on_second_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    async for signum in signals:
+        log.warning("%s received again, stopping now", signal.Signals(signum).name)
+        scope.cancel()
+        return
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s - %(message)s", stream=sys.stderr
+    )
+    try:
+        config = load_config(args)
+        trio.run(serve_until_signalled, config)
+    except ConfigError as exc:
+        print(f"mqnamesrv: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"mqnamesrv: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
