@@ -11,6 +11,14 @@ from .errors import RemoteProtocolError
 from .frame import encode_frame
 
 _WORD = struct.Struct(">i")
+_STYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)
+
+
+def _as_ext(fields: dict[str, Any]) -> dict[str, str]:
+    """extFields with every value a string (Java's toString), None values dropped."""
+    if all(type(v) is str for v in fields.values()):
+        return dict(fields)
+    return {k: header_codec.ext_str(v) for k, v in fields.items() if v is not None}
 
 
 class RemotingCommand:
@@ -56,9 +64,7 @@ class RemotingCommand:
         self.remark = remark
         self.body = body
         self.serialize_type = serialize_type
-        self._ext: dict[str, str] | None = (
-            {k: header_codec.ext_str(v) for k, v in ext_fields.items() if v is not None} if ext_fields else {}
-        )
+        self._ext: dict[str, str] | None = _as_ext(ext_fields) if ext_fields else {}
         self._ext_raw: Any = None
 
     # -- constructors -----------------------------------------------------------------
@@ -111,7 +117,7 @@ class RemotingCommand:
 
     @ext_fields.setter
     def ext_fields(self, value: dict[str, Any]) -> None:
-        self._ext = {k: header_codec.ext_str(v) for k, v in value.items() if v is not None}
+        self._ext = _as_ext(value)
         self._ext_raw = None
 
     @property
@@ -149,7 +155,7 @@ class RemotingCommand:
         cmd.flag = flag
         cmd.remark = remark
         cmd.body = frame[4 + hlen :]
-        cmd.serialize_type = SerializeType(stype)
+        cmd.serialize_type = _STYPES[stype]
         cmd._ext = None
         cmd._ext_raw = raw
         return cmd

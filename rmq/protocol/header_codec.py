@@ -54,29 +54,39 @@ def coerce_ext(raw: Any) -> dict[str, str]:
 
 def _int_field(obj: dict[str, Any], key: str, default: int | None = None) -> int:
     value = obj.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str):
-            try:
-                return int(value)
-            except ValueError:
-                pass
-        raise RemoteProtocolError(f"header field {key!r} must be an integer, got {value!r}")
-    return value
+    if type(value) is int:
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    raise RemoteProtocolError(f"header field {key!r} must be an integer, got {value!r}")
+
+
+# The C scanner behind json.loads, called directly: the header is one object, and what
+# follows it may only be whitespace (the C++ client ends its header with a newline).
+_scan_once = json.decoder.JSONDecoder().scan_once
+_encode_basestring = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_LANG_NAME = {lang.value: lang.name for lang in LanguageCode}
 
 
 def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | None, Any]:
     """Parse a JSON header → (code, language, version, opaque, flag, remark, raw extFields)."""
     try:
-        obj = _json_decode(header.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RemoteProtocolError(f"header is not valid JSON: {exc}") from None
-    if not isinstance(obj, dict):
+        text = header.decode("utf-8")
+        obj, end = _scan_once(text, 0)
+    except (UnicodeDecodeError, ValueError, StopIteration) as exc:
+        raise RemoteProtocolError(f"header is not valid JSON: {exc!r}") from None
+    if end != len(text) and text[end:].strip():
+        raise RemoteProtocolError("header JSON has trailing characters")
+    if type(obj) is not dict:
         raise RemoteProtocolError("header JSON is not an object")
     code = _int_field(obj, "code")
     lang_raw = obj.get("language", "JAVA")
-    if isinstance(lang_raw, str):
+    if type(lang_raw) is str:
         language = _LANG_BY_NAME.get(lang_raw, LanguageCode.OTHER)
-    elif isinstance(lang_raw, int) and not isinstance(lang_raw, bool):
+    elif type(lang_raw) is int:
         language = _LANG_BY_VALUE.get(lang_raw, LanguageCode.OTHER)
     else:
         raise RemoteProtocolError(f"header field 'language' has a bad value {lang_raw!r}")
@@ -84,10 +94,10 @@ def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | 
     opaque = _int_field(obj, "opaque", 0)
     flag = _int_field(obj, "flag", 0)
     remark = obj.get("remark")
-    if remark is not None and not isinstance(remark, str):
+    if remark is not None and type(remark) is not str:
         remark = ext_str(remark)
     ext = obj.get("extFields")
-    if ext is not None and not isinstance(ext, dict):
+    if ext is not None and type(ext) is not dict:
         raise RemoteProtocolError("header field 'extFields' must be an object")
     return code, language, version, opaque, flag, remark, ext
 
@@ -95,18 +105,22 @@ def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | 
 def encode_json(
     code: int, language: int, version: int, opaque: int, flag: int, remark: str | None, ext: dict[str, str] | None
 ) -> bytes:
-    # Keys in fastjson's (alphabetical) order; serializeTypeCurrentRPC as a Java server emits it.
-    obj: dict[str, Any] = {"code": code}
+    """fastjson's shape: fields in alphabetical order, nulls left out, no whitespace.
+
+    Assembled by hand: this runs for every frame, and the generic encoder's Python-level
+    wrapper costs more than the work.
+    """
+    enc = _encode_basestring
+    parts = ['{"code":', str(int(code))]
     if ext:
-        obj["extFields"] = {k: ext_str(v) for k, v in ext.items() if v is not None}
-    obj["flag"] = flag
-    obj["language"] = _LANG_BY_VALUE.get(language, LanguageCode.OTHER).name
-    obj["opaque"] = opaque
+        parts.append(',"extFields":{')
+        parts.append(",".join([enc(k) + ":" + enc(v if type(v) is str else ext_str(v)) for k, v in ext.items()]))
+        parts.append("}")
+    parts += [',"flag":', str(int(flag)), ',"language":"', _LANG_NAME.get(language, "OTHER"), '","opaque":', str(int(opaque))]
     if remark is not None:
-        obj["remark"] = remark
-    obj["serializeTypeCurrentRPC"] = "JSON"
-    obj["version"] = version
-    return _json_encode(obj).encode("utf-8")
+        parts += [',"remark":', enc(remark)]
+    parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(int(version)), "}"]
+    return "".join(parts).encode("utf-8")
 
 
 def decode_binary(header: bytes) -> tuple[int, LanguageCode | int, int, int, int, str | None, bytes | None]:

@@ -1,0 +1,239 @@
+"""Request dispatch: request code → processor, with RocketMQ's flow-control answers.
+
+RocketMQ gives each processor an executor (threads + bounded queue) and answers
+SYSTEM_BUSY when the queue is full. Here each registration gets a `Route`: a limit on
+how many requests of that route run at once (across all connections, like a
+CapacityLimiter) and a queue bound (how many more may wait for a slot). The rules, from
+NettyRemotingAbstract.processRequestCommand (PROTOCOL.md 1.4):
+
+    situation                          answer (code, remark)                   oneway?
+    no processor, no default           3  " request type <code> not supported"  answered too
+    processor.reject_request() True    2  "[REJECTREQUEST]system busy, ..."     answered too
+    all slots busy and queue full      2  "[OVERLOAD]system busy, ..."          not answered
+    processor raises ProtocolError     1  the error's message                   not answered
+    processor raises anything else     1  "<ExceptionType>: <message>" (1 line) not answered
+    processor returns None             nothing
+    processor returns a response       the response                             not answered
+
+`answer_unsupported=False` drops unknown codes silently, as a 4.x name server does.
+The connection (connection.py) calls `admit` in its reader and `Route.run` in a task.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+import trio
+
+from rmq.protocol import (
+    RPC_ONEWAY,
+    ProtocolError,
+    RemotingCommand,
+    ResponseCode,
+    code_name,
+)
+
+if TYPE_CHECKING:
+    from .abc import ProcessFunction, RequestContext, RequestProcessor
+
+log = logging.getLogger("rmq.remoting.dispatcher")
+
+BUSY_OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
+BUSY_REJECT = "[REJECTREQUEST]system busy, start flow control for a while"
+
+DEFAULT_CONCURRENCY = 64
+DEFAULT_QUEUE_SIZE = 1024  # requests waiting for a slot, per route (RocketMQ queues hold 10k-100k)
+_REMARK_LIMIT = 512
+
+
+class Route:
+    """One registration: the processor and its flow-control state.
+
+    Attributes:
+      name: for logs (the processor's class or function name).
+      concurrency: at most this many requests of the route run at once.
+      queue_size: at most this many wait for a slot; beyond, SYSTEM_BUSY.
+      inline: run in the connection's reader task instead of a worker task.
+      active: requests running now.
+      waiting: requests waiting for a slot now.
+
+    (A counter and a ParkingLot rather than a trio.CapacityLimiter: the same semantics,
+    a slot handed straight to the next waiter, at a third of the cost per request.)
+    """
+
+    __slots__ = ("_lot", "active", "concurrency", "inline", "name", "process", "queue_size", "reject", "waiting")
+
+    def __init__(
+        self, processor: RequestProcessor | ProcessFunction, concurrency: int, queue_size: int, inline: bool = False
+    ) -> None:
+        if concurrency < 1 or queue_size < 0:
+            raise ValueError("concurrency must be >= 1 and queue_size >= 0")
+        process = getattr(processor, "process", None)
+        if process is None:
+            if not callable(processor):
+                raise TypeError(f"{processor!r} is neither a RequestProcessor nor an async function")
+            process = processor
+        self.name: str = getattr(processor, "__qualname__", type(processor).__qualname__)
+        self.process = process
+        self.reject = getattr(processor, "reject_request", None)
+        self.concurrency = concurrency
+        self.queue_size = queue_size
+        self.inline = inline
+        self.active = 0
+        self.waiting = 0
+        self._lot = trio.lowlevel.ParkingLot()
+
+    def _release(self) -> None:
+        if self._lot:
+            self._lot.unpark()  # the slot passes to the longest waiter; `active` stays
+        else:
+            self.active -= 1
+
+    async def run(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        """Wait for a slot if `admit` queued the request, run the processor, and map
+        its outcome to the response to send (None: send nothing).
+
+        Cancellation: the slot (or the place in the queue) is given back; nothing is
+        returned or sent.
+        """
+        if ctx.queued:
+            try:
+                await self._lot.park()
+            finally:
+                self.waiting -= 1
+        try:
+            response = await self.process(ctx, request)
+        except ProtocolError as exc:
+            log.info("%s from %s: %s", code_name(request.code, response=False), ctx.connection.remote_address, exc)
+            response = request.make_response(ResponseCode.SYSTEM_ERROR, _one_line(exc, with_type=False))
+        except Exception as exc:
+            log.exception(
+                "processor %s failed on %s from %s",
+                self.name,
+                code_name(request.code, response=False),
+                ctx.connection.remote_address,
+            )
+            response = request.make_response(ResponseCode.SYSTEM_ERROR, _one_line(exc, with_type=True))
+        finally:
+            self._release()
+        if request.flag & RPC_ONEWAY:
+            return None
+        if response is not None and not isinstance(response, RemotingCommand):
+            log.error("processor %s returned %r instead of a RemotingCommand", self.name, type(response))
+            response = request.make_response(ResponseCode.SYSTEM_ERROR, "processor returned a bad response")
+        return response
+
+
+class Dispatcher:
+    """Request code → Route. Shared by every connection of a server (or of a client).
+
+    Args:
+      answer_unsupported: answer codes nobody registered with
+        REQUEST_CODE_NOT_SUPPORTED (default), or drop them (a 4.x name server).
+    """
+
+    def __init__(self, *, answer_unsupported: bool = True) -> None:
+        self.answer_unsupported = answer_unsupported
+        self._routes: dict[int, Route] = {}
+        self._default: Route | None = None
+
+    def register(
+        self,
+        codes: int | Iterable[int],
+        processor: RequestProcessor | ProcessFunction,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        inline: bool = False,
+    ) -> Route:
+        """Serve `codes` with `processor`. Codes registered in one call share one Route
+        (one concurrency limit and queue, like RocketMQ codes sharing an executor).
+
+        Args:
+          concurrency: requests of this route running at once, over all connections.
+          queue_size: requests waiting for a slot before SYSTEM_BUSY [OVERLOAD].
+          inline: run the processor in the connection's reader task (one task switch
+            less per request). Only for processors that return without waiting on I/O
+            (in-memory lookups): while it runs, the connection reads nothing, so a
+            processor that awaits a response on its own connection would deadlock
+            until its timeout.
+
+        Raises ValueError if a code already has a processor.
+        """
+        code_list = [codes] if isinstance(codes, int) else list(codes)
+        taken = [c for c in code_list if c in self._routes]
+        if taken:
+            raise ValueError(f"codes already registered: {taken}")
+        route = Route(processor, concurrency, queue_size, inline)
+        for code in code_list:
+            self._routes[code] = route
+        return route
+
+    def register_default(
+        self,
+        processor: RequestProcessor | ProcessFunction,
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        inline: bool = False,
+    ) -> Route:
+        """Serve every code without its own processor (RocketMQ's default processor).
+        Arguments as for `register`."""
+        if self._default is not None:
+            raise ValueError("a default processor is already registered")
+        self._default = Route(processor, concurrency, queue_size, inline)
+        return self._default
+
+    @property
+    def codes(self) -> frozenset[int]:
+        """The codes with their own processor."""
+        return frozenset(self._routes)
+
+    def route(self, code: int) -> Route | None:
+        """The route serving `code` (maybe the default), or None."""
+        return self._routes.get(code, self._default)
+
+    def admit(self, ctx: RequestContext, request: RemotingCommand) -> Route | RemotingCommand | None:
+        """Decide, without waiting, what happens to an incoming request.
+
+        Returns:
+          A Route: run `route.run(ctx, request)` in a task; the request holds a slot,
+            or is counted as waiting for one (`ctx.queued`) and `run` waits for it.
+          A RemotingCommand: an immediate answer to write (busy or not supported).
+          None: drop the request.
+        """
+        route = self._routes.get(request.code, self._default)
+        if route is None:
+            if self.answer_unsupported:
+                return request.make_response(
+                    ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f" request type {request.code} not supported"
+                )
+            return None
+        reject = route.reject
+        if reject is not None and reject():
+            return request.make_response(ResponseCode.SYSTEM_BUSY, BUSY_REJECT)
+        if route.active < route.concurrency:
+            route.active += 1
+        elif route.waiting < route.queue_size:
+            route.waiting += 1
+            ctx.queued = True
+        elif request.flag & RPC_ONEWAY:
+            return None
+        else:
+            return request.make_response(ResponseCode.SYSTEM_BUSY, BUSY_OVERLOAD)
+        return route
+
+
+EMPTY_DISPATCHER = Dispatcher()
+"""Serves nothing: answers every request REQUEST_CODE_NOT_SUPPORTED."""
+
+
+def _one_line(exc: BaseException, *, with_type: bool) -> str:
+    text = str(exc).strip().splitlines()
+    message = text[0] if text else ""
+    if with_type:
+        message = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    return message[:_REMARK_LIMIT]
+

@@ -1,0 +1,180 @@
+"""RemotingCommand: round trips in both serializations, golden bytes, extFields typing."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rmq.protocol import (
+    RPC_ONEWAY,
+    RPC_TYPE,
+    FrameDecoder,
+    LanguageCode,
+    ProtocolError,
+    RemoteProtocolError,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    SerializeType,
+    encode_frame,
+)
+
+INT16 = st.integers(-(2**15), 2**15 - 1)
+INT32 = st.integers(-(2**31), 2**31 - 1)
+
+
+@st.composite
+def commands(draw: st.DrawFn, serialize_type: int) -> RemotingCommand:
+    return RemotingCommand(
+        draw(INT16),
+        draw(st.dictionaries(st.text(max_size=20), st.text(max_size=40), max_size=6)),
+        draw(st.binary(max_size=256)),
+        remark=draw(st.none() | st.text(max_size=40)),
+        opaque=draw(INT32),
+        flag=draw(st.sampled_from([0, RPC_TYPE, RPC_ONEWAY]) | INT32),
+        language=draw(st.sampled_from(list(LanguageCode))),
+        version=draw(INT16),
+        serialize_type=serialize_type,
+    )
+
+
+def roundtrip(cmd: RemotingCommand) -> RemotingCommand:
+    wire = cmd.encode()
+    dec = FrameDecoder()
+    dec.feed(wire)
+    (frame,) = list(dec)
+    assert dec.buffered == 0
+    return RemotingCommand.decode(frame)
+
+
+@given(commands(SerializeType.JSON))
+def test_json_roundtrip(cmd: RemotingCommand) -> None:
+    back = roundtrip(cmd)
+    assert back == cmd
+    assert back.serialize_type == SerializeType.JSON
+
+
+@given(commands(SerializeType.ROCKETMQ))
+def test_binary_roundtrip(cmd: RemotingCommand) -> None:
+    back = roundtrip(cmd)
+    assert back == cmd
+    assert back.serialize_type == SerializeType.ROCKETMQ
+
+
+def test_empty_binary_header_is_21_bytes() -> None:
+    cmd = RemotingCommand(0, serialize_type=SerializeType.ROCKETMQ, language=LanguageCode.JAVA, version=0)
+    wire = cmd.encode()
+    length, word = struct.unpack_from(">ii", wire)
+    assert word >> 24 == SerializeType.ROCKETMQ
+    assert word & 0xFFFFFF == 21
+    assert length == 4 + 21
+    assert wire[8:] == bytes(21)
+
+
+def test_json_header_shape() -> None:
+    cmd = RemotingCommand(0, {"queueOffset": 41}, opaque=7, flag=RPC_TYPE, version=409, language=LanguageCode.JAVA)
+    wire = cmd.encode()
+    header = wire[8 : 8 + (struct.unpack_from(">i", wire, 4)[0] & 0xFFFFFF)]
+    assert header == (
+        b'{"code":0,"extFields":{"queueOffset":"41"},"flag":1,"language":"JAVA","opaque":7,'
+        b'"serializeTypeCurrentRPC":"JSON","version":409}'
+    )
+
+
+def json_frame(header: dict[str, object] | str, body: bytes = b"") -> bytes:
+    text = header if isinstance(header, str) else json.dumps(header)
+    return encode_frame(0, text.encode(), body)[4:]
+
+
+def test_incoming_ext_numbers_and_bools_read_as_strings() -> None:
+    frame = json_frame(
+        {
+            "code": 10,
+            "language": "CPP",
+            "version": 63,
+            "opaque": 3,
+            "flag": 0,
+            "remark": "",
+            "extFields": {"queueId": 3, "sysFlag": 0, "unitMode": False, "batch": True, "ratio": 1.5, "gone": None},
+        }
+    )
+    cmd = RemotingCommand.decode(frame)
+    assert cmd.ext_fields == {
+        "queueId": "3",
+        "sysFlag": "0",
+        "unitMode": "false",
+        "batch": "true",
+        "ratio": "1.5",
+    }
+    assert cmd.language == LanguageCode.CPP
+    assert cmd.code == RequestCode.SEND_MESSAGE
+
+
+def test_outgoing_ext_values_are_always_strings() -> None:
+    cmd = RemotingCommand(0, {"queueId": 3, "ok": True, "no": False, "offset": 2**40, "skip": None})
+    back = roundtrip(cmd)
+    assert back.ext_fields == {"queueId": "3", "ok": "true", "no": "false", "offset": str(2**40)}
+    header = json.loads(cmd.encode()[8:].decode())
+    assert all(isinstance(v, str) for v in header["extFields"].values())
+    binary = RemotingCommand(0, {"queueId": 3}, serialize_type=SerializeType.ROCKETMQ)
+    assert roundtrip(binary).ext_fields == {"queueId": "3"}
+
+
+def test_make_response_keeps_opaque_and_serialization() -> None:
+    req = RemotingCommand.request(RequestCode.HEART_BEAT, serialize_type=SerializeType.ROCKETMQ)
+    req.opaque = 99
+    resp = req.make_response(ResponseCode.SYSTEM_BUSY, "busy", {"a": 1}, b"b")
+    assert (resp.opaque, resp.serialize_type, resp.code, resp.remark) == (99, SerializeType.ROCKETMQ, 2, "busy")
+    assert resp.is_response and not resp.is_oneway
+    assert resp.ext_fields == {"a": "1"}
+    oneway = RemotingCommand.request(RequestCode.END_TRANSACTION, oneway=True)
+    assert oneway.is_oneway and not oneway.is_response
+
+
+def test_unknown_language_name_decodes_as_other() -> None:
+    cmd = RemotingCommand.decode(json_frame({"code": 1, "language": "COBOL"}))
+    assert cmd.language == LanguageCode.OTHER
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        b"\x00\x00",  # no header-length word
+        struct.pack(">i", 100) + b"{}",  # header length beyond the frame
+        struct.pack(">i", (7 << 24) | 2) + b"{}",  # unknown serialize type
+        json_frame("{not json"),
+        json_frame("[1, 2]"),
+        json_frame('{"code": "ten"}'),
+        json_frame('{"code": 1, "language": []}'),
+        json_frame('{"code": 1, "extFields": [1]}'),
+        json_frame('{"code": 1, "opaque": true}'),
+        struct.pack(">i", (1 << 24) | 5) + bytes(5),  # binary header below 21 bytes
+        encode_frame(1, bytes(13) + struct.pack(">i", 99) + bytes(4))[4:],  # remark length beyond header
+        encode_frame(1, bytes(13) + struct.pack(">ii", 0, 5) + b"x")[4:],  # ext block length mismatch
+        encode_frame(0, b"\xff\xfe")[4:],  # not UTF-8
+    ],
+)
+def test_bad_headers_raise_remote_protocol_error(frame: bytes) -> None:
+    with pytest.raises(RemoteProtocolError):
+        RemotingCommand.decode(frame)
+
+
+def test_bad_binary_ext_block_raises_when_read() -> None:
+    header = bytes(13) + struct.pack(">i", 0) + struct.pack(">i", 3) + b"\x00\x09k"  # key length 9 > block
+    cmd = RemotingCommand.decode(encode_frame(1, header)[4:])
+    with pytest.raises(RemoteProtocolError):
+        _ = cmd.ext_fields
+
+
+@given(st.binary(max_size=300))
+def test_random_frames_raise_only_protocol_errors(data: bytes) -> None:
+    try:
+        cmd = RemotingCommand.decode(data)
+        _ = cmd.ext_fields
+        cmd.encode()
+    except ProtocolError:
+        pass
