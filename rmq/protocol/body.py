@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 from .errors import RemoteProtocolError
 
@@ -121,7 +121,7 @@ class _Lenient:
         self.pos = 0
         self.depth = 0
 
-    def fail(self, what: str) -> None:
+    def fail(self, what: str) -> NoReturn:
         raise RemoteProtocolError(f"bad JSON body at offset {self.pos}: {what}")
 
     def ws(self) -> None:

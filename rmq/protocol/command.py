@@ -57,7 +57,7 @@ class RemotingCommand:
         serialize_type: int = SerializeType.JSON,
     ) -> None:
         self.code = code
-        self.language = language
+        self.language: int = language
         self.version = version
         self.opaque = opaque
         self.flag = flag

@@ -66,8 +66,8 @@ def _int_field(obj: dict[str, Any], key: str, default: int | None = None) -> int
 
 # The C scanner behind json.loads, called directly: the header is one object, and what
 # follows it may only be whitespace (the C++ client ends its header with a newline).
-_scan_once = json.decoder.JSONDecoder().scan_once
-_encode_basestring = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_scan_once = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_encode_basestring = json.encoder.encode_basestring
 _LANG_NAME = {lang.value: lang.name for lang in LanguageCode}
 
 
@@ -123,7 +123,7 @@ def encode_json(
     return "".join(parts).encode("utf-8")
 
 
-def decode_binary(header: bytes) -> tuple[int, LanguageCode | int, int, int, int, str | None, bytes | None]:
+def decode_binary(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | None, bytes | None]:
     """Parse a ROCKETMQ header → (code, language, version, opaque, flag, remark, raw ext block)."""
     n = len(header)
     if n < BINARY_PREFIX.size + 8:
