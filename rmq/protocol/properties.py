@@ -1,0 +1,135 @@
+"""Message properties: the ``name\\x01value\\x02name\\x01value`` string and its well-known keys.
+
+The codec mirrors RocketMQ 4.x ``MessageDecoder`` (PROTOCOL.md 5.3, 5.4):
+
+* ``encode_properties`` writes no trailing ``\\x02`` (Java 4.9.1+); every 4.x reader accepts that.
+* ``decode_properties`` accepts a trailing ``\\x02`` (older Java, cpp, go) and, like Java, skips
+  segments shorter than three characters and pairs with an empty name or an empty value. The
+  name ends at the first ``\\x01``; later ``\\x01`` characters belong to the value.
+
+stdlib only; nothing here touches I/O.
+"""
+
+from __future__ import annotations
+
+import array
+import operator
+import sys
+from collections.abc import Mapping
+
+NAME_VALUE_SEPARATOR = "\x01"
+PROPERTY_SEPARATOR = "\x02"
+KEY_SEPARATOR = " "  # between the business keys inside KEYS
+
+# Well-known keys (MessageConst.java). The constant name is the key text unless noted.
+KEYS = "KEYS"
+TAGS = "TAGS"
+WAIT = "WAIT"  # "false" = do not wait for flush or replication; absent means true
+DELAY = "DELAY"  # delay level 1..18
+RETRY_TOPIC = "RETRY_TOPIC"
+REAL_TOPIC = "REAL_TOPIC"
+REAL_QID = "REAL_QID"
+TRAN_MSG = "TRAN_MSG"
+PGROUP = "PGROUP"
+MIN_OFFSET = "MIN_OFFSET"
+MAX_OFFSET = "MAX_OFFSET"
+BUYER_ID = "BUYER_ID"
+ORIGIN_MESSAGE_ID = "ORIGIN_MESSAGE_ID"
+TRANSFER_FLAG = "TRANSFER_FLAG"
+CORRECTION_FLAG = "CORRECTION_FLAG"
+MQ2_FLAG = "MQ2_FLAG"
+RECONSUME_TIME = "RECONSUME_TIME"
+MSG_REGION = "MSG_REGION"
+TRACE_ON = "TRACE_ON"
+UNIQ_KEY = "UNIQ_KEY"  # client message id (PROPERTY_UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+MAX_RECONSUME_TIMES = "MAX_RECONSUME_TIMES"
+CONSUME_START_TIME = "CONSUME_START_TIME"
+TRAN_PREPARED_QUEUE_OFFSET = "TRAN_PREPARED_QUEUE_OFFSET"
+TRANSACTION_CHECK_TIMES = "TRANSACTION_CHECK_TIMES"
+CHECK_IMMUNITY_TIME_IN_SECONDS = "CHECK_IMMUNITY_TIME_IN_SECONDS"
+INSTANCE_ID = "INSTANCE_ID"
+CORRELATION_ID = "CORRELATION_ID"
+REPLY_TO_CLIENT = "REPLY_TO_CLIENT"
+TTL = "TTL"
+ARRIVE_TIME = "ARRIVE_TIME"
+PUSH_REPLY_TIME = "PUSH_REPLY_TIME"
+CLUSTER = "CLUSTER"
+MSG_TYPE = "MSG_TYPE"
+INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+INNER_MULTI_QUEUE_OFFSET = "INNER_MULTI_QUEUE_OFFSET"
+SHARDING_KEY = "__SHARDINGKEY"
+TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
+TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
+TIMER_DELAY_MS = "TIMER_DELAY_MS"
+START_DELIVER_TIME = "__STARTDELIVERTIME"  # Aliyun ONS delay marker; 4.x brokers ignore it
+TRANSACTION_ID = "__transactionId__"
+
+# Java String.hashCode works on UTF-16 code units with int32 wraparound. Powers of 31 modulo
+# 2**32 turn the loop into one C-level sum for strings up to this many code units.
+_POW_LIMIT = 4096
+_POWERS = [pow(31, i, 1 << 32) for i in range(_POW_LIMIT + 1)]
+_POWERS_REVERSED = _POWERS[_POW_LIMIT - 1 :: -1]
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+
+
+def java_string_hash(s: str) -> int:
+    """Java ``String.hashCode()`` of ``s`` as a signed int32.
+
+    Characters outside the BMP count as two UTF-16 surrogate units, as in Java.
+    """
+    return java_string_hash_extend(0, s)
+
+
+def java_string_hash_extend(prefix_hash: int, s: str) -> int:
+    """Java hash of ``p + s`` given ``prefix_hash`` = Java hash of ``p`` (signed int32).
+
+    Lets callers hash many strings sharing a prefix (``topic#key``) without rehashing it.
+    """
+    if s.isascii():
+        units: bytes | array.array[int] = s.encode("ascii")
+    else:
+        units = array.array("H", s.encode(_UTF16_NATIVE))
+    n = len(units)
+    if n <= _POW_LIMIT:
+        h = int(sum(map(operator.mul, units, _POWERS_REVERSED[_POW_LIMIT - n :])))
+        h = (prefix_hash * _POWERS[n] + h) & 0xFFFFFFFF if prefix_hash else h & 0xFFFFFFFF
+    else:
+        h = prefix_hash & 0xFFFFFFFF
+        for c in units:
+            h = (31 * h + c) & 0xFFFFFFFF
+    return h - 0x100000000 if h & 0x80000000 else h
+
+
+def decode_properties(text: str | bytes | bytearray | memoryview) -> dict[str, str]:
+    """Parse a properties string into a dict, with Java's leniency (see module docstring).
+
+    Bytes are decoded as UTF-8; invalid UTF-8 is replaced rather than rejected, as Java does.
+    A later duplicate name overwrites an earlier one.
+    """
+    if not isinstance(text, str):
+        text = bytes(text).decode("utf-8", "replace")
+    result: dict[str, str] = {}
+    for segment in text.split(PROPERTY_SEPARATOR):
+        name, _, value = segment.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
+            result[name] = value
+    return result
+
+
+def encode_properties(props: Mapping[str, str | None] | None) -> str:
+    """Render ``props`` as ``k\\x01v\\x02k\\x01v`` with no trailing separator; ``None`` values are skipped."""
+    if not props:
+        return ""
+    try:  # all values are strings: one C-level join
+        return PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, props.items()))  # type: ignore[arg-type]
+    except TypeError:
+        return PROPERTY_SEPARATOR.join(
+            f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None
+        )
+
+
+def split_keys(keys: str | None) -> list[str]:
+    """The non-empty business keys of a KEYS value (space separated)."""
+    if not keys:
+        return []
+    return [k for k in keys.split(KEY_SEPARATOR) if k]

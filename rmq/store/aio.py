@@ -1,0 +1,341 @@
+"""AsyncMessageStore: the Trio services around a synchronous MessageStore.
+
+Appends run on the Trio thread (encoding into the mapped page cache is a memcpy). Everything
+that waits on the disk runs in worker threads, one at a time per kind, through
+``trio.to_thread.run_sync`` with a ``CapacityLimiter(1)``. Tasks (all in one nursery):
+
+* CommitLog flusher. ASYNC_FLUSH: a sync every ``flush_interval_commitlog`` ms. SYNC_FLUSH:
+  group commit. Appends that must wait join the open ``_Batch`` (a new one every
+  ``BATCH_SPAN``) and park on its event; a round closes the batches before it captures the
+  write position, so one sync covers every append in them, and appends made while a sync
+  runs wait for the next round.
+* Batch watchdog: one timer per batch (not per append, which would cost a cancel scope each):
+  a batch still waiting ``sync_flush_timeout`` after it opened is woken with FLUSH_DISK_TIMEOUT
+  (the messages are stored and will become durable; only the wait ended).
+* Logics flusher: every ``flush_interval_consume_queue`` ms syncs consume queues with enough
+  pending pages (all of them every thorough interval), the index and the checkpoint.
+* Reput: woken by every append, builds consume queue and index entries and calls the
+  ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records.
+* Retention: every ``clean_resource_interval`` ms measures the disk and deletes expired files.
+
+Leaving ``async with`` (or cancelling ``run``) dispatches and syncs what is left; it does not
+close the MessageStore, which its opener owns.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Self
+
+import trio
+
+from rmq.protocol.message import Message
+
+from .flush import FlushPlan
+from .message_store import MessageStore, wants_wait
+from .results import PutMessageResult, PutMessageStatus
+
+log = logging.getLogger("rmq.store.aio")
+
+REPUT_BATCH = 1024  # records dispatched between checkpoints of the reput task
+# An append joins the open batch only if it opened less than this long ago (seconds), so every
+# append waits between sync_flush_timeout minus this and sync_flush_timeout.
+BATCH_SPAN = 0.01
+
+
+class _Batch:
+    """Appends waiting for the same CommitLog sync round."""
+
+    __slots__ = ("deadline", "done", "event", "timed_out")
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.event = trio.Event()
+        self.done = False  # a round covering the batch has finished
+        self.timed_out = False
+# Consume queues drained per logics round: a queue's first drain creates its directory and
+# file, so with tens of thousands of new queues one round must not hold the Trio thread long.
+FLUSH_QUEUES_PER_ROUND = 256
+
+
+class AsyncMessageStore:
+    """Trio front of ``store``.
+
+    Args:
+        store: an open MessageStore; only this object's tasks may flush it meanwhile.
+        flush_fn: runs a FlushPlan in a worker thread; defaults to ``store.run_flush``. Tests
+            inject a slow one.
+        retention: run the retention task.
+
+    Use ``async with AsyncMessageStore(store) as astore:`` or ``await nursery.start(astore.run)``.
+    Reads need no waiting: call ``astore.store.get_message(...)`` and friends directly.
+    """
+
+    def __init__(
+        self,
+        store: MessageStore,
+        *,
+        flush_fn: Callable[[FlushPlan], None] | None = None,
+        retention: bool = True,
+    ) -> None:
+        self.store = store
+        self._flush_fn = flush_fn or store.run_flush
+        self._retention = retention
+        self._commitlog_limiter = trio.CapacityLimiter(1)
+        self._logics_limiter = trio.CapacityLimiter(1)
+        self._flush_wanted = trio.Event()
+        self._round_done = trio.Event()
+        self._open_batch: _Batch | None = None  # appends join it until a round closes it
+        self._batches: deque[_Batch] = deque()  # not yet done, oldest first
+        self._batch_opened = trio.Event()
+        self._flushed = store.flushed_offset
+        self._reput_wanted = trio.Event()
+        self._reput_done = trio.Event()
+        self._running = False
+        self.flush_rounds = 0  # CommitLog sync rounds run: group commit makes this << appends
+
+    # --- lifetime -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the store's tasks until cancelled, then dispatch and sync what is left."""
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._commitlog_flusher)
+                nursery.start_soon(self._batch_watchdog)
+                nursery.start_soon(self._logics_flusher)
+                nursery.start_soon(self._reput_loop)
+                if self._retention:
+                    nursery.start_soon(self._retention_loop)
+                self._running = True
+                task_status.started()
+        finally:
+            self._running = False
+            with trio.CancelScope(shield=True):
+                await self._final_flush()
+
+    async def __aenter__(self) -> Self:
+        self._cm = self._lifetime()
+        return await self._cm.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        return await self._cm.__aexit__(exc_type, exc, tb)
+
+    @asynccontextmanager
+    async def _lifetime(self) -> AsyncIterator[Self]:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(self.run)
+            try:
+                yield self
+            finally:
+                nursery.cancel_scope.cancel()
+
+    async def _final_flush(self) -> None:
+        store = self.store
+        if store.closed:
+            return
+        store.dispatcher.dispatch_pending(notify=False)
+        plan = store.begin_flush(commitlog=True, logics=True, thorough=True)
+        await trio.to_thread.run_sync(self._flush_fn, plan, limiter=self._commitlog_limiter)
+        store.end_flush(plan)
+        await trio.to_thread.run_sync(store.checkpoint.sync, limiter=self._logics_limiter)
+        self._flushed = store.flushed_offset
+        self._open_batch = None
+        self._finish_batches(len(self._batches))  # appends still waiting: all durable now
+        done, self._round_done = self._round_done, trio.Event()
+        done.set()
+
+    # --- appends --------------------------------------------------------------------------
+
+    async def put_message(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        *,
+        flag: int = 0,
+        properties: Mapping[str, str] | str | None = None,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: tuple[str, int] = ("127.0.0.1", 0),
+        store_host: tuple[str, int] = ("127.0.0.1", 10911),
+        reconsume_times: int = 0,
+        prepared_transaction_offset: int = 0,
+        tags_code: int | None = None,
+        wait: bool | None = None,
+    ) -> PutMessageResult:
+        """Append one message (see ``MessageStore.append_message``) and apply the flush policy.
+
+        With SYNC_FLUSH and ``wait`` (None: the WAIT property; absent = true) this waits for
+        the group commit, up to ``sync_flush_timeout``, then answers FLUSH_DISK_TIMEOUT.
+        Cancelled while waiting: the message is stored all the same; only the wait ends.
+
+        Raises:
+            RuntimeError: the store's tasks are not running (SYNC_FLUSH waits need them).
+        """
+        result = self.store.append_message(
+            topic, queue_id, body, flag=flag, properties=properties, sys_flag=sys_flag,
+            born_timestamp=born_timestamp, born_host=born_host, store_host=store_host,
+            reconsume_times=reconsume_times, prepared_transaction_offset=prepared_transaction_offset,
+            tags_code=tags_code,
+        )  # fmt: skip
+        return await self._after_append(result, wait, properties)
+
+    async def put_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        messages: Iterable[Message],
+        *,
+        extra_properties: Mapping[str, str] | None = None,
+        sys_flag: int = 0,
+        born_timestamp: int = 0,
+        born_host: tuple[str, int] = ("127.0.0.1", 0),
+        store_host: tuple[str, int] = ("127.0.0.1", 10911),
+        reconsume_times: int = 0,
+        wait: bool | None = None,
+    ) -> PutMessageResult:
+        """Append a batch (see ``MessageStore.append_messages``) with the flush policy of
+        ``put_message``."""
+        result = self.store.append_messages(
+            topic, queue_id, messages, extra_properties=extra_properties, sys_flag=sys_flag,
+            born_timestamp=born_timestamp, born_host=born_host, store_host=store_host,
+            reconsume_times=reconsume_times,
+        )  # fmt: skip
+        return await self._after_append(result, wait, extra_properties)
+
+    async def _after_append(
+        self, result: PutMessageResult, wait: bool | None, props: Mapping[str, str] | str | None
+    ) -> PutMessageResult:
+        if not result.ok:
+            return result
+        self._reput_wanted.set()
+        if self.store.sync_flush and wants_wait(wait, props):
+            if not self._running:
+                raise RuntimeError("AsyncMessageStore is not running")
+            batch = self._open_batch
+            now = trio.current_time()
+            timeout = self.store.config.sync_flush_timeout / 1000
+            if batch is None or now + timeout - batch.deadline > BATCH_SPAN:
+                batch = self._open_batch = _Batch(now + timeout)
+                self._batches.append(batch)
+                self._batch_opened.set()
+            self._flush_wanted.set()
+            await batch.event.wait()
+            if batch.timed_out and self._flushed < result.end_offset:
+                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+                result.remark = f"not synced within sync_flush_timeout={self.store.config.sync_flush_timeout} ms"
+        return result
+
+    def _finish_batches(self, count: int) -> None:
+        for _ in range(count):
+            batch = self._batches.popleft()
+            batch.done = True
+            batch.event.set()
+
+    async def wait_flushed(self, offset: int) -> None:
+        """Wait until CommitLog bytes below ``offset`` are durable, asking for sync rounds.
+        Cancelling it changes nothing but the wait."""
+        while self._flushed < offset:
+            self._flush_wanted.set()
+            await self._round_done.wait()
+
+    async def wait_dispatched(self, offset: int | None = None) -> None:
+        """Wait until records below ``offset`` (default: everything written so far) are in
+        their consume queues."""
+        store = self.store
+        target = store.max_phy_offset if offset is None else offset
+        while store.dispatcher.reput_offset < target and store.dispatch_behind > 0:
+            self._reput_wanted.set()
+            await self._reput_done.wait()
+
+    @property
+    def flushed_offset(self) -> int:
+        return self._flushed
+
+    # --- tasks ----------------------------------------------------------------------------
+
+    async def _commitlog_flusher(self) -> None:
+        store = self.store
+        interval = store.config.flush_interval_commitlog / 1000
+        while True:
+            with trio.move_on_after(interval):
+                await self._flush_wanted.wait()
+            self._flush_wanted = trio.Event()
+            # Every append in the open batch is in the log now, so this round covers them all.
+            closed = len(self._batches)
+            self._open_batch = None
+            plan = store.begin_flush(commitlog=True)
+            if plan.syncs:
+                self.flush_rounds += 1
+                await trio.to_thread.run_sync(self._flush_fn, plan, limiter=self._commitlog_limiter)
+            store.end_flush(plan)
+            assert plan.commitlog_offset is not None
+            self._flushed = max(self._flushed, plan.commitlog_offset)
+            self._finish_batches(min(closed, len(self._batches)))
+            done, self._round_done = self._round_done, trio.Event()
+            done.set()
+
+    async def _batch_watchdog(self) -> None:
+        while True:
+            # The oldest batch not timed out yet; deadlines grow with the order of the queue.
+            batch = next((b for b in self._batches if not b.timed_out), None)
+            if batch is None:
+                self._batch_opened = trio.Event()
+                await self._batch_opened.wait()
+                continue
+            await trio.sleep_until(batch.deadline)
+            if not batch.done:
+                batch.timed_out = True
+                batch.event.set()  # stays queued: the round that syncs it still finishes it
+
+    async def _logics_flusher(self) -> None:
+        store = self.store
+        cfg = store.config
+        interval = cfg.flush_interval_consume_queue / 1000
+        thorough_every = cfg.flush_consume_queue_thorough_interval / 1000
+        last_thorough = trio.current_time()
+        thorough = False
+        while True:
+            await trio.sleep(interval)
+            now = trio.current_time()
+            if now - last_thorough >= thorough_every:
+                thorough = True  # stays on until a round has covered every dirty queue
+                last_thorough = now
+            plan = store.begin_flush(
+                commitlog=False, logics=True, thorough=thorough, max_queues=FLUSH_QUEUES_PER_ROUND
+            )
+            await trio.to_thread.run_sync(self._flush_fn, plan, limiter=self._logics_limiter)
+            store.end_flush(plan)
+            if plan.queues_left == 0:
+                thorough = False
+
+    async def _reput_loop(self) -> None:
+        store = self.store
+        while True:
+            await self._reput_wanted.wait()
+            self._reput_wanted = trio.Event()
+            while store.dispatch_pending(REPUT_BATCH) == REPUT_BATCH:
+                await trio.lowlevel.checkpoint()
+            done, self._reput_done = self._reput_done, trio.Event()
+            done.set()
+
+    async def _retention_loop(self) -> None:
+        store = self.store
+        while True:
+            await trio.sleep(store.config.clean_resource_interval / 1000)
+            result = store.run_retention()
+            if result.commitlog_files_deleted:
+                log.info(
+                    "retention deleted %d CommitLog, %d consume queue, %d index files",
+                    result.commitlog_files_deleted, result.consume_queue_files_deleted,
+                    result.index_files_deleted,
+                )  # fmt: skip

@@ -1,0 +1,273 @@
+"""The CommitLog: every message of every topic, appended to one run of mapped files.
+
+A record never spans two files: when the next record (plus an 8-byte blank) does not fit,
+the rest of the file gets an end-of-file blank ``[int32 remaining][0xCBD43194]`` and the
+record goes to the start of a new file. Record layout: ``rmq.protocol.message``.
+
+Recovery walks records from a known-good point, checking magic, length, the physical offset
+field and (optionally) the body CRC, and stops at the first record that fails; everything from
+there on is cut off.
+"""
+
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+from collections.abc import Iterator
+
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.message import (
+    BORNHOST_V6_FLAG,
+    RecordMeta,
+    decode_record_meta,
+    peek_size_and_magic,
+)
+
+from .formats import BLANK, BLANK_MAGIC, file_name_to_offset
+from .mapped_file import MappedFile
+from .mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger("rmq.store.commitlog")
+
+_SYSFLAG_POS = 36
+_BORN_TS_POS = 40
+_STORE_TS_POS_V4 = 56  # store timestamp follows an 8-byte IPv4 born host
+_STORE_TS_END_V6 = _STORE_TS_POS_V4 + 12 + 8  # every record is at least this long
+
+
+class CommitLog:
+    """Mapped files under ``directory``; offsets are byte positions in the whole log."""
+
+    def __init__(self, directory: str, file_size: int, *, preallocate: bool = False) -> None:
+        self.files = MappedFileQueue(directory, file_size, preallocate=preallocate)
+        self.file_size = file_size
+        self.last_store_timestamp = 0  # store time of the last record appended or recovered
+
+    def load(self) -> None:
+        """Open the files on disk (all marked full until ``recover`` runs)."""
+        self.files.load()
+
+    @property
+    def min_offset(self) -> int:
+        return self.files.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        """Where the next record goes: everything below is written (not necessarily synced)."""
+        return self.files.max_offset
+
+    # --- writing --------------------------------------------------------------------------
+
+    def reserve(self, size: int) -> tuple[MappedFile, int]:
+        """The file and position where ``size`` contiguous bytes can be written now.
+
+        Writes an end-of-file blank and opens a new file when the current one cannot hold
+        ``size`` bytes plus a blank. The caller writes the bytes and then sets ``mf.wrote``.
+        ``size`` must be at most ``file_size - 8``.
+
+        Raises:
+            OSError: a new file cannot be created (disk full, descriptor limit).
+        """
+        mf = self.files.last()
+        if mf is None or mf.wrote >= mf.size:
+            mf = self.files.create()
+        pos = mf.wrote
+        if pos + size + BLANK.size > mf.size:
+            BLANK.pack_into(mf.mm, pos, mf.size - pos, BLANK_MAGIC)
+            mf.wrote = mf.size
+            mf = self.files.create()
+            pos = 0
+        return mf, pos
+
+    # --- reading --------------------------------------------------------------------------
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """The ``size`` bytes at ``offset``, or None when they are not (or no longer) stored."""
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.start
+        if pos < 0 or size <= 0 or pos + size > mf.wrote:
+            return None
+        return mf.mm[pos : pos + size]
+
+    def record_at(self, offset: int) -> bytes | None:
+        """The whole record starting at ``offset``, or None if there is no message there."""
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.start
+        if pos + BLANK.size > mf.wrote:
+            return None
+        size, magic = peek_size_and_magic(mf.mm, pos)
+        if magic == BLANK_MAGIC or size <= 0 or pos + size > mf.wrote:
+            return None
+        return mf.mm[pos : pos + size]
+
+    def store_timestamp_at(self, offset: int) -> int | None:
+        """Store time of the record at ``offset`` without decoding it (None if absent)."""
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.start
+        if pos + _STORE_TS_END_V6 > mf.wrote:
+            return None
+        mm = mf.mm
+        sys_flag = int.from_bytes(mm[pos + _SYSFLAG_POS : pos + _SYSFLAG_POS + 4], "big")
+        p = pos + _STORE_TS_POS_V4 + (12 if sys_flag & BORNHOST_V6_FLAG else 0)
+        return int.from_bytes(mm[p : p + 8], "big", signed=True)
+
+    def first_store_timestamp(self, mf: MappedFile) -> int | None:
+        """Store time of the first record in ``mf`` (None if it holds none)."""
+        if mf.wrote < _STORE_TS_END_V6:
+            return None
+        size, magic = peek_size_and_magic(mf.mm, 0)
+        if magic == BLANK_MAGIC or size <= 0:
+            return None
+        return self.store_timestamp_at(mf.start)
+
+    def meta_at(self, offset: int) -> RecordMeta | None:
+        """Decode the record at ``offset`` without its body; None for a blank or no data.
+
+        Raises:
+            ProtocolError: the bytes there are not a valid record.
+        """
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.start
+        if pos + BLANK.size > mf.wrote:
+            return None
+        if peek_size_and_magic(mf.mm, pos)[1] == BLANK_MAGIC:
+            return None
+        return decode_record_meta(mf.mm, pos)
+
+    # --- recovery -------------------------------------------------------------------------
+
+    def check_record(self, mf: MappedFile, pos: int, check_crc: bool) -> int:
+        """Size of the valid record at ``pos`` in ``mf``; 0 for an end-of-file blank; -1 when
+        the bytes there are not a valid record (torn, garbage, or zeros)."""
+        mm = mf.mm
+        if pos + BLANK.size > mf.size:
+            return -1
+        size, magic = peek_size_and_magic(mm, pos)
+        if magic == BLANK_MAGIC:
+            return 0 if size == mf.size - pos else -1
+        try:
+            meta = decode_record_meta(mm, pos, check_crc=check_crc)
+        except ProtocolError as exc:
+            log.info("recovery stops at %d: %s", mf.start + pos, exc)
+            return -1
+        if meta.commitlog_offset != mf.start + pos:
+            log.info(
+                "recovery stops at %d: record says it is at %d", mf.start + pos, meta.commitlog_offset
+            )
+            return -1
+        self.last_store_timestamp = meta.store_timestamp
+        return meta.size
+
+    def recover(self, start: int, check_crc: bool) -> int:
+        """Find the end of the valid data, scanning from ``start`` (a file start or record
+        boundary known to be good), and cut the log there. Returns that end offset."""
+        files = self.files.files
+        if not files:
+            return 0
+        start = min(max(start, files[0].start), self.files.max_offset)
+        i = min((start - files[0].start) // self.file_size, len(files) - 1)
+        pos = start - files[i].start
+        while True:
+            mf = files[i]
+            n = self.check_record(mf, pos, check_crc)
+            if n > 0:
+                pos += n
+                continue
+            if n == 0 and i + 1 < len(files):
+                i += 1
+                pos = 0
+                continue
+            break
+        end = files[i].start + pos
+        if end != self.files.max_offset or files[-1].wrote != files[-1].size:
+            log.info("CommitLog recovered to offset %d", end)
+        self.files.truncate(end)
+        return end
+
+    def file_start_before(self, timestamp: int) -> int:
+        """Start of the newest file whose first record is not newer than ``timestamp`` (the
+        first file when none is); RocketMQ's rule for where abnormal recovery begins."""
+        for mf in reversed(self.files.files):
+            ts = self.first_store_timestamp(mf)
+            if ts is not None and ts <= timestamp:
+                return mf.start
+        return self.files.min_offset
+
+    # --- retention ------------------------------------------------------------------------
+
+    def delete_expired(
+        self, *, now: int, reserved_ms: int, force: bool, limit_offset: int, max_files: int
+    ) -> int:
+        """Delete old files from the head; returns how many went.
+
+        A file counts as last written when the next file got its first record. It goes when
+        that is ``reserved_ms`` ago, or at once with ``force``; never the last file, and never
+        one reaching past ``limit_offset`` (data not yet synced or dispatched).
+        """
+        files = self.files.files
+        deleted = 0
+        while deleted < max_files and len(files) > 1 and files[0].end <= limit_offset:
+            closed_at = self.first_store_timestamp(files[1])
+            if not force and (closed_at is None or now - closed_at < reserved_ms):
+                break
+            log.info("deleting CommitLog file %s", files[0].path)
+            self.files.delete_first()
+            deleted += 1
+        return deleted
+
+    def close(self) -> None:
+        self.files.close()
+
+
+def iter_commitlog(
+    directory: str, file_size: int | None = None, start: int = 0, end: int | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """Read-only walk over a CommitLog directory: yields (offset, raw record) for records
+    starting in ``[start, end)``, stopping early at the first invalid record (the unwritten
+    tail). ``start`` must be a record boundary, e.g. a file's start offset; ``file_size``
+    defaults to the size of the first file. Read-only mappings and no lock, for tools and
+    Spark executors reading a store that another process may be writing.
+    """
+    names = sorted(n for n in os.listdir(directory) if file_name_to_offset(n) is not None)
+    if names and file_size is None:
+        file_size = os.path.getsize(os.path.join(directory, names[0]))
+    for name in names:
+        base = file_name_to_offset(name)
+        assert base is not None and file_size is not None
+        if base + file_size <= start:
+            continue
+        if end is not None and base >= end:
+            return
+        with open(os.path.join(directory, name), "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            pos = max(0, start - base)
+            while pos + BLANK.size <= len(data):
+                if end is not None and base + pos >= end:
+                    return
+                size, magic = peek_size_and_magic(data, pos)
+                if magic == BLANK_MAGIC:
+                    break
+                try:
+                    meta = decode_record_meta(data, pos)
+                except ProtocolError:
+                    return
+                if meta.commitlog_offset != base + pos:
+                    return
+                yield base + pos, data[pos : pos + size]
+                pos += size
+            else:
+                return
+        finally:
+            data.close()

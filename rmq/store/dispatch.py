@@ -1,0 +1,179 @@
+"""Reput: follow the CommitLog and build consume queue and index entries from it.
+
+Appends only write the CommitLog; ``Dispatcher.dispatch_pending`` later reads each new record
+from the log (as RocketMQ's ReputMessageService does), so the consume queues always describe
+what the log really holds, and recovery rebuilds them with the same code. After a record is
+dispatched the ``ArrivalListener`` hears about it; the broker's long polling implements it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Protocol
+
+from rmq.protocol import properties as P
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.message import (
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    parse_record,
+    peek_size_and_magic,
+)
+
+from .commitlog import CommitLog
+from .consume_queue import ConsumeQueue, ConsumeQueueTable
+from .formats import BLANK, BLANK_MAGIC
+from .index import IndexService
+
+log = logging.getLogger("rmq.store.dispatch")
+
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+_NOT_DISPATCHED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_MAX_PENDING = 256 * 1024  # bytes of consume queue entries held in memory per queue
+
+
+class ArrivalListener(Protocol):
+    """Told about every record that lands in a consume queue (MessageArrivingListener).
+
+    Called synchronously on the store's thread right after the entry is readable, so it must
+    not block. ``logic_offset`` is the queue's new max offset (the record's queue offset + 1).
+    Not called for transaction PREPARED / ROLLBACK records, nor during recovery.
+    """
+
+    def arriving(
+        self,
+        topic: str,
+        queue_id: int,
+        logic_offset: int,
+        tags_code: int,
+        store_timestamp: int,
+        properties: dict[str, str],
+    ) -> None: ...
+
+
+class Dispatcher:
+    """Builds consume queue and index entries for CommitLog records from ``reput_offset`` on."""
+
+    def __init__(
+        self,
+        commitlog: CommitLog,
+        queues: ConsumeQueueTable,
+        index: IndexService | None,
+        delay_levels_ms: list[int],
+        reput_offset: int,
+    ) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self.index = index
+        self.delay_levels_ms = delay_levels_ms
+        self.reput_offset = reput_offset
+        self.last_timestamp = 0  # store time of the last dispatched record
+        self.listener: ArrivalListener | None = None
+        # Queues holding entries not yet synced; the flusher works through these.
+        self.dirty: set[ConsumeQueue] = set()
+        # Tags codes a caller chose at append time, by CommitLog offset (see put_message).
+        self.tags_overrides: dict[int, int] = {}
+        self.dispatched_total = 0
+        self._tags_codes: dict[str, int] = {}
+
+    @property
+    def behind(self) -> int:
+        """Bytes of CommitLog not dispatched yet."""
+        return self.commitlog.max_offset - self.reput_offset
+
+    def tags_code(self, tags: str | None) -> int:
+        """Java hash of a TAGS value (0 without tags); cached, tags repeat a lot."""
+        if not tags:
+            return 0
+        code = self._tags_codes.get(tags)
+        if code is None:
+            if len(self._tags_codes) > 65536:
+                self._tags_codes.clear()
+            code = self._tags_codes[tags] = P.java_string_hash(tags)
+        return code
+
+    def _schedule_tags_code(self, props: dict[str, str], store_timestamp: int, default: int) -> int:
+        # SCHEDULE_TOPIC_XXXX entries carry the delivery time instead of a tag hash.
+        try:
+            level = int(props.get(P.DELAY, "0"))
+        except ValueError:
+            return default
+        if level <= 0 or not self.delay_levels_ms:
+            return default
+        level = min(level, len(self.delay_levels_ms))
+        return store_timestamp + self.delay_levels_ms[level - 1]
+
+    def dispatch_pending(self, max_records: int | None = None, *, notify: bool = True) -> int:
+        """Dispatch records up to the CommitLog's write position (or ``max_records`` of them).
+
+        Returns how many records were dispatched. With ``notify`` the listener is called for
+        each consume queue entry.
+        """
+        cl = self.commitlog
+        files = cl.files
+        end = cl.max_offset
+        qtable = self.queues.queues
+        index = self.index
+        listener = self.listener if notify else None
+        overrides = self.tags_overrides
+        dirty = self.dirty
+        decode_props = P.decode_properties
+        limit = max_records if max_records is not None else -1
+        done = 0
+        offset = self.reput_offset
+        while offset < end and done != limit:
+            mf = files.find(offset)
+            if mf is None:
+                if offset < files.min_offset:  # retention removed what we had not reached
+                    log.warning("reput offset %d below CommitLog min %d", offset, files.min_offset)
+                    offset = self.reput_offset = files.min_offset
+                    continue
+                break
+            # Walk the records of this file without looking it up again.
+            mm, base, file_end = mf.mm, mf.start, mf.end
+            stop = min(end, file_end)
+            while offset < stop and done != limit:
+                pos = offset - base
+                try:
+                    fields, _, _, topic, props_at, rec_end = parse_record(mm, pos)
+                except ProtocolError as exc:
+                    if pos + BLANK.size > mf.size or peek_size_and_magic(mm, pos)[1] != BLANK_MAGIC:
+                        # Our own log should never hold this; skip the file rather than spin.
+                        log.error("undecodable CommitLog record at %d (%s); skipping to next file", offset, exc)
+                    offset = self.reput_offset = file_end
+                    break
+                size, queue_id, queue_offset, sys_flag, store_ts = (
+                    fields[0], fields[3], fields[5], fields[7], fields[10]
+                )
+                props = decode_props(str(mm[props_at:rec_end], "utf-8", "replace")) if rec_end > props_at else {}
+                tran = sys_flag & TRANSACTION_TYPE_MASK
+                tags_code = 0
+                override = overrides.pop(offset, None) if overrides else None
+                queued = tran not in _NOT_DISPATCHED
+                if queued:
+                    if override is not None:
+                        tags_code = override
+                    else:
+                        tags_code = self.tags_code(props.get(P.TAGS))
+                        if topic == SCHEDULE_TOPIC:
+                            tags_code = self._schedule_tags_code(props, store_ts, tags_code)
+                    cq = qtable.get((topic, queue_id))
+                    if cq is None:
+                        cq = self.queues.get_or_create(topic, queue_id)
+                    cq.put(queue_offset, offset, size, tags_code)
+                    dirty.add(cq)
+                    if len(cq.pending) > _MAX_PENDING:
+                        cq.drain()  # bound memory when flushes fall behind; durability unchanged
+                if index is not None:
+                    try:
+                        index.build(topic, offset, store_ts, sys_flag, props.get(P.KEYS), props.get(P.UNIQ_KEY))
+                    except OSError as exc:  # the record stays unindexed; queues matter more
+                        log.error("cannot index the record at %d: %s", offset, exc)
+                offset = self.reput_offset = offset + size
+                self.last_timestamp = store_ts
+                done += 1
+                if listener is not None and queued:
+                    listener.arriving(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
+        self.dispatched_total += done
+        return done

@@ -1,0 +1,146 @@
+"""Flush rounds: what to sync, syncing it, and recording the result in the checkpoint.
+
+A round has three steps so that only the middle one waits on the disk:
+
+1. ``Flusher.begin`` (store thread) captures targets: the CommitLog write position, consume
+   queues with enough unsynced entries (their pending tails are moved into the files first),
+   dirty index files, and the offsets the checkpoint may claim once all that is durable.
+2. ``Flusher.run`` (any thread) msyncs / fsyncs; many consume queue files go in one syncfs.
+3. ``Flusher.end`` (store thread) advances flushed positions and writes the checkpoint values
+   into its mapping; the next round's ``run`` syncs them. The checkpoint therefore never claims
+   more than the disk holds, and a stale one only makes recovery replay more.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from .checkpoint import StoreCheckpoint
+from .commitlog import CommitLog
+from .config import StoreConfig
+from .consume_queue import ConsumeQueue
+from .dispatch import Dispatcher
+from .formats import CQ_ENTRY_SIZE
+from .index import IndexService
+from .mapped_file import MappedFile, sync_files
+
+log = logging.getLogger("rmq.store.flush")
+
+_PAGE = 4096
+
+
+@dataclass(slots=True)
+class FlushPlan:
+    """What one flush round syncs, captured on the store thread by ``Flusher.begin``."""
+
+    syncs: list[tuple[MappedFile, int, int | None]] = field(default_factory=list)  # (file, upto, begin)
+    queue_syncs: list[tuple[MappedFile, int]] = field(default_factory=list)  # consume queue files
+    queues: list[tuple[ConsumeQueue, int]] = field(default_factory=list)  # (queue, entries covered)
+    queues_left: int = 0  # dirty queues this round did not cover
+    commitlog_offset: int | None = None  # CommitLog offset the round makes durable
+    commitlog_timestamp: int = 0
+    logics_offset: int | None = None
+    logics_timestamp: int = 0
+    index_offset: int | None = None
+    index_timestamp: int = 0
+    sync_checkpoint: bool = False
+
+
+class Flusher:
+    """Plans and records flush rounds over one store's files."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        commitlog: CommitLog,
+        dispatcher: Dispatcher,
+        index: IndexService | None,
+        checkpoint: StoreCheckpoint,
+    ) -> None:
+        self.config = config
+        self.commitlog = commitlog
+        self.dispatcher = dispatcher
+        self.index = index
+        self.checkpoint = checkpoint
+
+    def begin(
+        self, *, commitlog: bool, logics: bool, thorough: bool, max_queues: int | None
+    ) -> FlushPlan:
+        plan = FlushPlan()
+        cl = self.commitlog
+        if commitlog:
+            target = cl.max_offset
+            plan.commitlog_offset = target
+            plan.commitlog_timestamp = cl.last_store_timestamp
+            if target > cl.files.flushed_where:
+                plan.syncs.extend((mf, upto, None) for mf, upto in cl.files.sync_plan(target))
+        if logics:
+            self._plan_logics(plan, thorough, max_queues)
+        return plan
+
+    def _plan_logics(self, plan: FlushPlan, thorough: bool, max_queues: int | None) -> None:
+        d = self.dispatcher
+        reput, ts = d.reput_offset, d.last_timestamp
+        least = self.config.flush_consume_queue_least_pages * _PAGE
+        # The checkpoint may claim every record below reput, except those whose queue entry
+        # stays unsynced this round.
+        logics_offset = reput
+        budget = len(d.dirty) if max_queues is None else max_queues
+        for cq in list(d.dirty):
+            if budget > 0 and (thorough or cq.unsynced_bytes() >= least):
+                budget -= 1
+                try:
+                    cq.drain()
+                except OSError as exc:  # no space or descriptors for a new file
+                    log.error("cannot write consume queue %s:%d: %s", cq.topic, cq.queue_id, exc)
+                else:
+                    plan.queue_syncs.extend(cq.files.sync_plan(cq.file_end * CQ_ENTRY_SIZE))
+                    plan.queues.append((cq, cq.max_offset))
+                    continue
+            plan.queues_left += 1
+            if cq.first_unsynced_phy >= 0:
+                logics_offset = min(logics_offset, cq.first_unsynced_phy)
+        plan.logics_offset = logics_offset
+        if logics_offset == reput:
+            plan.logics_timestamp = ts
+        else:
+            plan.logics_timestamp = (self.commitlog.store_timestamp_at(logics_offset) or 1) - 1
+        if self.index is not None:
+            for f in self.index.dirty_files():
+                f.dirty = False
+                plan.syncs.append((f.mf, f.mf.size, 0))
+            plan.index_offset = reput
+            plan.index_timestamp = ts
+        plan.sync_checkpoint = True
+
+    def run(self, plan: FlushPlan) -> None:
+        if plan.sync_checkpoint:
+            self.checkpoint.sync()
+        for mf, upto, begin in plan.syncs:
+            mf.sync(upto, begin=begin)
+        if plan.queue_syncs:
+            sync_files(self.config.consume_queue_dir, plan.queue_syncs)
+
+    def end(self, plan: FlushPlan) -> None:
+        ck = self.checkpoint
+        if plan.commitlog_offset is not None:
+            files = self.commitlog.files
+            files.flushed_where = max(files.flushed_where, plan.commitlog_offset)
+            ck.physic_offset = plan.commitlog_offset
+            if plan.commitlog_timestamp:
+                ck.physic_msg_timestamp = plan.commitlog_timestamp
+        for cq, upto in plan.queues:
+            if cq.files.files or cq.max_offset:
+                cq.mark_synced(upto)
+            if cq.synced_offset >= cq.max_offset:
+                self.dispatcher.dirty.discard(cq)
+        if plan.logics_offset is not None:
+            ck.logics_offset = plan.logics_offset
+            if plan.logics_timestamp:
+                ck.logics_msg_timestamp = plan.logics_timestamp
+        if plan.index_offset is not None:
+            ck.index_offset = plan.index_offset
+            if plan.index_timestamp:
+                ck.index_msg_timestamp = plan.index_timestamp
+        ck.write()

@@ -1,0 +1,281 @@
+"""Message index: ``topic#key`` -> CommitLog offsets, in RocketMQ's index file format.
+
+An index file is a 40-byte header, ``hash_slot_num`` 4-byte slots and ``index_num`` 20-byte
+entries (PROTOCOL.md 6.2). A key's slot holds the number of its newest entry; each entry links
+to the previous entry of the same slot, so a lookup walks newest to oldest. Entry 0 is never
+used (the index count starts at 1) so that 0 can mean "none". Keys are hashed, not stored:
+lookups can return other keys' offsets, and callers re-check the records.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from rmq.protocol.message import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
+from rmq.protocol.properties import java_string_hash, java_string_hash_extend, split_keys
+
+from .formats import (
+    INDEX_ENTRY,
+    INDEX_ENTRY_SIZE,
+    INDEX_HEADER,
+    INDEX_HEADER_SIZE,
+    INDEX_SLOT,
+    INDEX_SLOT_SIZE,
+    index_file_name,
+)
+from .mapped_file import MappedFile
+
+log = logging.getLogger("rmq.store.index")
+
+_INT_MIN = -(2**31)
+_INT_MAX = 2**31 - 1
+
+
+def index_key_hash(key: str) -> int:
+    """abs(Java hash of ``key``), with Integer.MIN_VALUE mapped to 0 (IndexFile.indexKeyHashMethod)."""
+    h = java_string_hash(key)
+    return 0 if h == _INT_MIN else abs(h)
+
+
+def _index_hash(prefix_hash: int, key: str) -> int:
+    h = java_string_hash_extend(prefix_hash, key)
+    return 0 if h == _INT_MIN else abs(h)
+
+
+class IndexFile:
+    """One index file; the header lives in attributes and is written through on every put."""
+
+    def __init__(
+        self,
+        path: str,
+        hash_slot_num: int,
+        index_num: int,
+        *,
+        begin_phy_offset: int = 0,
+        begin_timestamp: int = 0,
+    ) -> None:
+        self.path = path
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        size = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+        existed = os.path.exists(path) and os.path.getsize(path) > 0
+        self.mf = MappedFile(path, 0, size)
+        self.mf.wrote = size
+        self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+        self.begin_timestamp: int
+        self.end_timestamp: int
+        self.begin_phy_offset: int
+        self.end_phy_offset: int
+        self.hash_slot_count: int
+        self.index_count: int
+        if existed:
+            (
+                self.begin_timestamp,
+                self.end_timestamp,
+                self.begin_phy_offset,
+                self.end_phy_offset,
+                self.hash_slot_count,
+                self.index_count,
+            ) = INDEX_HEADER.unpack_from(self.mf.mm, 0)
+            if self.index_count <= 0:
+                self.index_count = 1
+            self.index_count = min(self.index_count, index_num)
+        else:
+            self.begin_timestamp = self.end_timestamp = max(begin_timestamp, 0)
+            self.begin_phy_offset = self.end_phy_offset = max(begin_phy_offset, 0)
+            self.hash_slot_count = 0
+            self.index_count = 1
+            self.write_header()
+        self.dirty = not existed
+
+    @property
+    def full(self) -> bool:
+        return self.index_count >= self.index_num
+
+    def write_header(self) -> None:
+        """Write the header fields into the file; ``IndexService`` does it once per record.
+        A header behind its entries after a crash only makes recovery index a few records
+        again."""
+        INDEX_HEADER.pack_into(
+            self.mf.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
+            self.end_phy_offset, self.hash_slot_count, self.index_count,
+        )  # fmt: skip
+
+    def put(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
+        """Add an entry; False when the file is full."""
+        if self.index_count >= self.index_num:
+            return False
+        mm = self.mf.mm
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        prev = INDEX_SLOT.unpack_from(mm, slot_pos)[0]
+        if prev <= 0 or prev > self.index_count:
+            prev = 0
+        if self.index_count <= 1:  # first entry of the file fixes its begin time and offset
+            self.begin_phy_offset = phy_offset
+            self.begin_timestamp = store_timestamp
+        if self.begin_timestamp <= 0:
+            diff = 0
+        else:
+            diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
+        INDEX_ENTRY.pack_into(
+            mm, self._entries_at + self.index_count * INDEX_ENTRY_SIZE, key_hash, phy_offset, diff, prev
+        )
+        INDEX_SLOT.pack_into(mm, slot_pos, self.index_count)
+        if prev == 0:
+            self.hash_slot_count += 1
+        self.index_count += 1
+        self.end_phy_offset = phy_offset
+        self.end_timestamp = store_timestamp
+        self.dirty = True
+        return True
+
+    def time_matches(self, begin: int, end: int) -> bool:
+        """Whether ``[begin, end]`` overlaps this file's time span (IndexFile.isTimeMatched)."""
+        b, e = self.begin_timestamp, self.end_timestamp
+        return (begin < b and end > e) or b <= begin <= e or b <= end <= e
+
+    def select(self, key_hash: int, max_num: int, begin: int, end: int, out: list[int]) -> None:
+        """Append to ``out`` (up to ``max_num`` in total) the offsets of entries with
+        ``key_hash`` stored within ``[begin, end]``, newest first."""
+        mm = self.mf.mm
+        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
+        current = INDEX_SLOT.unpack_from(mm, slot_pos)[0]
+        if current <= 0 or current > self.index_count or self.index_count <= 1:
+            return
+        while len(out) < max_num:
+            h, phy, diff, prev = INDEX_ENTRY.unpack_from(mm, self._entries_at + current * INDEX_ENTRY_SIZE)
+            if diff < 0:
+                break
+            t = self.begin_timestamp + diff * 1000
+            if h == key_hash and begin <= t <= end and phy not in out:  # replays may index twice
+                out.append(phy)
+            if prev <= 0 or prev > self.index_count or prev == current or t < begin:
+                break
+            current = prev
+
+    def close(self) -> None:
+        self.mf.close()
+
+    def destroy(self) -> None:
+        self.mf.destroy()
+
+
+class IndexService:
+    """The index files of a store, oldest first; builds entries and answers key queries."""
+
+    def __init__(
+        self, directory: str, hash_slot_num: int, index_num: int, clock: Callable[[], int]
+    ) -> None:
+        self.directory = directory
+        self.hash_slot_num = hash_slot_num
+        self.index_num = index_num
+        self.clock = clock
+        self.files: list[IndexFile] = []
+        self.last_indexed = -1  # CommitLog offset of the newest record indexed
+        self._prefix_hashes: dict[str, int] = {}  # topic -> Java hash of "topic#"
+
+    def load(self) -> None:
+        if os.path.isdir(self.directory):
+            for name in sorted(os.listdir(self.directory)):
+                if len(name) == 17 and name.isdigit():
+                    path = os.path.join(self.directory, name)
+                    self.files.append(IndexFile(path, self.hash_slot_num, self.index_num))
+        if self.files:
+            last = self.files[-1]
+            if last.index_count > 1 or last.end_phy_offset > 0:
+                self.last_indexed = last.end_phy_offset
+
+    def _writable(self) -> IndexFile:
+        if self.files and not self.files[-1].full:
+            return self.files[-1]
+        prev = self.files[-1] if self.files else None
+        os.makedirs(self.directory, exist_ok=True)
+        millis = self.clock()
+        while os.path.exists(os.path.join(self.directory, index_file_name(millis))):
+            millis += 1  # two files within one millisecond: keep names unique and ordered
+        f = IndexFile(
+            os.path.join(self.directory, index_file_name(millis)),
+            self.hash_slot_num,
+            self.index_num,
+            begin_phy_offset=prev.end_phy_offset if prev else 0,
+            begin_timestamp=prev.end_timestamp if prev else 0,
+        )
+        self.files.append(f)
+        return f
+
+    def build(
+        self,
+        topic: str,
+        phy_offset: int,
+        store_timestamp: int,
+        sys_flag: int,
+        keys: str | None,
+        uniq_key: str | None,
+    ) -> None:
+        """Index the record at ``phy_offset`` under its UNIQ_KEY and each of its KEYS.
+
+        Records at or before ``last_indexed`` are skipped (recovery replays), and so are
+        transaction ROLLBACK records.
+
+        Raises:
+            OSError: a new index file cannot be created.
+        """
+        if phy_offset <= self.last_indexed:
+            return
+        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+            return
+        f = self._writable()
+        prefix = self._prefix_hashes.get(topic)
+        if prefix is None:
+            if len(self._prefix_hashes) > 100_000:
+                self._prefix_hashes.clear()
+            prefix = self._prefix_hashes[topic] = java_string_hash(topic + "#")
+        if uniq_key:
+            f = self._put(f, _index_hash(prefix, uniq_key), phy_offset, store_timestamp)
+        if keys:
+            for key in split_keys(keys):
+                f = self._put(f, _index_hash(prefix, key), phy_offset, store_timestamp)
+        f.write_header()
+        self.last_indexed = phy_offset
+
+    def _put(self, f: IndexFile, h: int, phy_offset: int, store_timestamp: int) -> IndexFile:
+        while not f.put(h, phy_offset, store_timestamp):
+            f.write_header()
+            f = self._writable()
+        return f
+
+    def query(
+        self, topic: str, key: str, max_num: int, begin: int, end: int
+    ) -> tuple[list[int], int, int]:
+        """Offsets of records indexed under ``topic#key`` within ``[begin, end]``, newest file
+        first; plus the newest file's end timestamp and end offset."""
+        found: list[int] = []
+        last_ts = last_phy = 0
+        h = index_key_hash(f"{topic}#{key}")
+        for i in range(len(self.files) - 1, -1, -1):
+            f = self.files[i]
+            if i == len(self.files) - 1:
+                last_ts, last_phy = f.end_timestamp, f.end_phy_offset
+            if f.time_matches(begin, end):
+                f.select(h, max_num, begin, end, found)
+            if f.begin_timestamp < begin or len(found) >= max_num:
+                break
+        return found, last_ts, last_phy
+
+    def delete_expired(self, min_phy: int) -> int:
+        """Delete files (never the newest) whose entries all point below ``min_phy``."""
+        deleted = 0
+        while len(self.files) > 1 and self.files[0].end_phy_offset < min_phy:
+            log.info("deleting index file %s", self.files[0].path)
+            self.files.pop(0).destroy()
+            deleted += 1
+        return deleted
+
+    def dirty_files(self) -> list[IndexFile]:
+        return [f for f in self.files if f.dirty]
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

@@ -1,0 +1,277 @@
+"""One fixed-size, memory-mapped store file, and a pool that bounds how many stay mapped.
+
+Threads: the store runs on one thread; only ``sync`` (msync / fdatasync) may run in a worker
+thread. Each file has a lock held by ``sync`` and by anything that unmaps, so a sync never sees
+a closed mapping and an unmap never waits for more than one sync. Callers must not keep
+memoryviews of ``mm`` beyond a call: an exported buffer would make unmapping fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import mmap
+import os
+import resource
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from itertools import islice
+
+from .errors import StoreError
+
+_PAGE = mmap.PAGESIZE
+
+
+class MappedFile:
+    """A store file of ``size`` bytes at ``path`` holding the offsets ``start .. start+size``.
+
+    ``wrote`` is how far data has been written; ``flushed`` how far it is known durable.
+    With a ``pool`` the mapping is made on first use and may be dropped by the pool when idle
+    (the page cache keeps the data; ``sync`` then goes through a fresh descriptor).
+
+    Raises:
+        StoreError: the file exists and is larger than ``size``.
+        OSError: the file cannot be created, extended or mapped.
+    """
+
+    __slots__ = ("_lock", "_mm", "_pool", "_preallocate", "closed", "flushed", "path", "size", "start", "wrote")
+
+    def __init__(
+        self,
+        path: str,
+        start: int,
+        size: int,
+        *,
+        pool: MapPool | None = None,
+        preallocate: bool = False,
+    ) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        self.wrote = 0
+        self.flushed = 0
+        self._mm: mmap.mmap | None = None
+        self._lock = threading.Lock()
+        self._pool = pool
+        self._preallocate = preallocate
+        self.closed = False
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            actual = os.fstat(fd).st_size
+            if actual > size:
+                raise StoreError(
+                    f"{path} is {actual} bytes but the configured file size is {size}; "
+                    "the store was written with another mapped file size"
+                )
+            if actual < size:  # new file, or one a crash left short: extend with zeros
+                if preallocate:
+                    # Reserve the blocks now: writing into a sparse mapping on a full disk
+                    # kills the process with SIGBUS instead of failing one append.
+                    os.posix_fallocate(fd, 0, size)
+                else:
+                    os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+        if pool is None:
+            self._map()
+
+    def _map(self) -> mmap.mmap:
+        if self.closed:
+            raise StoreError(f"{self.path} is closed")
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            self._mm = mmap.mmap(fd, self.size)  # keeps its own duplicate of fd
+        finally:
+            os.close(fd)
+        if self._pool is not None:
+            self._pool.added(self)
+        return self._mm
+
+    @property
+    def mm(self) -> mmap.mmap:
+        """The mapping, made on demand; counts as a use for the pool's LRU order."""
+        mm = self._mm
+        if mm is None:
+            return self._map()
+        if self._pool is not None:
+            self._pool.touch(self)
+        return mm
+
+    @property
+    def end(self) -> int:
+        """The offset just past this file."""
+        return self.start + self.size
+
+    @property
+    def full(self) -> bool:
+        return self.wrote >= self.size
+
+    def read(self, pos: int, n: int) -> bytes:
+        """Copy ``n`` bytes from file position ``pos``."""
+        return self.mm[pos : pos + n]
+
+    def write(self, pos: int, data: bytes) -> None:
+        """Write ``data`` at file position ``pos`` and move ``wrote`` past it if needed."""
+        end = pos + len(data)
+        self.mm[pos:end] = data
+        self.wrote = max(self.wrote, end)
+
+    def write_at(self, pos: int, data: bytes | memoryview) -> None:
+        """Write ``data`` at ``pos`` through the mapping if there is one, else with pwrite (far
+        cheaper than mapping a file for one small write). Does not move ``wrote``."""
+        mm = self._mm
+        if mm is not None:
+            if self._pool is not None:
+                self._pool.touch(self)
+            mm[pos : pos + len(data)] = data
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.pwrite(fd, data, pos)
+        finally:
+            os.close(fd)
+
+    def sync(self, upto: int, *, begin: int | None = None) -> None:
+        """Make bytes ``[flushed, upto)`` (or ``[begin, upto)``) durable; safe to call from a
+        worker thread. A closed file is skipped (it was deleted or truncated meanwhile).
+        """
+        with self._lock:
+            if self.closed or (begin is None and upto <= self.flushed):
+                return
+            if begin is None:
+                begin = self.flushed
+            begin -= begin % _PAGE
+            mm = self._mm
+            if mm is not None:
+                mm.flush(begin, min(upto, self.size) - begin)
+            else:
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+            self.flushed = max(self.flushed, upto)
+
+    def unmap(self, *, blocking: bool = True) -> bool:
+        """Drop the mapping (data stays in the page cache). False if a sync holds the file and
+        ``blocking`` is false."""
+        if not self._lock.acquire(blocking):
+            return False
+        try:
+            if self._mm is not None:
+                self._mm.close()
+                self._mm = None
+        finally:
+            self._lock.release()
+        if self._pool is not None:
+            self._pool.removed(self)
+        return True
+
+    def zero_from(self, pos: int) -> None:
+        """Discard everything from ``pos`` to the end of the file: those bytes read as zero.
+
+        Cut and re-extend the file, so stale bytes beyond a recovery point can never be
+        mistaken for data later, without writing the whole tail.
+        """
+        was_mapped = self._mm is not None
+        self.unmap()
+        os.truncate(self.path, pos)
+        os.truncate(self.path, self.size)
+        if self._preallocate and pos < self.size:
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.posix_fallocate(fd, pos, self.size - pos)
+            finally:
+                os.close(fd)
+        self.wrote = min(self.wrote, pos)
+        self.flushed = min(self.flushed, pos)
+        if was_mapped or self._pool is None:
+            self._map()
+
+    def close(self) -> None:
+        """Unmap for good; later syncs are skipped."""
+        self.unmap()
+        self.closed = True
+
+    def destroy(self) -> None:
+        """Close and delete the file."""
+        self.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, start={self.start}, wrote={self.wrote})"
+
+
+def _load_syncfs() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn: Callable[[int], int] = libc.syncfs
+        return fn
+    except (OSError, AttributeError):
+        return None
+
+
+_syncfs = _load_syncfs()
+# Above this many files one syncfs (one journal commit) beats a sync per file by far.
+SYNCFS_MIN_FILES = 32
+
+
+def sync_files(directory: str, items: list[tuple[MappedFile, int]]) -> None:
+    """Make ``[flushed, upto)`` of each (file, upto) durable. Many files on one filesystem
+    (``directory``'s) are synced with a single syncfs where Linux offers it. Safe from a
+    worker thread."""
+    if len(items) < SYNCFS_MIN_FILES or _syncfs is None:
+        for mf, upto in items:
+            mf.sync(upto)
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs({directory}) failed: {os.strerror(err)}")
+    finally:
+        os.close(fd)
+    for mf, upto in items:
+        mf.flushed = max(mf.flushed, upto)
+
+
+def default_pool_capacity() -> int:
+    """Mapped consume queue files allowed at once: a quarter of the descriptor limit, so
+    sockets and CommitLog files keep their share."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        soft = 65536
+    return max(64, min(16384, soft // 4))
+
+
+class MapPool:
+    """Least-recently-used set of mapped files with a capacity.
+
+    Every mapping holds a file descriptor (CPython's mmap keeps one), and a store with tens of
+    thousands of queues would otherwise exceed the process's descriptor limit.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = max(1, capacity)
+        self._lru: OrderedDict[MappedFile, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._lru)
+
+    def touch(self, mf: MappedFile) -> None:
+        self._lru.move_to_end(mf)
+
+    def added(self, mf: MappedFile) -> None:
+        self._lru[mf] = None
+        if len(self._lru) > self.capacity:
+            self._evict()
+
+    def removed(self, mf: MappedFile) -> None:
+        self._lru.pop(mf, None)
+
+    def _evict(self) -> None:
+        # Oldest first; a file busy in a sync is skipped and tried again next time.
+        for victim in list(islice(self._lru, len(self._lru) - self.capacity)):
+            victim.unmap(blocking=False)

@@ -1,0 +1,86 @@
+"""Store fixtures: small files, a clock the test drives, and a store factory."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rmq.store import MessageStore, StoreConfig
+
+# 2023-11-14 04:13:20 UTC; tests that care about the local hour set it themselves.
+T0 = 1_700_000_000_000
+
+
+class FakeClock:
+    """Wall-clock milliseconds that only move when the test says so."""
+
+    def __init__(self, now: int = T0) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+    def advance(self, ms: int) -> int:
+        self.now += ms
+        return self.now
+
+
+def local_ms(hour: int, minute: int = 0) -> int:
+    """A timestamp (ms) whose local time of day is hour:minute, on a fixed day."""
+    t = time.mktime((2024, 3, 5, hour, minute, 0, 0, 0, -1))
+    return int(t * 1000)
+
+
+def small_config(root: Path, **overrides: Any) -> StoreConfig:
+    """Tiny files so tests roll CommitLog, consume queue and index files quickly."""
+    values: dict[str, Any] = dict(
+        store_path_root_dir=str(root),
+        mapped_file_size_commitlog=16 * 1024,
+        mapped_file_size_consume_queue=20 * 50,
+        max_hash_slot_num=64,
+        max_index_num=200,
+        flush_interval_commitlog=50,
+        flush_interval_consume_queue=100,
+    )
+    values.update(overrides)
+    return StoreConfig(**values)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def open_store(tmp_path: Path, clock: FakeClock) -> Iterator[Callable[..., MessageStore]]:
+    """open_store(**config overrides) -> MessageStore on tmp_path/store; all closed at the end."""
+    opened: list[MessageStore] = []
+
+    def factory(
+        *, root: Path | None = None, store_clock: Any = None, disk_usage: Any = None, **overrides: Any
+    ) -> MessageStore:
+        cfg = small_config(root or tmp_path / "store", **overrides)
+        s = MessageStore(cfg, clock=store_clock or clock, disk_usage=disk_usage or (lambda _p: 0.1))
+        opened.append(s)
+        return s
+
+    yield factory
+    for s in opened:
+        s.close()
+
+
+def crash(store: MessageStore) -> None:
+    """Abandon a store as a killed process would: no dispatch, no flush, abort file kept,
+    memory-only state (pending consume queue entries) lost. Page-cache writes survive, as
+    they do when a process is killed."""
+    store._closed = True
+    store.queues.close()
+    if store.index is not None:
+        store.index.close()
+    store.commitlog.close()
+    store.checkpoint.close()
+    store._release_lock()

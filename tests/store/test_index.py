@@ -1,0 +1,79 @@
+"""Index files: RocketMQ's hash-slot layout, chains, time ranges, rolling."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rmq.protocol.properties import java_string_hash
+from rmq.store.formats import INDEX_ENTRY, INDEX_HEADER, INDEX_SLOT
+from rmq.store.index import IndexFile, IndexService, index_key_hash
+
+T0 = 1_700_000_000_000
+
+
+def test_key_hash_is_abs_java_hash_with_min_value_as_zero() -> None:
+    assert java_string_hash("polygenelubricants") == -(2**31)
+    assert index_key_hash("polygenelubricants") == 0
+    assert index_key_hash("TagA") == 2598919
+    h = java_string_hash("T#k-1")
+    assert index_key_hash("T#k-1") == abs(h)
+
+
+def test_entries_chain_through_slots(tmp_path: Path) -> None:
+    f = IndexFile(str(tmp_path / "idx"), 4, 10)
+    # Slot collisions: hashes 1, 5 and 9 all land in slot 1 (mod 4).
+    assert f.put(1, 100, T0)
+    assert f.put(5, 200, T0 + 1000)
+    assert f.put(9, 300, T0 + 2500)
+    assert f.put(1, 400, T0 + 4000)
+    f.write_header()
+    raw = f.mf.read(0, f.mf.size)
+    assert INDEX_HEADER.unpack_from(raw, 0) == (T0, T0 + 4000, 100, 400, 1, 5)
+    assert INDEX_SLOT.unpack_from(raw, 40 + 4)[0] == 4  # newest entry of slot 1
+    entries = [INDEX_ENTRY.unpack_from(raw, 40 + 16 + 20 * i) for i in range(1, 5)]
+    assert entries == [(1, 100, 0, 0), (5, 200, 1, 1), (9, 300, 2, 2), (1, 400, 4, 3)]
+    out: list[int] = []
+    f.select(1, 10, 0, 2**62, out)
+    assert out == [400, 100]  # newest first, other hashes skipped
+    out = []
+    f.select(1, 10, T0 + 3000, T0 + 5000, out)
+    assert out == [400]
+    out = []
+    f.select(1, 1, 0, 2**62, out)
+    assert out == [400]
+    # Full at index_num - 1 entries (entry 0 is never used).
+    for i in range(5):
+        assert f.put(2, 500 + i, T0 + 5000) is (i < 5)
+    assert f.full
+    assert not f.put(2, 600, T0)
+    f.write_header()
+    f.close()
+    again = IndexFile(str(tmp_path / "idx"), 4, 10)
+    assert (again.index_count, again.end_phy_offset, again.full) == (10, 504, True)
+
+
+def test_service_rolls_and_queries_across_files(tmp_path: Path) -> None:
+    now = [T0]
+    svc = IndexService(str(tmp_path / "index"), 8, 5, lambda: now[0])
+    for i in range(20):
+        now[0] = T0 + i * 1000
+        svc.build("T", i * 100, now[0], 0, f"k{i % 3} all", f"U{i}")
+    assert len(svc.files) >= 10
+    names = sorted(p.name for p in (tmp_path / "index").iterdir())
+    assert len(set(names)) == len(names) == len(svc.files)
+    found, last_ts, last_phy = svc.query("T", "all", 64, 0, 2**62)
+    assert found == [i * 100 for i in range(19, -1, -1)]
+    assert (last_ts, last_phy) == (T0 + 19_000, 1900)
+    assert svc.query("T", "k1", 64, 0, 2**62)[0] == [i * 100 for i in range(19, -1, -1) if i % 3 == 1]
+    assert svc.query("T", "U7", 64, 0, 2**62)[0] == [700]
+    assert svc.query("T", "all", 64, T0 + 5000, T0 + 8000)[0] == [800, 700, 600, 500]
+    # A later file starts where the previous one ended.
+    assert svc.files[1].begin_phy_offset >= svc.files[0].end_phy_offset
+    # Records already indexed are skipped when replayed.
+    count = svc.files[-1].index_count
+    svc.build("T", 1900, now[0], 0, "again", None)
+    assert svc.files[-1].index_count == count
+    deleted = svc.delete_expired(1000)
+    assert deleted > 0
+    assert all(f.end_phy_offset >= 1000 for f in svc.files)
+    assert svc.query("T", "all", 64, 0, 2**62)[0][-1] >= 900
