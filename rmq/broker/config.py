@@ -1,0 +1,407 @@
+"""BrokerConfig: the broker's settings, read once from RocketMQ's `broker.conf`.
+
+`broker.conf` is a Java properties file with RocketMQ's key names (brokerClusterName,
+brokerName, listenPort, storePathRootDir, ...). RocketMQ spreads them over BrokerConfig,
+NettyServerConfig and MessageStoreConfig; here they are one frozen object, validated
+in `from_properties` and trusted everywhere after.
+
+Unknown keys are logged as warnings (a typo should not stop a broker, but should be
+seen); keys RocketMQ has that we do not act on (thread-pool sizes and the like) are
+accepted silently; a bad value raises ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import logging
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rmq.store.config import FlushDiskType
+
+log = logging.getLogger("rmq.broker.config")
+
+MASTER_ID = 0
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be used; the message names the key."""
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+def _local_address() -> str:
+    """The address other hosts reach us by, as RocketMQ's RemotingUtil.getLocalAddress picks it.
+
+    Connecting a UDP socket sends nothing; it only asks the kernel for the outgoing
+    interface. Without a route we fall back to the host name, then loopback.
+    """
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("8.8.8.8", 53))
+            ip = s.getsockname()[0]
+            if ip and not ip.startswith("0."):
+                return str(ip)
+    except OSError:
+        pass
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_DELAY_LEVEL = re.compile(r"(\d+)([smhd])")
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+
+
+def parse_delay_levels(text: str) -> tuple[int, ...]:
+    """`"1s 5s 1m"` → (1000, 5000, 60000); ValueError on a bad token."""
+    out = []
+    for token in text.split():
+        m = _DELAY_LEVEL.fullmatch(token)
+        if not m:
+            raise ValueError(f"bad delay level {token!r} (want a number and one of s, m, h, d)")
+        out.append(int(m.group(1)) * _DELAY_UNITS_MS[m.group(2)])
+    if not out:
+        raise ValueError("no delay levels")
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Every setting the broker acts on. Field `snake_case` ⇄ conf key `camelCase`."""
+
+    # identity and cluster
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = field(default_factory=socket.gethostname)
+    broker_id: int = MASTER_ID
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    namesrv_addr: tuple[str, ...] = ()
+    broker_ip1: str = field(default_factory=_local_address)
+    broker_ip2: str = ""  # "" = same as broker_ip1
+    broker_permission: int = 6
+    register_name_server_period: int = 30_000  # ms
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+
+    # network
+    listen_port: int = 10911  # 0 = any free port (tests); the VIP port is then free too
+    bind_address: str = "0.0.0.0"
+    ha_listen_port: int = 0  # 0 = listen_port + 1
+    vip_channel_enable: bool = True  # serve listen_port - 2 as RocketMQ's fast channel
+    server_channel_max_idle_time_seconds: int = 120
+
+    # store
+    store_path_root_dir: Path = field(default_factory=lambda: Path.home() / "store")
+    store_path_commit_log: Path | None = None  # None = <root>/commitlog
+    mapped_file_size_commit_log: int = 1024 * 1024 * 1024
+    mapped_file_size_consume_queue: int = 300_000 * 20
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    sync_flush_timeout: int = 5000  # ms
+    delete_when: str = "04"
+    file_reserved_time: int = 72  # hours
+    disk_max_used_space_ratio: int = 75  # percent
+    max_message_size: int = 4 * 1024 * 1024
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    max_msgs_num_batch: int = 64
+    default_query_max_num: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+
+    # topics and groups
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    reject_transaction_message: bool = False
+
+    # consumers
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    enable_property_filter: bool = False
+    slave_read_enable: bool = False
+    notify_consumer_ids_changed_enable: bool = True
+
+    # transactions
+    transaction_time_out: int = 6000  # ms
+    transaction_check_interval: int = 60_000  # ms
+    transaction_check_max: int = 15
+
+    # timer messages (RocketMQ 5: TIMER_DELIVER_MS, TIMER_DELAY_SEC / _MS, __STARTDELIVERTIME)
+    timer_wheel_enable: bool = True
+    timer_max_delay_sec: int = 3 * 24 * 3600
+
+    # -- derived ------------------------------------------------------------------------
+
+    @property
+    def commit_log_dir(self) -> Path:
+        return self.store_path_commit_log or self.store_path_root_dir / "commitlog"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.store_path_root_dir / "config"
+
+    @property
+    def advertised_ip2(self) -> str:
+        return self.broker_ip2 or self.broker_ip1
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def is_slave(self) -> bool:
+        return self.broker_role is BrokerRole.SLAVE
+
+    # -- reading ------------------------------------------------------------------------
+
+    @classmethod
+    def from_properties(
+        cls, props: Mapping[str, str], *, environ: Mapping[str, str] | None = None
+    ) -> BrokerConfig:
+        """Build from `broker.conf` keys. ConfigError names the first bad key.
+
+        `namesrvAddr` falls back to the NAMESRV_ADDR environment variable, as in RocketMQ.
+        """
+        environ = os.environ if environ is None else environ
+        kwargs: dict[str, Any] = {}
+        for key, raw in props.items():
+            spec = _SPECS.get(key)
+            if spec is None:
+                if key not in ACCEPTED_KEYS:
+                    log.warning("broker.conf: unknown key %r ignored", key)
+                continue
+            kwargs[spec.attr] = spec.parse(key, raw.strip())
+        if kwargs.get("broker_role", BrokerRole.ASYNC_MASTER) is not BrokerRole.SLAVE and kwargs.get("broker_id"):
+            # RocketMQ (BrokerStartup) forces a master's id to 0 rather than refusing it
+            log.warning("broker.conf: brokerId=%s ignored, a master's brokerId is 0", kwargs["broker_id"])
+            kwargs["broker_id"] = MASTER_ID
+        if "namesrv_addr" not in kwargs and environ.get("NAMESRV_ADDR"):
+            kwargs["namesrv_addr"] = _SPECS["namesrvAddr"].parse("NAMESRV_ADDR", environ["NAMESRV_ADDR"])
+        config = cls(**kwargs)
+        config._validate()
+        return config
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str] | None = None, overrides: Mapping[str, str] | None = None,
+        *, environ: Mapping[str, str] | None = None,
+    ) -> BrokerConfig:
+        """Read a conf file (if given), then apply command-line `overrides` (same key names)."""
+        props: dict[str, str] = {}
+        if path is not None:
+            try:
+                text = Path(path).read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
+            props.update(parse_properties(text))
+        props.update(overrides or {})
+        return cls.from_properties(props, environ=environ)
+
+    def replace(self, **changes: Any) -> BrokerConfig:
+        config = dataclasses.replace(self, **changes)
+        config._validate()
+        return config
+
+    def _validate(self) -> None:
+        def bad(key: str, why: str) -> ConfigError:
+            return ConfigError(f"broker config {key}: {why}")
+
+        if not (0 <= self.listen_port <= 65535):
+            raise bad("listenPort", f"{self.listen_port} is not a port number")
+        if self.vip_channel_enable and 0 < self.listen_port < 3:
+            raise bad("listenPort", f"{self.listen_port} leaves no room for the VIP port (listenPort - 2)")
+        if not (0 <= self.ha_listen_port <= 65535):
+            raise bad("haListenPort", f"{self.ha_listen_port} is not a port number")
+        if self.is_slave and self.broker_id <= 0:
+            raise bad("brokerId", "a SLAVE's brokerId must be > 0")
+        if not self.is_slave and self.broker_id != MASTER_ID:
+            raise bad("brokerId", f"a master's brokerId must be 0, not {self.broker_id}")
+        if not _NAME.fullmatch(self.broker_name):
+            raise bad("brokerName", f"{self.broker_name!r} must be letters, digits, '-', '_' or '.'")
+        if not _NAME.fullmatch(self.broker_cluster_name):
+            raise bad("brokerClusterName", f"{self.broker_cluster_name!r} must be letters, digits, '-', '_' or '.'")
+        for addr in self.namesrv_addr:
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+                raise bad("namesrvAddr", f"{addr!r} is not host:port")
+        for name in ("mapped_file_size_commit_log", "mapped_file_size_consume_queue", "max_message_size",
+                     "default_topic_queue_nums", "register_name_server_period", "short_polling_time_mills",
+                     "max_msgs_num_batch", "default_query_max_num", "sync_flush_timeout", "timer_max_delay_sec",
+                     "transaction_check_interval", "transaction_time_out"):
+            if getattr(self, name) <= 0:
+                raise bad(_camel(name), "must be > 0")
+        if self.mapped_file_size_consume_queue % 20:
+            raise bad("mappedFileSizeConsumeQueue", "must be a multiple of 20 (the consume-queue entry size)")
+        if not 0 <= self.broker_permission <= 15:
+            raise bad("brokerPermission", f"{self.broker_permission} is not a permission mask")
+        if not 10 <= self.disk_max_used_space_ratio <= 95:
+            raise bad("diskMaxUsedSpaceRatio", "must be between 10 and 95")
+        try:
+            parse_delay_levels(self.message_delay_level)
+        except ValueError as exc:
+            raise bad("messageDelayLevel", str(exc)) from None
+        hours = self.delete_when.split(";")
+        if not all(h.strip().isdigit() and int(h) < 24 for h in hours):
+            raise bad("deleteWhen", f"{self.delete_when!r} is not hours of the day like 04 or 04;16")
+
+    # -- writing (mqbroker -p) ------------------------------------------------------------
+
+    def to_properties(self) -> dict[str, str]:
+        """Every setting under its conf key, as `-p` prints them."""
+        out = {key: spec.format(getattr(self, spec.attr)) for key, spec in _SPECS.items()}
+        # Show what the defaults resolve to, as RocketMQ's -p does with its computed paths.
+        out["storePathCommitLog"] = str(self.commit_log_dir)
+        out["brokerIP2"] = self.advertised_ip2
+        return dict(sorted(out.items()))
+
+
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+
+# Keys RocketMQ has that this broker does not act on: accepted without a warning.
+ACCEPTED_KEYS = frozenset(
+    ["sendMessageThreadPoolNums", "pullMessageThreadPoolNums", "processReplyMessageThreadPoolNums", "queryMessageThreadPoolNums", "adminBrokerThreadPoolNums", "clientManageThreadPoolNums", "consumerManageThreadPoolNums", "heartbeatThreadPoolNums", "endTransactionThreadPoolNums", "sendThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity", "replyThreadPoolQueueCapacity", "queryThreadPoolQueueCapacity", "clientManagerThreadPoolQueueCapacity", "consumerManagerThreadPoolQueueCapacity", "heartbeatThreadPoolQueueCapacity", "endTransactionPoolQueueCapacity", "serverWorkerThreads", "serverCallbackExecutorThreads", "serverSelectorThreads", "serverOnewaySemaphoreValue", "serverAsyncSemaphoreValue", "serverSocketSndBufSize", "serverSocketRcvBufSize", "serverPooledByteBufAllocatorEnable", "useEpollNativeSelector", "clientWorkerThreads", "clientCallbackExecutorThreads", "useReentrantLockWhenPutMessage", "waitTimeMillsInSendQueue", "waitTimeMillsInPullQueue", "waitTimeMillsInHeartbeatQueue", "waitTimeMillsInTransactionQueue", "osPageCacheBusyTimeOutMills", "brokerFastFailureEnable", "flushIntervalCommitLog", "flushCommitLogTimed", "flushIntervalConsumeQueue", "flushCommitLogLeastPages", "flushConsumeQueueLeastPages", "flushCommitLogThoroughInterval", "flushConsumeQueueThoroughInterval", "commitIntervalCommitLog", "commitCommitLogLeastPages", "transientStorePoolEnable", "transientStorePoolSize", "fastFailIfNoBufferInStorePool", "warmMapedFileEnable", "mapedFileSizeCommitLog", "mapedFileSizeConsumeQueue", "cleanResourceInterval", "deleteCommitLogFilesInterval", "deleteConsumeQueueFilesInterval", "destroyMapedFileIntervalForcibly", "redeleteHangedFileInterval", "cleanFileForciblyEnable", "diskFallRecorded", "checkCRCOnRecover", "accessMessageInMemoryMaxRatio", "messageIndexEnable", "messageIndexSafe", "maxHashSlotNum", "maxIndexNum", "haSendHeartbeatInterval", "haHousekeepingInterval", "haTransferBatchSize", "haMasterAddress", "haSlaveFallbehindMax", "slaveTimeout", "offsetCheckInSlave", "debugLockEnable", "duplicationEnable", "rocketmqHome", "aclEnable", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile", "fetchNamesrvAddrByAddressServer", "filterServerNums", "filterSupportRetry", "enableCalcFilterBitMap", "enableConsumeQueueExt", "mappedFileSizeConsumeQueueExt", "bitMapLengthConsumeQueueExt", "compressedRegister", "forceRegister", "registerBrokerTimeoutMills", "traceTopicEnable", "msgTraceTopicName", "enableDLegerCommitLog", "dLegerGroup", "dLegerPeers", "dLegerSelfId", "isEnableBatchPush", "autoDeleteUnusedStats", "startAcceptSendRequestTimeStamp", "commercialEnable", "highSpeedMode", "commercialTimerCount", "commercialTransCount", "commercialBigCount", "transferMsgByHeap", "maxErrorRateOfBloomFilter", "expectConsumerNumUseFilter", "filterDataCleanTimeSpan", "storeReplyMessageEnable", "enableDetailStat"]
+)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p[:1].upper() + p[1:] for p in rest)
+
+
+# Conf keys whose camelCase is not the mechanical one.
+_IRREGULAR = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
+
+
+@dataclass(frozen=True, slots=True)
+class _Spec:
+    attr: str
+    kind: Any  # int, bool, str, Path, an Enum class, or tuple for ';'-separated lists
+
+    def parse(self, key: str, raw: str) -> Any:
+        kind = self.kind
+        if kind is bool:
+            low = raw.lower()
+            if low not in ("true", "false"):
+                raise ConfigError(f"broker config {key}: {raw!r} is not true or false")
+            return low == "true"
+        if kind is int:
+            try:
+                return int(raw)
+            except ValueError:
+                raise ConfigError(f"broker config {key}: {raw!r} is not an integer") from None
+        if kind is Path:
+            if not raw:
+                raise ConfigError(f"broker config {key}: empty path")
+            return Path(raw).expanduser()
+        if kind is tuple:
+            return tuple(part.strip() for part in raw.split(";") if part.strip())
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            try:
+                return kind(raw.upper())
+            except ValueError:
+                names = ", ".join(m.value for m in kind)
+                raise ConfigError(f"broker config {key}: {raw!r} is not one of {names}") from None
+        return raw
+
+    def format(self, value: Any) -> str:
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, enum.Enum):
+            return str(value.value)
+        if isinstance(value, tuple):
+            return ";".join(value)
+        return "" if value is None else str(value)
+
+
+def _build_specs() -> dict[str, _Spec]:
+    hints = {"int": int, "bool": bool, "str": str, "Path": Path, "Path | None": Path,
+             "tuple[str, ...]": tuple, "FlushDiskType": FlushDiskType, "BrokerRole": BrokerRole}
+    return {
+        _IRREGULAR.get(f.name, _camel(f.name)): _Spec(f.name, hints[str(f.type)])
+        for f in dataclasses.fields(BrokerConfig)
+    }
+
+
+_SPECS = _build_specs()
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java properties text: `key=value`, `key: value` or `key value` lines.
+
+    Handles `#`/`!` comments, backslash line continuations and the common escapes
+    (`\\t`, `\\n`, `\\=`, `\\:`, `\\\\`, `\\uXXXX`), which is what broker.conf files use.
+    """
+    out: dict[str, str] = {}
+    logical: list[str] = []
+    for raw_line in text.splitlines():
+        line = raw_line.lstrip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        key, value = _split_entry("".join(logical))
+        logical = []
+        out[key] = value
+    if logical:
+        key, value = _split_entry("".join(logical))
+        out[key] = value
+    return out
+
+
+_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def _split_entry(line: str) -> tuple[str, str]:
+    """Key ends at the first unescaped '=', ':' or blank; one '=' or ':' may follow blanks."""
+    i, n = 0, len(line)
+    while i < n and line[i] not in "=: \t\f":
+        i += 2 if line[i] == "\\" else 1
+    i = min(i, n)
+    key = line[:i]
+    j = i
+    while j < n and line[j] in " \t\f":
+        j += 1
+    if j < n and line[j] in "=:":
+        j += 1
+    while j < n and line[j] in " \t\f":
+        j += 1
+    return _unescape(key), _unescape(line[j:])
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out, i, n = [], 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch != "\\" or i + 1 >= n:
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and i + 6 <= n:
+            try:
+                out.append(chr(int(text[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            except ValueError:
+                pass
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)

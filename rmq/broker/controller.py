@@ -1,0 +1,389 @@
+"""BrokerController: one broker, everything it runs owned by one nursery.
+
+    async with BrokerController(config) as broker:       # serving once this returns
+        print(broker.address)                            # "brokerIP1:port", as registered
+
+    broker = await nursery.start(BrokerController(config).serve)   # the same, in your nursery
+
+What `serve` does, in order: load topics, offsets and subscription groups; open the
+message store (recovering it if the last run crashed); rebuild the delay-level, timer and
+transaction state from it; start the store's tasks, the main server (listenPort), the
+VIP server (listenPort - 2), registration with every name server, client housekeeping
+(expiry scan, statistics), offset persistence, delayed and timer delivery and the
+transaction check-back; report started. With `listenPort=0` the port is picked by the OS and the registered address
+uses the port actually bound.
+
+Stopping (`shutdown()`, leaving `async with`, or cancelling `serve`): parked pulls are
+woken so they answer at once, the servers stop accepting and drain, the broker
+unregisters from its name servers, offsets, topics, subscription groups and delivery
+progress are written, and the store is flushed and closed, so no abort file remains.
+
+Wall-clock time (store timestamps, delivery times) comes from `clock_ms`; tests pass one
+derived from Trio's clock so that MockClock drives delays and timers too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any, Self
+
+import trio
+
+from rmq.protocol import LanguageCode, RemotingCommand, RequestCode
+from rmq.remoting import (
+    Connection,
+    RemotingClient,
+    RemotingError,
+    RemotingServer,
+    ServerConfig,
+)
+from rmq.store import MessageStore, StoreConfig, wall_clock_ms
+from rmq.store.aio import AsyncMessageStore
+
+from .client_manager import ClientManager
+from .config import BrokerConfig
+from .jsonfile import write_atomic
+from .long_polling import PullWaiters
+from .offsets import ConsumerOffsetManager
+from .processors import build_dispatcher
+from .rebalance_lock import RebalanceLockManager
+from .registration import Registration, register_period
+from .schedule import ScheduleService
+from .stats import SAMPLE_INTERVAL, BrokerStats
+from .subscriptions import SubscriptionGroupManager
+from .timer import TimerService
+from .topics import TopicConfigManager
+from .transaction import TransactionService
+
+log = logging.getLogger("rmq.broker")
+
+OFFSET_PERSIST_INTERVAL = 5.0  # seconds (flushConsumerOffsetInterval)
+CLIENT_SCAN_INTERVAL = 10.0  # seconds (ClientHousekeepingService)
+NOTIFY_TIMEOUT = 3.0  # seconds to queue a NOTIFY_CONSUMER_IDS_CHANGED on one connection
+UNREGISTER_TIMEOUT = 3.0  # seconds the shutdown waits for the name servers
+SHUTDOWN_GRACE = 2.0  # seconds connections get to finish in-flight requests
+MAX_IN_FLIGHT = 16384  # per connection: a consumer parks one pull per queue it owns
+ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 0.4  # of physical memory (accessMessageInMemoryMaxRatio)
+
+
+def _memory_budget() -> int:
+    """Bytes of CommitLog behind its end still considered in the page cache."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        total = 8 * 1024**3
+    return int(total * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO)
+
+
+class BrokerController:
+    """A broker: metadata, message store, servers and background tasks.
+
+    Args:
+      config: the validated configuration.
+      clock_ms: wall-clock milliseconds for the store and the delivery services.
+
+    Attributes (usable once serving):
+      config, topics, offsets, subscriptions, clients, locks, waiters, stats: the parts.
+      schedule, timers, transactions: delay levels, timer messages, transactions.
+      message_store: the synchronous MessageStore (reads); store: its AsyncMessageStore
+        front (appends).
+      port, vip_port: bound ports (vip_port None without the VIP channel).
+      address: "brokerIP1:port", the address registered with name servers and stamped
+        into records as the store host.
+    """
+
+    def __init__(self, config: BrokerConfig, *, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        self.config = config
+        self.clock_ms = clock_ms
+        self.boot_time = time.time()
+        self.topics = TopicConfigManager(config, on_change=self._topics_changed)
+        self.offsets = ConsumerOffsetManager(config.config_dir)
+        self.subscriptions = SubscriptionGroupManager(config)
+        self.clients = ClientManager(trio.current_time)
+        self.locks = RebalanceLockManager(trio.current_time)
+        self.waiters = PullWaiters()
+        self.stats = BrokerStats(trio.current_time)
+        self.schedule = ScheduleService(self)
+        self.timers = TimerService(self)
+        self.transactions = TransactionService(self)
+        self.message_store: MessageStore
+        self.store: AsyncMessageStore
+        self.port: int = 0
+        self.vip_port: int | None = None
+        self.registration: Registration | None = None
+        self._memory_budget = _memory_budget()
+        self._nursery: trio.Nursery | None = None
+        self._servers: list[RemotingServer] = []
+        self._stop = trio.Event()
+        self._stopped = trio.Event()
+        self._owned: Any = None
+
+    def __repr__(self) -> str:
+        return f"<BrokerController {self.config.broker_name} {self.address if self.port else 'not serving'}>"
+
+    # -- identity ---------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return f"{self.config.broker_ip1}:{self.port}"
+
+    @property
+    def store_host(self) -> tuple[str, int]:
+        return self.config.broker_ip1, self.port
+
+    @property
+    def ha_address(self) -> str:
+        return f"{self.config.advertised_ip2}:{self.config.ha_listen_port or self.port + 1}"
+
+    def _identity(self) -> tuple[str, str, str, str, int]:
+        c = self.config
+        return c.broker_name, self.address, c.broker_cluster_name, self.ha_address, c.broker_id
+
+    def store_config(self) -> StoreConfig:
+        c = self.config
+        return StoreConfig(
+            store_path_root_dir=str(c.store_path_root_dir),
+            store_path_commitlog=str(c.commit_log_dir),
+            mapped_file_size_commitlog=c.mapped_file_size_commit_log,
+            mapped_file_size_consume_queue=c.mapped_file_size_consume_queue,
+            flush_disk_type=c.flush_disk_type,
+            sync_flush_timeout=c.sync_flush_timeout,
+            file_reserved_time=c.file_reserved_time,
+            delete_when=c.delete_when,
+            disk_max_used_space_ratio=c.disk_max_used_space_ratio,
+            max_message_size=c.max_message_size,
+            max_msgs_num_batch=c.max_msgs_num_batch,
+            max_transfer_bytes_on_message_in_memory=c.max_transfer_bytes_on_message_in_memory,
+            max_transfer_count_on_message_in_memory=c.max_transfer_count_on_message_in_memory,
+            message_delay_level=c.message_delay_level,
+        )
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[BrokerController] = trio.TASK_STATUS_IGNORED) -> None:
+        """Start everything, report `self` to `nursery.start`, serve until stopped.
+
+        Raises:
+          StoreLockedError / StoreError: the store directory is in use or unusable.
+          OSError: a port cannot be bound.
+          ValueError: a metadata file (topics, offsets, groups) and its backup are unreadable.
+        """
+        config = self.config
+        self.topics.load()
+        self.offsets.load()
+        self.subscriptions.load()
+        listeners = [self.waiters] if config.long_polling_enable else []
+        self.message_store = MessageStore(
+            self.store_config(), clock=self.clock_ms,
+            arrival_listener=_Arrivals([*listeners, self.schedule, self.timers]),
+        )
+        self.store = AsyncMessageStore(self.message_store)
+        failure: OSError | None = None
+        try:
+            async with RemotingClient() as namesrv_client, trio.open_nursery() as nursery:
+                self._nursery = nursery
+                try:
+                    await self._start(nursery, namesrv_client)
+                except OSError as exc:  # a port in use
+                    failure = exc  # raised below, outside the nursery, so it stays unwrapped
+                    nursery.cancel_scope.cancel()
+                else:
+                    log.info("broker %s serving on %s", config.broker_name, self.address)
+                    task_status.started(self)
+                    await self._stop.wait()
+                    await self._stop_gracefully(nursery)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self._close()
+        if failure is not None:
+            raise failure
+
+    async def _start(self, nursery: trio.Nursery, namesrv_client: RemotingClient) -> None:
+        config = self.config
+        await nursery.start(self.store.run)
+        self.schedule.load()
+        self.timers.load()
+        self.transactions.load()
+        await self._start_servers(nursery)
+        self.topics.persist()
+        self.stats.sample()
+        self.registration = Registration(
+            namesrv_client, config.namesrv_addr, self._identity, self.topics.wrapper,
+            register_period(config.register_name_server_period),
+        )
+        await nursery.start(self.registration.run)
+        nursery.start_soon(self._housekeeping)
+        nursery.start_soon(self._persist_offsets_loop)
+        if not config.is_slave:  # a slave copies its master's deliveries instead
+            await nursery.start(self.schedule.run)
+            await nursery.start(self.timers.run)
+            await nursery.start(self.transactions.run)
+
+    def _server_config(self, port: int) -> ServerConfig:
+        return ServerConfig(
+            host=self.config.bind_address, port=port, idle_timeout=float(self.config.server_channel_max_idle_time_seconds),
+            max_in_flight=MAX_IN_FLIGHT, shutdown_grace=SHUTDOWN_GRACE,
+        )
+
+    async def _start_servers(self, nursery: trio.Nursery) -> None:
+        config = self.config
+        main = RemotingServer(build_dispatcher(self), self._server_config(config.listen_port),
+                              on_close=self._connection_closed)
+        await nursery.start(main.serve)
+        self._servers.append(main)
+        assert main.port is not None
+        self.port = main.port
+        if config.vip_channel_enable:
+            vip_port = config.listen_port - 2 if config.listen_port else 0
+            vip = RemotingServer(build_dispatcher(self, vip=True), self._server_config(vip_port),
+                                 on_close=self._connection_closed)
+            await nursery.start(vip.serve)
+            self._servers.append(vip)
+            self.vip_port = vip.port
+
+    def shutdown(self) -> None:
+        """Begin a clean stop (see the module docstring). Returns at once."""
+        self._stop.set()
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+    async def _stop_gracefully(self, nursery: trio.Nursery) -> None:
+        self.waiters.wake_all()
+        for server in self._servers:
+            server.shutdown()
+        with trio.move_on_after(SHUTDOWN_GRACE + 1):
+            for server in self._servers:
+                await server.aclose()
+        if self.registration is not None:
+            with trio.move_on_after(UNREGISTER_TIMEOUT):
+                await self.registration.unregister_all()
+            self.registration = None
+        nursery.cancel_scope.cancel()
+
+    async def _close(self) -> None:
+        """Unregister (if not done), write metadata, close the store. Shielded by the caller."""
+        self.waiters.wake_all()
+        if self.registration is not None and self.config.namesrv_addr:
+            # cancelled from outside: the registration's client is closed, so use a fresh one
+            with trio.move_on_after(UNREGISTER_TIMEOUT):
+                async with RemotingClient() as client:
+                    await self.registration.unregister_all(client)
+        self.registration = None
+        if getattr(self, "message_store", None) is not None:
+            self.transactions.commit_progress()
+        for what, persist in (("offsets", self.offsets.persist), ("topics", self.topics.persist),
+                              ("subscription groups", self.subscriptions.persist),
+                              ("delay progress", self.schedule.persist), ("timer progress", self.timers.persist)):
+            try:
+                persist()
+            except OSError as exc:
+                log.error("cannot write %s at shutdown: %s", what, exc)
+        store = getattr(self, "message_store", None)
+        if store is not None:
+            store.close()
+        self._stopped.set()
+        log.info("broker %s stopped", self.config.broker_name)
+
+    async def __aenter__(self) -> Self:
+        manager = trio.open_nursery()
+        nursery = await manager.__aenter__()
+        try:
+            await nursery.start(self.serve)
+        except BaseException:
+            # close the nursery as if nothing happened, then raise the error unwrapped
+            nursery.cancel_scope.cancel()
+            await manager.__aexit__(None, None, None)
+            raise
+        self._owned = manager
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        self.shutdown()
+        return await self._owned.__aexit__(exc_type, exc, tb)  # type: ignore[no-any-return]
+
+    # -- hooks used by the processors -------------------------------------------------
+
+    def _topics_changed(self) -> None:
+        if self.registration is not None:
+            self.registration.trigger()
+
+    def is_in_disk(self, topic: str, queue_id: int, offset: int) -> bool:
+        """Whether the message at `offset` is far enough behind the CommitLog end to have
+        left the page cache (checkInDiskByConsumeOffset)."""
+        store = self.message_store
+        if offset >= store.get_max_offset_in_queue(topic, queue_id):
+            return False
+        phy = store.get_commitlog_offset_in_queue(topic, queue_id, offset)
+        return store.max_phy_offset - phy > self._memory_budget
+
+    def notify_consumer_ids_changed(self, group: str) -> None:
+        """Tell every consumer of `group` to rebalance (NOTIFY_CONSUMER_IDS_CHANGED, oneway),
+        in a task of the broker's nursery so the caller does not wait on slow peers."""
+        if not self.config.notify_consumer_ids_changed_enable or self._nursery is None:
+            return
+        conns = [ch.conn for ch in self.clients.consumer_channels(group)]
+        if not conns:
+            return
+        try:
+            self._nursery.start_soon(self._notify, group, conns)
+        except RuntimeError:
+            pass  # the broker is stopping
+
+    async def _notify(self, group: str, conns: list[Any]) -> None:
+        for conn in conns:
+            request = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group},
+                                      language=LanguageCode.JAVA)
+            try:
+                await conn.invoke_oneway(request, NOTIFY_TIMEOUT)
+            except RemotingError as exc:
+                log.info("cannot notify %s of group %s: %s", conn.remote_address, group, exc)
+
+    def _connection_closed(self, conn: Connection) -> None:
+        for group in self.clients.connection_closed(conn):
+            config = self.subscriptions.get(group)
+            if config is None or config.notify_consumer_ids_changed_enable:
+                self.notify_consumer_ids_changed(group)
+
+    # -- background tasks -------------------------------------------------------------
+
+    async def _housekeeping(self) -> None:
+        day = time.localtime().tm_yday
+        while True:
+            await trio.sleep(min(CLIENT_SCAN_INTERVAL, SAMPLE_INTERVAL))
+            for group in self.clients.scan_expired():
+                self.notify_consumer_ids_changed(group)
+            self.stats.sample()
+            today = time.localtime().tm_yday
+            if today != day:
+                day = today
+                self.stats.new_day()
+
+    async def _persist_offsets_loop(self) -> None:
+        while True:
+            await trio.sleep(OFFSET_PERSIST_INTERVAL)
+            data = self.offsets.take_snapshot()
+            if data is not None:
+                try:
+                    await trio.to_thread.run_sync(write_atomic, self.offsets.path, data)
+                except OSError as exc:
+                    self.offsets.dirty = True
+                    log.error("cannot write %s: %s", self.offsets.path, exc)
+
+
+class _Arrivals:
+    """The store's ArrivalListener: parked pulls first, then the delivery services."""
+
+    def __init__(self, listeners: list[Any]) -> None:
+        self._listeners = listeners
+
+    def arriving(self, topic: str, queue_id: int, logic_offset: int, tags_code: int, store_timestamp: int,
+                 properties: dict[str, str]) -> None:
+        for listener in self._listeners:
+            listener.arriving(topic, queue_id, logic_offset, tags_code, store_timestamp, properties)

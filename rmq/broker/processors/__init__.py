@@ -1,0 +1,63 @@
+"""The broker's request processors and the dispatcher that routes codes to them.
+
+Codes are grouped as RocketMQ groups them onto executors, so a flood of one kind (say
+pulls) cannot starve another (heartbeats): each group is one Route with its own limiter.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rmq.protocol import RequestCode
+from rmq.remoting import Dispatcher
+
+from .admin import AdminProcessor
+from .client_manage import ClientManageProcessor
+from .end_transaction import EndTransactionProcessor
+from .pull import PullProcessor
+from .reset_offset import ResetOffsetProcessor
+from .send import SendProcessor
+
+if TYPE_CHECKING:
+    from ..controller import BrokerController
+
+# A parked pull holds its slot while it waits (up to suspendTimeoutMillis), so pulls get
+# as many slots as there can be queues; connections' max_in_flight bounds them instead.
+PULL_CONCURRENCY = 1 << 20
+SEND_CONCURRENCY = 256  # SYNC_FLUSH sends wait for the group commit while holding a slot
+
+
+def build_dispatcher(broker: BrokerController, vip: bool = False) -> Dispatcher:
+    """Every broker processor on one Dispatcher; `vip` leaves out PULL_MESSAGE (the fast
+    channel on listenPort - 2 serves everything but pulls). Unknown codes are answered
+    REQUEST_CODE_NOT_SUPPORTED by the dispatcher."""
+    dispatcher = Dispatcher()
+    dispatcher.register(SendProcessor.CODES, SendProcessor(broker), concurrency=SEND_CONCURRENCY)
+    if not vip:
+        dispatcher.register(PullProcessor.CODES, PullProcessor(broker), concurrency=PULL_CONCURRENCY)
+    clients = ClientManageProcessor(broker)
+    dispatcher.register((RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG),
+                        clients)
+    dispatcher.register(
+        (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET),
+        clients,
+    )
+    dispatcher.register((RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ), clients)
+    dispatcher.register(EndTransactionProcessor.CODES, EndTransactionProcessor(broker))
+    dispatcher.register(ResetOffsetProcessor.CODES, ResetOffsetProcessor(broker))
+    admin = AdminProcessor(broker)
+    queries = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID)
+    dispatcher.register(queries, admin)
+    dispatcher.register([c for c in admin.codes if c not in queries], admin)
+    return dispatcher
+
+
+__all__ = [
+    "AdminProcessor",
+    "ClientManageProcessor",
+    "EndTransactionProcessor",
+    "PullProcessor",
+    "ResetOffsetProcessor",
+    "SendProcessor",
+    "build_dispatcher",
+]

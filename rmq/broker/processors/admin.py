@@ -1,0 +1,329 @@
+"""Admin and query requests (AdminBrokerProcessor, QueryMessageProcessor; PROTOCOL.md 3.3, 3.7, 3.9).
+
+Offsets by queue and by time, messages by id and by key, topic and subscription-group
+administration, and the statistics mqadmin reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rmq.protocol import (
+    CURRENT_VERSION,
+    RemoteProtocolError,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+)
+from rmq.protocol import body as json_body
+from rmq.protocol.body import MQKey
+from rmq.protocol.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    EarliestMsgStoretimeResponseHeader,
+    GetConsumeStatsRequestHeader,
+    GroupRequestHeader,
+    OffsetResponseHeader,
+    QueryMessageRequestHeader,
+    QueryMessageResponseHeader,
+    QueueRequestHeader,
+    SearchOffsetRequestHeader,
+    TopicRequestHeader,
+    ViewMessageRequestHeader,
+)
+
+from ..subscriptions import SubscriptionGroupConfig
+from ..topics import TopicConfig, topic_error
+from .common import fail, json_of, ok
+
+if TYPE_CHECKING:
+    from rmq.remoting.abc import RequestContext
+
+    from ..controller import BrokerController
+
+log = logging.getLogger("rmq.broker.admin")
+
+SLAVE_REMARK = "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+VERSION_DESC = "V4_9_8"
+
+
+class AdminProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self._handlers: dict[int, Callable[[RemotingCommand], RemotingCommand]] = {
+            RequestCode.GET_MAX_OFFSET: self.max_offset,
+            RequestCode.GET_MIN_OFFSET: self.min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_time,
+            RequestCode.VIEW_MESSAGE_BY_ID: self.view_message,
+            RequestCode.QUERY_MESSAGE: self.query_message,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topics,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
+            RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
+            RequestCode.GET_CONSUME_STATS: self.consume_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
+            RequestCode.GET_BROKER_CONFIG: self.broker_config,
+        }
+
+    @property
+    def codes(self) -> tuple[int, ...]:
+        return tuple(self._handlers)
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self._handlers[request.code](request)
+
+    # -- offsets --------------------------------------------------------------------------
+
+    def max_offset(self, request: RemotingCommand) -> RemotingCommand:
+        h = QueueRequestHeader.from_ext(request.ext_fields)
+        offset = self.broker.message_store.get_max_offset_in_queue(h.topic, h.queue_id)
+        return ok(request, OffsetResponseHeader(offset).to_ext())
+
+    def min_offset(self, request: RemotingCommand) -> RemotingCommand:
+        h = QueueRequestHeader.from_ext(request.ext_fields)
+        offset = self.broker.message_store.get_min_offset_in_queue(h.topic, h.queue_id)
+        return ok(request, OffsetResponseHeader(offset).to_ext())
+
+    def search_offset(self, request: RemotingCommand) -> RemotingCommand:
+        h = SearchOffsetRequestHeader.from_ext(request.ext_fields)
+        offset = self.broker.message_store.get_offset_in_queue_by_time(h.topic, h.queue_id, h.timestamp)
+        return ok(request, OffsetResponseHeader(offset).to_ext())
+
+    def earliest_time(self, request: RemotingCommand) -> RemotingCommand:
+        h = QueueRequestHeader.from_ext(request.ext_fields)
+        timestamp = self.broker.message_store.get_earliest_message_time(h.topic, h.queue_id)
+        return ok(request, EarliestMsgStoretimeResponseHeader(timestamp).to_ext())
+
+    # -- messages -------------------------------------------------------------------------
+
+    def view_message(self, request: RemotingCommand) -> RemotingCommand:
+        offset = ViewMessageRequestHeader.from_ext(request.ext_fields).offset
+        record = self.broker.message_store.select_one_message_by_offset(offset)
+        if record is None:
+            return fail(request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        return ok(request, body=record)
+
+    def query_message(self, request: RemotingCommand) -> RemotingCommand:
+        h = QueryMessageRequestHeader.from_ext(request.ext_fields)
+        max_num = h.max_num
+        if request.ext_fields.get(UNIQUE_KEY_QUERY, "").lower() == "true":
+            max_num = self.broker.config.default_query_max_num
+        result = self.broker.message_store.query_message(h.topic, h.key, max_num, h.begin_timestamp, h.end_timestamp)
+        ext = QueryMessageResponseHeader(
+            result.index_last_update_timestamp, result.index_last_update_phy_offset
+        ).to_ext()
+        if not result.records:
+            return fail(request, ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
+                        ext)
+        return ok(request, ext, result.body)
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def create_topic(self, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        if broker.config.is_slave:
+            return fail(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        h = CreateTopicRequestHeader.from_ext(request.ext_fields)
+        why = topic_error(h.topic)
+        if why is not None:
+            return fail(request, ResponseCode.SYSTEM_ERROR, why)
+        if broker.topics.is_system_topic(h.topic):
+            return fail(request, ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
+        if h.read_queue_nums < 0 or h.write_queue_nums < 0 or not 0 <= h.perm <= 15:
+            return fail(request, ResponseCode.SYSTEM_ERROR,
+                        f"bad topic config: readQueueNums {h.read_queue_nums}, writeQueueNums "
+                        f"{h.write_queue_nums}, perm {h.perm}")
+        broker.topics.update(TopicConfig(
+            h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type, h.topic_sys_flag or 0, h.order
+        ))
+        return ok(request)
+
+    def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        if broker.config.is_slave:
+            return fail(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        topic = TopicRequestHeader.from_ext(request.ext_fields).topic
+        broker.topics.delete(topic)
+        broker.offsets.remove_topic(topic)
+        broker.message_store.delete_topic(topic)
+        return ok(request)
+
+    def all_topics(self, request: RemotingCommand) -> RemotingCommand:
+        return ok(request, body=self.broker.topics.encode())
+
+    def topic_stats(self, request: RemotingCommand) -> RemotingCommand:
+        topic = TopicRequestHeader.from_ext(request.ext_fields).topic
+        broker = self.broker
+        tc = broker.topics.get(topic)
+        if tc is None:
+            return fail(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = broker.message_store
+        table: dict[MQKey, Any] = {}
+        for qid in range(tc.write_queue_nums):
+            low = store.get_min_offset_in_queue(topic, qid)
+            high = store.get_max_offset_in_queue(topic, qid)
+            last = store.get_message_store_timestamp(topic, qid, high - 1) if high > 0 else 0
+            table[MQKey(topic, broker.config.broker_name, qid)] = {
+                "lastUpdateTimestamp": max(last, 0), "maxOffset": high, "minOffset": max(low, 0),
+            }
+        return ok(request, body=json_body.dumps({"offsetTable": table}))
+
+    # -- consumers and groups ---------------------------------------------------------------
+
+    def consume_stats(self, request: RemotingCommand) -> RemotingCommand:
+        h = GetConsumeStatsRequestHeader.from_ext(request.ext_fields)
+        broker = self.broker
+        store = broker.message_store
+        group = h.consumer_group
+        topics = [h.topic] if h.topic else sorted(broker.offsets.topics_of_group(group))
+        info = broker.clients.consumer_group(group)
+        table: dict[MQKey, Any] = {}
+        for topic in topics:
+            tc = broker.topics.get(topic)
+            if tc is None:
+                continue
+            if info is not None and info.subscriptions and topic not in info.subscriptions:
+                continue  # the group is online and does not consume this topic
+            for qid in range(tc.write_queue_nums):
+                consumer_offset = max(broker.offsets.query(group, topic, qid), 0)
+                last = store.get_message_store_timestamp(topic, qid, consumer_offset - 1) if consumer_offset else 0
+                table[MQKey(topic, broker.config.broker_name, qid)] = {
+                    "brokerOffset": store.get_max_offset_in_queue(topic, qid),
+                    "consumerOffset": consumer_offset,
+                    "lastTimestamp": max(last, 0),
+                }
+        return ok(request, body=json_body.dumps({"consumeTps": 0.0, "offsetTable": table}))
+
+    def consumer_connections(self, request: RemotingCommand) -> RemotingCommand:
+        group = GroupRequestHeader.from_ext(request.ext_fields).consumer_group
+        info = self.broker.clients.consumer_group(group)
+        if info is None or not info.channels:
+            return fail(request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
+        body = {
+            "connectionSet": [_connection_json(ch) for ch in info.channels.values()],
+            "consumeFromWhere": info.consume_from_where,
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "subscriptionTable": {topic: sub.to_json() for topic, sub in sorted(info.subscriptions.items())},
+        }
+        return ok(request, body=json_body.dumps(body))
+
+    def producer_connections(self, request: RemotingCommand) -> RemotingCommand:
+        group = request.ext_fields.get("producerGroup")
+        if not group:
+            raise RemoteProtocolError("the header field 'producerGroup' is missing")
+        channels = self.broker.clients.producer_channels(group)
+        if not channels:
+            return fail(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
+        return ok(request, body=json_body.dumps({"connectionSet": [_connection_json(ch) for ch in channels]}))
+
+    def consumed_by(self, request: RemotingCommand) -> RemotingCommand:
+        topic = TopicRequestHeader.from_ext(request.ext_fields).topic
+        broker = self.broker
+        groups = broker.clients.groups_subscribing(topic) | broker.offsets.groups_of_topic(topic)
+        return ok(request, body=json_body.dumps({"groupList": sorted(groups)}))
+
+    def all_offsets(self, request: RemotingCommand) -> RemotingCommand:
+        return ok(request, body=self.broker.offsets.encode())
+
+    def all_delay_offsets(self, request: RemotingCommand) -> RemotingCommand:
+        return ok(request, body=self.broker.schedule.encode())
+
+    def all_groups(self, request: RemotingCommand) -> RemotingCommand:
+        return ok(request, body=json_body.dumps(self.broker.subscriptions.wrapper()))
+
+    def update_group(self, request: RemotingCommand) -> RemotingCommand:
+        if self.broker.config.is_slave:
+            return fail(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        obj = json_of(request, "subscription group")
+        try:
+            group = SubscriptionGroupConfig.from_json(obj if isinstance(obj, dict) else {})
+        except (TypeError, ValueError) as exc:
+            return fail(request, ResponseCode.SYSTEM_ERROR, f"bad subscription group config: {exc}")
+        self.broker.subscriptions.update(group)
+        return ok(request)
+
+    def delete_group(self, request: RemotingCommand) -> RemotingCommand:
+        if self.broker.config.is_slave:
+            return fail(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
+        name = DeleteSubscriptionGroupRequestHeader.from_ext(request.ext_fields).group_name
+        self.broker.subscriptions.delete(name)
+        return ok(request)
+
+    # -- broker ---------------------------------------------------------------------------
+
+    def broker_config(self, request: RemotingCommand) -> RemotingCommand:
+        text = "".join(f"{k}={v}\n" for k, v in self.broker.config.to_properties().items())
+        version = json_body.dumps(self.broker.topics.data_version.to_json()).decode()
+        return ok(request, {"version": version}, text.encode("utf-8"))
+
+    def runtime_info(self, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        store = broker.message_store
+        stats = broker.stats
+        uptime = int(time.time() - broker.boot_time)
+        days, rest = divmod(uptime, 86400)
+        hours, rest = divmod(rest, 3600)
+        minutes, seconds = divmod(rest, 60)
+        try:
+            usage = shutil.disk_usage(broker.config.commit_log_dir)
+            disk_ratio = (usage.total - usage.free) / usage.total if usage.total else 0.0
+        except OSError:
+            disk_ratio = 0.0
+        table = {
+            "brokerVersionDesc": VERSION_DESC,
+            "brokerVersion": str(CURRENT_VERSION),
+            "msgPutTotalYesterdayMorning": str(stats.put_yesterday_morning),
+            "msgPutTotalTodayMorning": str(stats.put_today_morning),
+            "msgPutTotalTodayNow": str(stats.put_total),
+            "msgGetTotalYesterdayMorning": str(stats.get_yesterday_morning),
+            "msgGetTotalTodayMorning": str(stats.get_today_morning),
+            "msgGetTotalTodayNow": str(stats.get_total),
+            "putTps": stats.tps(1),
+            "getTransferedTps": stats.tps(2),
+            "sendThreadPoolQueueSize": "0",
+            "sendThreadPoolQueueCapacity": "10000",
+            "pullThreadPoolQueueSize": "0",
+            "pullThreadPoolQueueCapacity": "100000",
+            "queryThreadPoolQueueSize": "0",
+            "queryThreadPoolQueueCapacity": "20000",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0",
+            "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "queryThreadPoolQueueHeadWaitTimeMills": "0",
+            "pageCacheLockTimeMills": "0",
+            "dispatchBehindBytes": str(store.dispatch_behind),
+            "earliestMessageTimeStamp": str(max(store.get_earliest_message_time(), 0)),
+            "startAcceptSendRequestTimeStamp": "0",
+            "commitLogDiskRatio": f"{disk_ratio:.4f}",
+            "commitLogMinOffset": str(store.min_phy_offset),
+            "commitLogMaxOffset": str(store.max_phy_offset),
+            "remainHowManyDataToFlush": str(max(store.max_phy_offset - store.flushed_offset, 0)),
+            "bootTimestamp": str(int(broker.boot_time * 1000)),
+            "runtime": f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]",
+            "pid": str(os.getpid()),
+        }
+        return ok(request, body=json_body.dumps({"table": table}))
+
+
+def _connection_json(channel: Any) -> dict[str, Any]:
+    return {
+        "clientAddr": channel.address,
+        "clientId": channel.client_id,
+        "language": channel.language,
+        "version": channel.version,
+    }

@@ -1,0 +1,195 @@
+"""Client registration and consumer coordination (ClientManageProcessor, ConsumerManageProcessor).
+
+HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG, GET_CONSUMER_LIST_BY_GROUP,
+QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET, LOCK_BATCH_MQ and UNLOCK_BATCH_MQ
+(PROTOCOL.md 3.3, 3.6). A heartbeat whose SQL92 subscription does not parse is refused
+whole with SUBSCRIPTION_PARSE_FAILED, so the consumer hears about it at subscribe time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from rmq.protocol import RemoteProtocolError, RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol import body as json_body
+from rmq.protocol.body import MQKey
+from rmq.protocol.headers import (
+    GroupRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    UnregisterClientRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+
+from ..filter import SqlFilterError, compile_sql92
+from ..heartbeat import EXPRESSION_SQL92, SubscriptionData, parse_heartbeat
+from ..topics import PERM_READ, PERM_WRITE, retry_topic
+from .common import fail, json_of, ok
+
+if TYPE_CHECKING:
+    from rmq.remoting.abc import RequestContext
+
+    from ..controller import BrokerController
+
+log = logging.getLogger("rmq.broker.client_manage")
+
+FLAG_UNIT_SUB = 0x2  # TopicSysFlag for unit-mode consumers' retry topics
+NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+
+
+class ClientManageProcessor:
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self._handlers: dict[int, Callable[[RequestContext, RemotingCommand], RemotingCommand]] = {
+            RequestCode.HEART_BEAT: self.heart_beat,
+            RequestCode.UNREGISTER_CLIENT: self.unregister_client,
+            RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
+            RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_offset,
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch,
+        }
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self._handlers[request.code](ctx, request)
+
+    # -- registration ---------------------------------------------------------------------
+
+    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        broker = self.broker
+        hb = parse_heartbeat(json_of(request, "heartbeat"))
+        for consumer in hb.consumers:
+            for sub in consumer.subscriptions:
+                why = _filter_error(sub)
+                if why is not None:
+                    return fail(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                                f"group {consumer.group_name}, topic {sub.topic}: {why}")
+        conn = ctx.connection
+        language = _language_name(request.language)
+        for consumer in hb.consumers:
+            group_config = broker.subscriptions.find_or_create(consumer.group_name)
+            notify = True
+            if group_config is not None:
+                notify = group_config.notify_consumer_ids_changed_enable
+                broker.topics.create_if_absent(
+                    retry_topic(consumer.group_name), group_config.retry_queue_nums, PERM_READ | PERM_WRITE,
+                    FLAG_UNIT_SUB if consumer.unit_mode else 0,
+                )
+            changed = broker.clients.register_consumer(
+                consumer, conn, hb.client_id, language, request.version, ctx.remote_address
+            )
+            if changed and notify:
+                broker.notify_consumer_ids_changed(consumer.group_name)
+        for group in hb.producer_groups:
+            broker.clients.register_producer(group, conn, hb.client_id, language, request.version, ctx.remote_address)
+        return ok(request)
+
+    def check_client_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """CheckClientRequestBody `{"clientId","group","subscriptionData"}`: can this broker
+        filter with that subscription?"""
+        obj = json_of(request, "check client config")
+        data = obj.get("subscriptionData") if isinstance(obj, dict) else None
+        if data is None:
+            return ok(request)
+        sub = SubscriptionData.from_json(data)
+        if sub.is_tag_type:
+            return ok(request)
+        if not self.broker.config.enable_property_filter:
+            return fail(request, ResponseCode.SYSTEM_ERROR,
+                        f"The broker does not support consumer to filter message by {sub.expression_type}")
+        why = _filter_error(sub)
+        if why is not None:
+            return fail(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, why)
+        return ok(request)
+
+    def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = UnregisterClientRequestHeader.from_ext(request.ext_fields)
+        broker = self.broker
+        conn = ctx.connection
+        if header.producer_group:
+            broker.clients.unregister_producer(header.producer_group, conn)
+        group = header.consumer_group
+        if group and broker.clients.unregister_consumer(group, conn):
+            group_config = broker.subscriptions.get(group)
+            if group_config is None or group_config.notify_consumer_ids_changed_enable:
+                broker.notify_consumer_ids_changed(group)
+        return ok(request)
+
+    def consumer_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        group = GroupRequestHeader.from_ext(request.ext_fields).consumer_group
+        info = self.broker.clients.consumer_group(group)
+        ids = info.client_ids() if info else []
+        if not ids:
+            return fail(request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
+        return ok(request, body=json_body.dumps({"consumerIdList": ids}))
+
+    # -- offsets --------------------------------------------------------------------------
+
+    def query_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        broker = self.broker
+        offset = broker.offsets.query(header.consumer_group, header.topic, header.queue_id)
+        if offset >= 0:
+            return ok(request, {"offset": offset})
+        # A group that never committed starts at 0 if the queue still holds its first
+        # message in the page cache (a young queue); otherwise the client decides (22).
+        store = broker.message_store
+        if store.get_min_offset_in_queue(header.topic, header.queue_id) <= 0 and not broker.is_in_disk(
+            header.topic, header.queue_id, 0
+        ):
+            return ok(request, {"offset": 0})
+        return fail(request, ResponseCode.QUERY_NOT_FOUND, NOT_FOUND_REMARK)
+
+    def update_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = UpdateConsumerOffsetRequestHeader.from_ext(request.ext_fields)
+        self.broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        return ok(request)
+
+    # -- orderly consumers ----------------------------------------------------------------
+
+    def lock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = _lock_body(json_of(request, "lock"))
+        locked = self.broker.locks.try_lock_batch(group, queues, client_id)
+        return ok(request, body=json_body.dumps({"lockOKMQSet": [mq for mq in queues if mq in locked]}))
+
+    def unlock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        group, client_id, queues = _lock_body(json_of(request, "unlock"))
+        self.broker.locks.unlock_batch(group, queues, client_id)
+        return ok(request)
+
+
+def _filter_error(sub: SubscriptionData) -> str | None:
+    """Why a SQL92 subscription cannot be used, or None (other types are checked at pull)."""
+    if sub.expression_type != EXPRESSION_SQL92:
+        return None
+    try:
+        compile_sql92(sub.sub_string)
+    except SqlFilterError as exc:
+        return str(exc)
+    return None
+
+
+def _lock_body(obj: Any) -> tuple[str, str, list[MQKey]]:
+    """LockBatchRequestBody / UnlockBatchRequestBody → (group, client id, queues)."""
+    if not isinstance(obj, dict):
+        raise RemoteProtocolError("the lock body is not a JSON object")
+    group, client_id = obj.get("consumerGroup"), obj.get("clientId")
+    if not isinstance(group, str) or not isinstance(client_id, str):
+        raise RemoteProtocolError("the lock body needs consumerGroup and clientId")
+    queues = obj.get("mqSet") or []
+    if not isinstance(queues, list):
+        raise RemoteProtocolError("mqSet is not a list")
+    out: list[MQKey] = []
+    for item in queues:
+        mq = item if isinstance(item, MQKey) else MQKey.from_json(item) if isinstance(item, dict) else None
+        if mq is None:
+            raise RemoteProtocolError(f"bad message queue {item!r}")
+        if mq not in out:
+            out.append(mq)
+    return group, client_id, out
+
+
+def _language_name(language: Any) -> str:
+    return getattr(language, "name", str(language))

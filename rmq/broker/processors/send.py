@@ -1,0 +1,369 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320), CONSUMER_SEND_MSG_BACK (36).
+
+What a RocketMQ 4.x broker does before a message reaches the store (PROTOCOL.md 3.1,
+3.4): check the topic name and permissions, auto-create the topic from its template,
+pick a queue, reroute `%RETRY%` messages that ran out of retries to `%DLQ%`, turn
+transactional messages into half messages, park timer and delay-level messages in their
+system topics (timer.py, schedule.py), stamp born/store hosts and the CLUSTER property;
+then map the store's status to a response code.
+
+Whether a request is a batch is decided by the `batch` / `m` header flag, never by the
+code alone: the C++ client sends batches on code 10 with `"batch":"1"`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol import properties as P
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
+from rmq.protocol.message import (
+    COMPRESSED_FLAG,
+    COMPRESSION_TYPE_MASK,
+    MULTI_TAGS_FLAG,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_TYPE_MASK,
+    decode_batch_body,
+    decompress_body,
+)
+from rmq.store.results import PutMessageResult, PutMessageStatus
+
+from ..schedule import route_delay
+from ..timer import TIMER_KEYS, TimerRefused, route_timer
+from ..topics import (
+    DLQ_PREFIX,
+    NOT_ALLOWED_SEND_TOPICS,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_PREFIX,
+    TOPIC_MAX_LENGTH,
+    TRANS_HALF_TOPIC,
+    TopicConfig,
+    dlq_topic,
+    retry_topic,
+    topic_error,
+)
+from .common import fail, host_port, ok
+
+if TYPE_CHECKING:
+    from rmq.remoting.abc import RequestContext
+
+    from ..controller import BrokerController
+    from ..subscriptions import SubscriptionGroupConfig
+
+log = logging.getLogger("rmq.broker.send")
+
+V3_4_9 = 73  # from this client version on, the header's maxReconsumeTimes is honoured
+TOPIC_SYS_FLAG_UNIT = 0x1
+TOPIC_SYS_FLAG_UNIT_SUB = 0x2
+APPLY_TOPIC_URL = "http://rocketmq.apache.org/docs/faq/"
+
+SERVICE_NOT_AVAILABLE_REMARK = (
+    "service not available now. It may be caused by one of the following reasons: "
+    "the broker's disk is full, messages are put to the slave, message store has been shut down, etc."
+)
+MESSAGE_ILLEGAL_REMARK = (
+    "the message is illegal, maybe msg body or properties length not matched. "
+    "msg body length limit 128k, msg properties length limit 32k."
+)
+
+# store status → (response code, remark); None remark = use the store's own
+_PUT_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
+    PutMessageStatus.PUT_OK: (ResponseCode.SUCCESS, None),
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: (ResponseCode.FLUSH_DISK_TIMEOUT, None),
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
+    PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
+        ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."),
+    PutMessageStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, MESSAGE_ILLEGAL_REMARK),
+    PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (ResponseCode.MESSAGE_ILLEGAL, MESSAGE_ILLEGAL_REMARK),
+    PutMessageStatus.SERVICE_NOT_AVAILABLE: (ResponseCode.SERVICE_NOT_AVAILABLE, SERVICE_NOT_AVAILABLE_REMARK),
+    PutMessageStatus.OS_PAGECACHE_BUSY: (
+        ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+    PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
+}
+
+
+class Refused(Exception):
+    """A send check failed: answer `code` with `remark`."""
+
+    def __init__(self, code: int, remark: str) -> None:
+        super().__init__(remark)
+        self.code = code
+        self.remark = remark
+
+
+@dataclass(slots=True)
+class Destination:
+    """Where a message goes after topic checks, retry/DLQ rerouting and queue choice."""
+
+    topic: str
+    queue_id: int
+    config: TopicConfig
+
+
+class SendProcessor:
+    CODES = (
+        RequestCode.SEND_MESSAGE,
+        RequestCode.SEND_MESSAGE_V2,
+        RequestCode.SEND_BATCH_MESSAGE,
+        RequestCode.CONSUMER_SEND_MSG_BACK,
+    )
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
+                return await self.send_back(ctx, request)
+            if request.code == RequestCode.SEND_MESSAGE:
+                header = SendMessageRequestHeader.from_ext(request.ext_fields)
+            else:
+                header = SendMessageRequestHeader.from_v2_ext(request.ext_fields)
+            if header.batch:
+                return await self.send_batch(ctx, request, header)
+            return await self.send_one(ctx, request, header)
+        except Refused as refused:
+            return fail(request, refused.code, refused.remark)
+
+    # -- checks shared by single and batch sends ------------------------------------------
+
+    def _check(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader) -> TopicConfig:
+        """msgCheck: broker state, topic name and permission, auto-create, queue id."""
+        broker = self.broker
+        config = broker.config
+        if config.is_slave:
+            raise Refused(ResponseCode.SERVICE_NOT_AVAILABLE, SERVICE_NOT_AVAILABLE_REMARK)
+        if not config.broker_permission & PERM_WRITE:
+            raise Refused(ResponseCode.NO_PERMISSION, f"the broker[{config.broker_ip1}] sending message is forbidden")
+        topic = header.topic
+        why = topic_error(topic)
+        if why is not None:
+            raise Refused(ResponseCode.SYSTEM_ERROR, why)
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            raise Refused(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        tc = broker.topics.get(topic)
+        if tc is None:
+            retry = topic.startswith(RETRY_PREFIX)
+            sys_flag = (TOPIC_SYS_FLAG_UNIT_SUB if retry else TOPIC_SYS_FLAG_UNIT) if header.unit_mode else 0
+            tc = broker.topics.create_in_send(topic, header.default_topic, header.default_topic_queue_nums, sys_flag)
+            if tc is None and retry:
+                tc = broker.topics.create_if_absent(topic, 1, PERM_READ | PERM_WRITE, sys_flag)
+            if tc is None:
+                raise Refused(
+                    ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please! {APPLY_TOPIC_URL}"
+                )
+        if not tc.writable:
+            raise Refused(ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        limit = max(tc.read_queue_nums, tc.write_queue_nums)
+        if header.queue_id >= limit:
+            raise Refused(
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{header.queue_id}] is illegal, {tc} Producer: {ctx.remote_address}",
+            )
+        return tc
+
+    def _choose_queue(self, tc: TopicConfig, queue_id: int) -> int:
+        if queue_id >= 0:
+            return queue_id
+        if tc.write_queue_nums <= 0:
+            raise Refused(ResponseCode.SYSTEM_ERROR, f"topic[{tc.topic_name}] has no writable queue")
+        return random.randrange(tc.write_queue_nums)
+
+    def _group(self, group: str) -> SubscriptionGroupConfig:
+        config = self.broker.subscriptions.find_or_create(group)
+        if config is None:
+            raise Refused(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, f"subscription group not exist, {group}")
+        return config
+
+    def _dlq(self, group: str) -> TopicConfig:
+        return self.broker.topics.create_if_absent(dlq_topic(group), 1, PERM_READ | PERM_WRITE)
+
+    @staticmethod
+    def _max_reconsume_times(request: RemotingCommand, group: SubscriptionGroupConfig, asked: int | None) -> int:
+        """The client's maxReconsumeTimes if it is new enough to send one, else the group's."""
+        if request.version >= V3_4_9 and asked is not None:
+            return asked
+        return group.retry_max_times
+
+    def _retry_or_dlq(self, request: RemotingCommand, header: SendMessageRequestHeader, dest: Destination) -> None:
+        """A `%RETRY%` message that used up its retries goes to the group's DLQ."""
+        if not dest.topic.startswith(RETRY_PREFIX):
+            return
+        group = dest.topic[len(RETRY_PREFIX):]
+        max_times = self._max_reconsume_times(request, self._group(group), header.max_reconsume_times)
+        if (header.reconsume_times or 0) >= max_times:
+            dest.config = self._dlq(group)
+            dest.topic, dest.queue_id = dest.config.topic_name, 0
+
+    # -- single message -------------------------------------------------------------------
+
+    async def send_one(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand:
+        broker = self.broker
+        tc = self._check(ctx, request, header)
+        if len(request.body) > broker.config.max_message_size:
+            raise Refused(
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"the message body size over max value, MAX: {broker.config.max_message_size}",
+            )
+        queue_id = self._choose_queue(tc, header.queue_id)
+        dest = Destination(header.topic, queue_id, tc)
+        self._retry_or_dlq(request, header, dest)
+        props = P.decode_properties(header.properties or "")
+        sys_flag = header.sys_flag
+        if dest.config.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MULTI_TAGS_FLAG
+        if props.get(P.TRAN_MSG) == "true":
+            if broker.config.reject_transaction_message:
+                raise Refused(
+                    ResponseCode.NO_PERMISSION,
+                    f"the broker[{broker.config.broker_ip1}] sending transaction message is forbidden",
+                )
+            dest, sys_flag = self._half_message(props, dest, sys_flag)
+        else:
+            self._route_later(dest, props)
+        wait = props.pop(P.WAIT, None) != "false"  # not stored (saves 9 bytes), but obeyed
+        props[P.CLUSTER] = broker.config.broker_cluster_name
+        result = await broker.store.put_message(
+            dest.topic, dest.queue_id, request.body, flag=header.flag, properties=props, sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp, born_host=host_port(ctx.remote_address),
+            store_host=broker.store_host, reconsume_times=header.reconsume_times or 0, wait=wait,
+        )
+        return self._respond(request, result, queue_id)  # the chosen queue, as RocketMQ answers
+
+    def _route_later(self, dest: Destination, props: dict[str, str]) -> None:
+        """Timer and delay-level messages wait in their system topics until due; dead
+        letters are never delayed. The timer wins when a message asks for both."""
+        broker = self.broker
+        if dest.topic.startswith(DLQ_PREFIX):
+            props.pop(P.DELAY, None)
+            return
+        if broker.config.timer_wheel_enable:
+            try:
+                topic, queue_id = route_timer(dest.topic, dest.queue_id, props, broker.clock_ms(),
+                                              broker.config.timer_max_delay_sec)
+            except TimerRefused as exc:
+                raise Refused(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
+            if topic != dest.topic:
+                dest.topic, dest.queue_id = topic, queue_id
+                return
+        dest.topic, dest.queue_id = route_delay(dest.topic, dest.queue_id, props, broker.schedule.max_level)
+
+    def _half_message(self, props: dict[str, str], dest: Destination, sys_flag: int) -> tuple[Destination, int]:
+        """Prepared transactional message → half message in RMQ_SYS_TRANS_HALF_TOPIC queue 0,
+        remembering its real topic and queue (TransactionalMessageBridge.parseHalfMessageInner)."""
+        props[P.REAL_TOPIC] = dest.topic
+        props[P.REAL_QID] = str(dest.queue_id)
+        half = self.broker.topics.create_if_absent(TRANS_HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
+        return Destination(TRANS_HALF_TOPIC, 0, half), (sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_NOT_TYPE
+
+    # -- batch ----------------------------------------------------------------------------
+
+    async def send_batch(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> RemotingCommand:
+        broker = self.broker
+        tc = self._check(ctx, request, header)
+        topic = header.topic
+        if len(topic) > TOPIC_MAX_LENGTH:
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(topic)}")
+        if topic.startswith(RETRY_PREFIX):
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
+        if header.sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_PREPARED_TYPE:
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
+        sys_flag = header.sys_flag
+        try:
+            body = request.body
+            if sys_flag & COMPRESSED_FLAG:
+                # The C++ client zlib-compresses a whole batch body past 4 KiB; its items are
+                # stored uncompressed, each as the plain message it is.
+                body = decompress_body(body, sys_flag, max_size=broker.config.max_message_size)
+                sys_flag &= ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
+            messages = decode_batch_body(body, topic)
+        except ProtocolError as exc:
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
+        if broker.config.timer_wheel_enable and any(k in m.properties for m in messages for k in TIMER_KEYS):
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be timer messages")
+        queue_id = self._choose_queue(tc, header.queue_id)
+        extra = P.decode_properties(header.properties or "")
+        wait = extra.pop(P.WAIT, None) != "false"
+        extra[P.CLUSTER] = broker.config.broker_cluster_name
+        result = await broker.store.put_messages(
+            topic, queue_id, messages, extra_properties=extra, sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp, born_host=host_port(ctx.remote_address),
+            store_host=broker.store_host, reconsume_times=header.reconsume_times or 0, wait=wait,
+        )
+        return self._respond(request, result, queue_id)
+
+    def _respond(self, request: RemotingCommand, result: PutMessageResult, queue_id: int) -> RemotingCommand:
+        code, remark = _PUT_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
+        if not result.ok:
+            detail = f"{remark} ({result.remark})" if remark and result.remark else (remark or result.remark)
+            return fail(request, code, detail or result.status.value)
+        self.broker.stats.put_total += max(result.msg_num, 1)
+        config = self.broker.config
+        header = SendMessageResponseHeader(
+            msg_id=result.msg_id, queue_id=queue_id, queue_offset=result.queue_offset,
+            msg_region=config.region_id, trace_on="true" if config.trace_on else "false",
+        )
+        return request.make_response(code, remark, header.to_ext())
+
+    # -- CONSUMER_SEND_MSG_BACK -----------------------------------------------------------
+
+    async def send_back(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """A consumer failed a message: send a copy to `%RETRY%<group>` through delay level
+        `delayLevel` (0: 3 + reconsumeTimes, as RocketMQ does), or to `%DLQ%<group>` at once
+        when it has been retried maxReconsumeTimes times (or delayLevel < 0)."""
+        broker = self.broker
+        header = ConsumerSendMsgBackRequestHeader.from_ext(request.ext_fields)
+        group_config = self._group(header.group)
+        if not broker.config.broker_permission & PERM_WRITE:
+            raise Refused(
+                ResponseCode.NO_PERMISSION, f"the broker[{broker.config.broker_ip1}] sending message is forbidden"
+            )
+        if group_config.retry_queue_nums <= 0:
+            return ok(request)  # the group asked for no retries: drop it
+        msg = broker.message_store.look_message_by_offset(header.offset)
+        if msg is None:
+            raise Refused(ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+        props = dict(msg.properties)
+        origin_topic = props.setdefault(P.RETRY_TOPIC, msg.topic)
+        max_times = self._max_reconsume_times(request, group_config, header.max_reconsume_times)
+        props.pop(P.WAIT, None)
+        props.pop(P.DELAY, None)
+        if msg.reconsume_times >= max_times or header.delay_level < 0:
+            topic, queue_id = self._dlq(header.group).topic_name, 0
+        else:
+            topic = retry_topic(header.group)
+            tc = broker.topics.create_if_absent(topic, group_config.retry_queue_nums, PERM_READ | PERM_WRITE)
+            queue_id = random.randrange(max(tc.write_queue_nums, 1))
+            level = header.delay_level or 3 + msg.reconsume_times
+            props[P.DELAY] = str(level)
+            topic, queue_id = route_delay(topic, queue_id, props, broker.schedule.max_level)
+        if not props.get(P.ORIGIN_MESSAGE_ID):
+            props[P.ORIGIN_MESSAGE_ID] = msg.offset_msg_id
+        props[P.CLUSTER] = broker.config.broker_cluster_name
+        result = await broker.store.put_message(
+            topic, queue_id, msg.body, flag=msg.flag, properties=props, sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=broker.store_host,
+            reconsume_times=msg.reconsume_times + 1, wait=True,
+        )
+        if not result.ok:
+            code, remark = _PUT_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, None))
+            return fail(request, code, remark or result.remark or result.status.value)
+        log.debug("message %s of %s sent back to %s for group %s", msg.msg_id, origin_topic, topic, header.group)
+        broker.stats.put_total += 1
+        return ok(request)

@@ -1,0 +1,133 @@
+"""`rmq broker` / `mqbroker`: run one broker until SIGINT or SIGTERM.
+
+Options as RocketMQ's mqbroker: `-c broker.conf`, `-n "ip:port;ip:port"` (wins over the
+file, which wins over $NAMESRV_ADDR), `-p` prints every setting and exits, `-m` prints
+the important ones and exits; `--store DIR` sets storePathRootDir. The boot line goes to
+stdout; logs go to stderr. A pid file `broker-<port>.pid` (under ~/.rmq/run or
+$RMQ_RUN_DIR) lets `mqshutdown broker` find the process. The first signal stops cleanly
+(unregister, persist, close the store); a second one stops at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import AsyncIterator
+
+import trio
+
+from rmq.store import StoreError
+from rmq.tools.rundir import pid_file
+
+from .config import BrokerConfig, ConfigError
+from .controller import BrokerController
+
+log = logging.getLogger("rmq.broker")
+
+# What `-m` prints (RocketMQ's @ImportantField settings plus where the data goes).
+IMPORTANT_KEYS = (
+    "brokerClusterName", "brokerName", "brokerId", "brokerRole", "brokerIP1", "listenPort", "namesrvAddr",
+    "storePathRootDir", "storePathCommitLog", "flushDiskType", "autoCreateTopicEnable",
+    "autoCreateSubscriptionGroup", "mappedFileSizeCommitLog", "deleteWhen", "fileReservedTime",
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="mqbroker", description="Run an rmq broker (RocketMQ's mqbroker).")
+    parser.add_argument("-c", "--configFile", metavar="FILE", help="broker.conf (RocketMQ properties keys)")
+    parser.add_argument("-n", "--namesrvAddr", metavar="ADDR", help='name servers, "ip:port;ip:port"')
+    parser.add_argument("-p", "--printConfigItem", action="store_true", help="print every setting and exit")
+    parser.add_argument("-m", "--printImportantConfig", action="store_true", help="print the main settings and exit")
+    parser.add_argument("--store", metavar="DIR", help="store root directory (storePathRootDir)")
+    parser.add_argument(
+        "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO"
+    )
+    return parser
+
+
+def load_config(args: argparse.Namespace) -> BrokerConfig:
+    """Defaults < $NAMESRV_ADDR < the -c file < command-line options. Raises ConfigError."""
+    overrides = {}
+    if args.namesrvAddr:
+        overrides["namesrvAddr"] = args.namesrvAddr
+    if args.store:
+        overrides["storePathRootDir"] = args.store
+    return BrokerConfig.load(args.configFile, overrides)
+
+
+async def serve_until_signalled(config: BrokerConfig) -> None:
+    # the receiver is open before starting, so an early SIGTERM is not lost
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        broker = BrokerController(config)
+        failure: Exception | None = None
+        async with trio.open_nursery() as nursery:
+            try:
+                await nursery.start(broker.serve)
+            except (OSError, StoreError, ValueError) as exc:
+                failure = exc  # raised below, outside the nursery, so it stays unwrapped
+            else:
+                await _serve(broker, signals, nursery.cancel_scope)
+        if failure is not None:
+            raise failure
+
+
+async def _serve(broker: BrokerController, signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    config = broker.config
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(pid_file("broker", broker.port))
+        except OSError as exc:
+            log.warning("cannot write the pid file (%s): mqshutdown will not find this broker", exc)
+        tip = f"The broker[{config.broker_name}, {broker.address}] boot success. serializeType=JSON"
+        if config.namesrv_addr:
+            tip += f" and name server is {';'.join(config.namesrv_addr)}"
+        print(tip, flush=True)
+        print(f"The store path is {config.store_path_root_dir}", flush=True)
+        async for signum in signals:
+            log.info("%s received, shutting down", signal.Signals(signum).name)
+            break
+        broker.shutdown()
+        async with trio.open_nursery() as waiting:
+            waiting.start_soon(_stop_on_second_signal, signals, scope)
+            await broker.wait_stopped()
+            waiting.cancel_scope.cancel()
+
+
+async def _stop_on_second_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
+    async for signum in signals:
+        log.warning("%s received again, stopping now", signal.Signals(signum).name)
+        scope.cancel()
+        return
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s - %(message)s", stream=sys.stderr
+    )
+    try:
+        config = load_config(args)
+    except ConfigError as exc:
+        print(f"mqbroker: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    if args.printConfigItem or args.printImportantConfig:
+        props = config.to_properties()
+        keys = props if args.printConfigItem else IMPORTANT_KEYS
+        for key in keys:
+            print(f"{key}={props[key]}")
+        return 0
+    try:
+        trio.run(serve_until_signalled, config)
+    except (OSError, StoreError, ValueError) as exc:
+        print(f"mqbroker: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

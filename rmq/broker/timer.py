@@ -1,0 +1,353 @@
+"""Timer messages (RocketMQ 5): delivery at a given millisecond, up to timerMaxDelaySec ahead.
+
+A message names its delivery time with TIMER_DELIVER_MS (or `__STARTDELIVERTIME`, as
+Aliyun clients send it: both absolute ms), or relative to its arrival with
+TIMER_DELAY_SEC / TIMER_DELAY_MS. `route_timer` stores a future one in the system topic
+rmq_sys_wheel_timer (queue 0) with REAL_TOPIC / REAL_QID and TIMER_OUT_MS = the
+absolute delivery time; a time already past is delivered at once (stored normally); a
+time further ahead than timerMaxDelaySec is refused.
+
+Theory of operation: one task reads the timer queue in order into an in-memory heap
+ordered by delivery time, sleeps on a Trio deadline until the earliest is due, and re-puts
+it into its real topic. Entries leave the queue out of order, so progress is the lowest
+offset not yet delivered (`low`) plus the set of offsets above it that were (`done`),
+written to `config/timerProgress.json` about once a second; a restart rebuilds the heap
+from `low` to the queue's end, leaving out `done`. Re-puts carry a marker and the file
+a CommitLog watermark, so a crash cannot deliver twice (redelivery.py).
+
+`done` would grow without bound while one far-off timer holds `low` down; when it passes
+ROLL_THRESHOLD the entry at `low` is rolled: re-appended to the end of the queue with a
+ROLLED_FROM marker (which a rebuild honours) and counted as done.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import math
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from rmq.protocol import body as json_body
+from rmq.protocol import properties as P
+from rmq.protocol.errors import ProtocolError
+
+from .jsonfile import read_json, write_atomic
+from .redelivery import HOST_FLAGS, Watermark, scan_markers
+from .topics import TIMER_TOPIC
+
+if TYPE_CHECKING:
+    from .controller import BrokerController
+
+log = logging.getLogger("rmq.broker.timer")
+
+TIMER_OUT_MS = "TIMER_OUT_MS"  # absolute delivery time of a stored timer message
+DELIVERED_FROM = "__TIMER_FROM"  # on a delivered message: its timer-queue offset
+ROLLED_FROM = "__TIMER_ROLLED_FROM"  # on a rolled copy: the offset it replaces
+ROLL_THRESHOLD = 8192  # delivered offsets above `low` before the entry at `low` is rolled
+READ_BATCH = 256  # timer-queue entries read between checkpoints
+PERSIST_INTERVAL = 1.0  # seconds
+RESCAN_BUDGET = 16 * 1024 * 1024  # CommitLog bytes a restart may scan before we rewrite anyway
+RETRY_AFTER_ERROR = 10.0  # seconds
+
+
+# Properties that ask for a delivery time, in the order they are honoured.
+TIMER_KEYS = (P.TIMER_DELIVER_MS, P.START_DELIVER_TIME, P.TIMER_DELAY_SEC, P.TIMER_DELAY_MS)
+
+
+class TimerRefused(Exception):
+    """The timer properties are unusable; the message is MESSAGE_ILLEGAL with this text."""
+
+
+def deliver_time(props: dict[str, str], now_ms: int) -> int | None:
+    """Absolute delivery time the properties ask for, or None for an ordinary message."""
+    for key, relative, scale in (
+        (P.TIMER_DELIVER_MS, False, 1), (P.START_DELIVER_TIME, False, 1),
+        (P.TIMER_DELAY_SEC, True, 1000), (P.TIMER_DELAY_MS, True, 1),
+    ):
+        raw = props.get(key)
+        if raw is None:
+            continue
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise TimerRefused(f"timer property {key}={raw!r} is not a whole number") from None
+        return now_ms + value * scale if relative else value
+    return None
+
+
+def route_timer(topic: str, queue_id: int, props: dict[str, str], now_ms: int,
+                max_delay_sec: int) -> tuple[str, int]:
+    """Where a message is stored: rmq_sys_wheel_timer when it asks for a future delivery
+    time, else where it was going. Rewrites `props` in place.
+
+    Raises TimerRefused when the time is malformed or too far ahead.
+    """
+    when = deliver_time(props, now_ms)
+    if when is None or when <= now_ms:
+        return topic, queue_id
+    if when - now_ms > max_delay_sec * 1000:
+        raise TimerRefused(
+            f"timer message delivery {when - now_ms} ms ahead exceeds timerMaxDelaySec={max_delay_sec} s"
+        )
+    props[P.REAL_TOPIC] = topic
+    props[P.REAL_QID] = str(queue_id)
+    props[TIMER_OUT_MS] = str(when)
+    props.pop(P.DELAY, None)  # the timer wins over a delay level
+    props.pop(DELIVERED_FROM, None)
+    return TIMER_TOPIC, 0
+
+
+class TimerService:
+    """Delivery of timer messages; `load()` once the store is open, then run `run`."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.path = broker.config.config_dir / "timerProgress.json"
+        self.ingested = 0  # next timer-queue offset to read
+        self.pending: dict[int, tuple[int, int]] = {}  # offset → (delivery ms, CommitLog offset)
+        self.done: set[int] = set()  # delivered or rolled offsets (those below `low` are dropped lazily)
+        self.delivered = 0
+        self.rolled = 0
+        self.dirty = False
+        self._heap: list[tuple[int, int]] = []  # (delivery ms, offset), stale ones skipped
+        self._offsets: list[int] = []  # pending offsets, for `low`; stale ones skipped
+        self._arrived = trio.Event()
+        self._persisted_mark = 0
+        self._changed = trio.Event()  # set when progress changed or the watermark fell far behind
+        self._watermark: Watermark | None = None
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def low(self) -> int:
+        """Lowest timer-queue offset not yet delivered."""
+        offsets = self._offsets
+        while offsets and offsets[0] not in self.pending:
+            heapq.heappop(offsets)
+        return offsets[0] if offsets else self.ingested
+
+    def load(self) -> None:
+        """Rebuild from timerProgress.json, the deliveries after it, and the queue itself.
+
+        Raises ValueError when the file and its backup are both unreadable.
+        """
+        store = self.broker.message_store
+        self._watermark = Watermark(store)
+        state = read_json(self.path, _decode)
+        if state is not None:
+            self.ingested, self.done, mark = state
+        else:
+            self.ingested = store.get_min_offset_in_queue(TIMER_TOPIC, 0)
+            queued = store.get_max_offset_in_queue(TIMER_TOPIC, 0) > self.ingested
+            mark = store.min_phy_offset if queued else store.max_phy_offset
+        for value in scan_markers(store, mark, DELIVERED_FROM, TIMER_TOPIC):
+            if value.isdigit():
+                self.done.add(int(value))
+        while self._ingest_batch():
+            pass
+        self._persisted_mark = mark
+        self.dirty = True
+        self._changed.set()
+        if self.pending:
+            log.info("timer: %d timer messages waiting", len(self.pending))
+
+    def encode(self) -> bytes:
+        assert self._watermark is not None
+        low = self.low
+        self.done = {o for o in self.done if o > low}
+        return json_body.dumps({
+            "commitLogOffset": self._watermark.current(), "offset": low, "done": _ranges(self.done),
+        })
+
+    def take_snapshot(self) -> bytes | None:
+        if self._watermark is None:
+            return None
+        mark = self._watermark.current()
+        if not self.dirty and mark - self._persisted_mark < RESCAN_BUDGET:
+            return None
+        self.dirty = False
+        self._persisted_mark = mark
+        return self.encode()
+
+    def persist(self) -> None:
+        if self._watermark is not None:
+            write_atomic(self.path, self.encode())
+            self.dirty = False
+
+    # -- reading the timer queue --------------------------------------------------------
+
+    def _ingest_batch(self) -> bool:
+        """Read up to READ_BATCH new entries into the heap; False when there were none."""
+        store = self.broker.message_store
+        entries = store.read_consume_queue(TIMER_TOPIC, 0, self.ingested, READ_BATCH)
+        if not entries:
+            low = store.get_min_offset_in_queue(TIMER_TOPIC, 0)
+            high = store.get_max_offset_in_queue(TIMER_TOPIC, 0)
+            if self.ingested < low or self.ingested > high:
+                self.ingested = low if self.ingested < low else high
+                return True
+            if self.ingested < high:  # a hole in the queue's files
+                self.ingested += 1
+                return True
+            return False
+        for offset, phy, _size, tags_code in entries:
+            self.ingested = offset + 1
+            if offset in self.done:
+                continue
+            try:
+                meta = store.commitlog.meta_at(phy)
+            except ProtocolError:
+                meta = None
+            props = P.decode_properties(meta.properties) if meta is not None else {}
+            rolled = props.get(ROLLED_FROM, "")
+            if rolled.isdigit():  # this copy replaces an earlier entry
+                self.done.add(int(rolled))
+                self.pending.pop(int(rolled), None)
+            try:
+                when = int(props[TIMER_OUT_MS])
+            except (KeyError, ValueError):
+                when = tags_code
+            self.pending[offset] = (when, phy)
+            heapq.heappush(self._heap, (when, offset))
+            heapq.heappush(self._offsets, offset)
+        return True
+
+    # -- store arrivals ----------------------------------------------------------------
+
+    def arriving(self, topic: str, *_: Any) -> None:
+        if topic == TIMER_TOPIC:
+            self._arrived.set()
+        elif self.broker.message_store.max_phy_offset - self._persisted_mark >= RESCAN_BUDGET:
+            self._changed.set()
+
+    # -- tasks ------------------------------------------------------------------------
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._persist_loop)
+            task_status.started()
+            await self._deliver_loop()
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await self._changed.wait()  # idle brokers do not tick
+            self._changed = trio.Event()
+            await trio.sleep(PERSIST_INTERVAL)
+            data = self.take_snapshot()
+            if data is not None:
+                try:
+                    await trio.to_thread.run_sync(write_atomic, self.path, data)
+                except OSError as exc:
+                    self.dirty = True
+                    log.error("cannot write %s: %s", self.path, exc)
+
+    async def _deliver_loop(self) -> None:
+        clock = self.broker.clock_ms
+        heap = self._heap
+        while True:
+            # Arrivals from here on set this event, so none is missed while we work.
+            self._arrived = arrived = trio.Event()
+            while self._ingest_batch():
+                await trio.lowlevel.checkpoint()
+            failed = False
+            while heap and heap[0][0] <= clock():
+                when, offset = heapq.heappop(heap)
+                entry = self.pending.get(offset)
+                if entry is None or entry[0] != when:
+                    continue  # delivered or rolled already
+                if not await self._deliver(offset, entry[1]):
+                    heapq.heappush(heap, (when, offset))
+                    failed = True
+                    break
+            if len(self.done) > ROLL_THRESHOLD:
+                await self._roll()
+            if failed:
+                await trio.sleep(RETRY_AFTER_ERROR)
+                continue
+            wait = (heap[0][0] - clock()) / 1000 if heap else math.inf
+            with trio.move_on_after(max(wait, 0)):
+                await arrived.wait()
+
+    async def _deliver(self, offset: int, phy: int) -> bool:
+        """Re-put one timer message into its real topic; False if the store refused."""
+        broker = self.broker
+        msg = broker.message_store.look_message_by_offset(phy)
+        real_topic = msg.properties.get(P.REAL_TOPIC) if msg is not None else None
+        if msg is None or not real_topic:
+            log.error("timer offset %d: no message to deliver at %d, skipped", offset, phy)
+            self._finish(offset)
+            return True
+        props = dict(msg.properties)
+        props.pop(TIMER_OUT_MS, None)
+        props.pop(ROLLED_FROM, None)
+        props[DELIVERED_FROM] = str(offset)
+        try:
+            real_qid = int(props.get(P.REAL_QID, "0"))
+        except ValueError:
+            real_qid = 0
+        assert self._watermark is not None
+        with self._watermark.delivering(TIMER_TOPIC):
+            result = await broker.store.put_message(
+                real_topic, real_qid, msg.body, flag=msg.flag, properties=props,
+                sys_flag=msg.sys_flag & ~HOST_FLAGS, born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host, store_host=broker.store_host,
+                reconsume_times=msg.reconsume_times, wait=False,
+            )
+            if not result.ok:
+                log.warning("timer: cannot deliver to %s (%s), retrying in %.0f s",
+                            real_topic, result.status.value, RETRY_AFTER_ERROR)
+                return False
+            self._finish(offset)
+        self.delivered += 1
+        return True
+
+    def _finish(self, offset: int) -> None:
+        self.pending.pop(offset, None)
+        self.done.add(offset)
+        self.dirty = True
+        self._changed.set()
+
+    async def _roll(self) -> None:
+        """Move the entries holding `low` down to the end of the queue (see the module
+        docstring), until few enough delivered offsets sit above `low`."""
+        broker = self.broker
+        while True:
+            low = self.low
+            self.done = {o for o in self.done if o > low}
+            if len(self.done) <= ROLL_THRESHOLD or low not in self.pending:
+                return
+            _when, phy = self.pending[low]
+            msg = broker.message_store.look_message_by_offset(phy)
+            if msg is None:
+                self._finish(low)
+                continue
+            props = dict(msg.properties)
+            props[ROLLED_FROM] = str(low)
+            result = await broker.store.put_message(
+                TIMER_TOPIC, 0, msg.body, flag=msg.flag, properties=props,
+                sys_flag=msg.sys_flag & ~HOST_FLAGS, born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host, store_host=broker.store_host,
+                reconsume_times=msg.reconsume_times, wait=False,
+            )
+            if not result.ok:
+                return
+            self._finish(low)
+            self.rolled += 1
+
+
+def _ranges(offsets: set[int]) -> list[list[int]]:
+    """Sorted offsets as inclusive [first, last] runs."""
+    out: list[list[int]] = []
+    for o in sorted(offsets):
+        if out and out[-1][1] == o - 1:
+            out[-1][1] = o
+        else:
+            out.append([o, o])
+    return out
+
+
+def _decode(obj: Any) -> tuple[int, set[int], int]:
+    done = {o for first, last in obj.get("done") or () for o in range(int(first), int(last) + 1)}
+    return int(obj.get("offset", 0)), done, int(obj.get("commitLogOffset", 0))

@@ -1,0 +1,279 @@
+"""Topic configs: the broker's topic table, persisted in `config/topics.json`.
+
+Mirrors RocketMQ's TopicConfigManager: built-in topics, auto-creation from a template
+topic (TBW102) on first send, retry/DLQ topics created on demand, and a DataVersion
+that tells the name server when the table changed. Every change calls `on_change`,
+which the controller wires to an immediate re-registration with the name servers.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rmq.protocol import body
+
+from .config import BrokerConfig
+from .jsonfile import read_json, write_atomic
+
+log = logging.getLogger("rmq.broker.topics")
+
+# PermName bits (PROTOCOL.md 7)
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+AUTO_CREATE_TOPIC = "TBW102"
+SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
+BENCHMARK_TOPIC = "BenchmarkTest"
+OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
+TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
+TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages until due (RocketMQ 5)
+RETRY_PREFIX = "%RETRY%"
+DLQ_PREFIX = "%DLQ%"
+
+# TopicValidator: producers may not send to these.
+NOT_ALLOWED_SEND_TOPICS = frozenset(
+    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
+     OFFSET_MOVED_EVENT, TIMER_TOPIC}
+)
+_SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, TRACE_TOPIC}
+
+TOPIC_MAX_LENGTH = 127
+_TOPIC_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+")
+
+
+def retry_topic(group: str) -> str:
+    return RETRY_PREFIX + group
+
+
+def dlq_topic(group: str) -> str:
+    return DLQ_PREFIX + group
+
+
+def topic_error(topic: str) -> str | None:
+    """Why `topic` is not a valid topic name (TopicValidator.validateTopic), or None."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if not _TOPIC_CHARS.fullmatch(topic):
+        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    topic_name: str
+    read_queue_nums: int = 16
+    write_queue_nums: int = 16
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.perm & PERM_READ)
+
+    @property
+    def writable(self) -> bool:
+        return bool(self.perm & PERM_WRITE)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "order": self.order,
+            "perm": self.perm,
+            "readQueueNums": self.read_queue_nums,
+            "topicFilterType": self.topic_filter_type,
+            "topicName": self.topic_name,
+            "topicSysFlag": self.topic_sys_flag,
+            "writeQueueNums": self.write_queue_nums,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> TopicConfig:
+        return cls(
+            topic_name=str(obj["topicName"]),
+            read_queue_nums=int(obj.get("readQueueNums", 16)),
+            write_queue_nums=int(obj.get("writeQueueNums", 16)),
+            perm=int(obj.get("perm", PERM_READ | PERM_WRITE)),
+            topic_filter_type=str(obj.get("topicFilterType", "SINGLE_TAG")),
+            topic_sys_flag=int(obj.get("topicSysFlag", 0)),
+            order=bool(obj.get("order", False)),
+        )
+
+
+class DataVersion:
+    """A change counter plus the wall-clock time of the last change (C:DataVersion.java)."""
+
+    __slots__ = ("_now_ms", "counter", "timestamp")
+
+    def __init__(self, now_ms: Callable[[], int]) -> None:
+        self._now_ms = now_ms
+        self.counter = 0
+        self.timestamp = now_ms()
+
+    def next_version(self) -> None:
+        self.counter += 1
+        self.timestamp = self._now_ms()
+
+    def to_json(self) -> dict[str, int]:
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+    def load(self, obj: dict[str, Any]) -> None:
+        self.counter = int(obj.get("counter", 0))
+        self.timestamp = int(obj.get("timestamp", self.timestamp))
+
+
+def wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TopicConfigManager:
+    """The topic table. Synchronous; every mutation persists and calls `on_change`."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        on_change: Callable[[], None] = lambda: None,
+        now_ms: Callable[[], int] = wall_ms,
+    ) -> None:
+        self._config = config
+        self.path: Path = config.config_dir / "topics.json"
+        self.on_change = on_change
+        self.data_version = DataVersion(now_ms)
+        self._table: dict[str, TopicConfig] = {}
+        self._system_topics = set(_SYSTEM_TOPICS)
+        self._add_builtin_topics()
+
+    def _add_builtin_topics(self) -> None:
+        c = self._config
+        builtins = [
+            TopicConfig(SELF_TEST_TOPIC, 1, 1),
+            TopicConfig(BENCHMARK_TOPIC, 1024, 1024),
+            TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
+            TopicConfig(SCHEDULE_TOPIC, 18, 18),
+            TopicConfig(f"{c.broker_cluster_name}_REPLY_TOPIC", 1, 1),
+            TopicConfig(c.broker_cluster_name,
+                        perm=PERM_INHERIT | (PERM_READ | PERM_WRITE if c.cluster_topic_enable else 0)),
+            TopicConfig(c.broker_name, 1, 1,
+                        perm=PERM_INHERIT | (PERM_READ | PERM_WRITE if c.broker_topic_enable else 0)),
+        ]
+        if c.auto_create_topic_enable:
+            n = c.default_topic_queue_nums
+            builtins.append(TopicConfig(AUTO_CREATE_TOPIC, n, n, PERM_INHERIT | PERM_READ | PERM_WRITE))
+        for tc in builtins:
+            self._table[tc.topic_name] = tc
+        self._system_topics |= {c.broker_cluster_name, c.broker_name}
+
+    # -- persistence ----------------------------------------------------------------------
+
+    def load(self) -> None:
+        """Read topics.json; file entries override the built-ins, as in RocketMQ."""
+        loaded = read_json(self.path, self._decode)
+        if loaded is not None:
+            version, table = loaded
+            self.data_version.load(version)
+            self._table.update(table)
+
+    @staticmethod
+    def _decode(obj: Any) -> tuple[dict[str, Any], dict[str, TopicConfig]]:
+        table = {str(name): TopicConfig.from_json(tc) for name, tc in obj.get("topicConfigTable", {}).items()}
+        return obj.get("dataVersion", {}), table
+
+    def encode(self) -> bytes:
+        return body.dumps(self.wrapper())
+
+    def persist(self) -> None:
+        write_atomic(self.path, self.encode())
+
+    def wrapper(self) -> dict[str, Any]:
+        """TopicConfigSerializeWrapper: what GET_ALL_TOPIC_CONFIG and REGISTER_BROKER send."""
+        return {
+            "dataVersion": self.data_version.to_json(),
+            "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self._table.items())},
+        }
+
+    def _changed(self) -> None:
+        self.data_version.next_version()
+        self.persist()
+        self.on_change()
+
+    # -- queries --------------------------------------------------------------------------
+
+    def get(self, topic: str) -> TopicConfig | None:
+        return self._table.get(topic)
+
+    def __contains__(self, topic: str) -> bool:
+        return topic in self._table
+
+    def __iter__(self) -> Iterator[TopicConfig]:
+        return iter(list(self._table.values()))
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    def is_system_topic(self, topic: str) -> bool:
+        return topic in self._system_topics
+
+    # -- changes --------------------------------------------------------------------------
+
+    def create_in_send(self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int = 0
+                       ) -> TopicConfig | None:
+        """The topic's config, auto-created from `default_topic` if that one allows inheriting.
+
+        None when the topic is unknown and cannot be created (the caller answers 17).
+        """
+        existing = self._table.get(topic)
+        if existing is not None:
+            return existing
+        template = self._table.get(default_topic)
+        if template is None or not template.perm & PERM_INHERIT:
+            return None
+        if default_topic == AUTO_CREATE_TOPIC and not self._config.auto_create_topic_enable:
+            return None
+        queues = max(0, min(client_queue_nums, template.write_queue_nums))
+        created = TopicConfig(
+            topic, queues, queues, template.perm & ~PERM_INHERIT, template.topic_filter_type, topic_sys_flag
+        )
+        log.info("auto-created topic %s from %s: %d queues, perm %d", topic, default_topic, queues, created.perm)
+        self._table[topic] = created
+        self._changed()
+        return created
+
+    def create_if_absent(self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0) -> TopicConfig:
+        """Create a retry or DLQ topic on demand (createTopicInSendMessageBackMethod)."""
+        existing = self._table.get(topic)
+        if existing is not None:
+            return existing
+        created = TopicConfig(topic, queue_nums, queue_nums, perm, topic_sys_flag=topic_sys_flag)
+        self._table[topic] = created
+        log.info("created topic %s: %d queues, perm %d", topic, queue_nums, perm)
+        self._changed()
+        return created
+
+    def update(self, tc: TopicConfig) -> None:
+        """Create or replace a topic (UPDATE_AND_CREATE_TOPIC)."""
+        old = self._table.get(tc.topic_name)
+        self._table[tc.topic_name] = tc
+        log.info("topic %s %s: %s", tc.topic_name, "updated" if old else "created", tc)
+        self._changed()
+
+    def delete(self, topic: str) -> bool:
+        if self._table.pop(topic, None) is None:
+            return False
+        log.info("deleted topic %s", topic)
+        self._changed()
+        return True

@@ -1,0 +1,129 @@
+"""BrokerConfig: broker.conf parsing, validation at the edge, -p round trip."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from rmq.broker.config import BrokerConfig, BrokerRole, ConfigError, parse_properties
+from rmq.store.config import FlushDiskType
+
+CONF = """\
+# a RocketMQ 4.x broker.conf
+brokerClusterName = DefaultCluster
+brokerName=broker-a
+brokerId=0
+deleteWhen=04
+fileReservedTime=48
+brokerRole=SYNC_MASTER
+flushDiskType=SYNC_FLUSH
+namesrvAddr=10.0.0.1:9876;10.0.0.2:9876
+listenPort: 30911
+brokerIP1 10.0.0.5
+storePathRootDir=/tmp/rmq-store
+mappedFileSizeCommitLog=1048576
+autoCreateTopicEnable=false
+sendMessageThreadPoolNums=128
+messageDelayLevel=1s 5s \\
+   10s 2h
+"""
+
+
+def test_reads_rocketmq_keys(tmp_path: Path) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text(CONF)
+    c = BrokerConfig.load(path, environ={})
+    assert c.broker_name == "broker-a"
+    assert c.broker_role is BrokerRole.SYNC_MASTER
+    assert c.flush_disk_type is FlushDiskType.SYNC_FLUSH
+    assert c.namesrv_addr == ("10.0.0.1:9876", "10.0.0.2:9876")
+    assert c.listen_port == 30911
+    assert c.broker_ip1 == "10.0.0.5"
+    assert c.advertised_ip2 == "10.0.0.5"
+    assert c.store_path_root_dir == Path("/tmp/rmq-store")
+    assert c.commit_log_dir == Path("/tmp/rmq-store/commitlog")
+    assert c.config_dir == Path("/tmp/rmq-store/config")
+    assert c.file_reserved_time == 48
+    assert c.auto_create_topic_enable is False
+    assert c.delay_levels_ms == (1000, 5000, 10000, 7_200_000)
+
+
+def test_unknown_key_is_warned_and_accepted_keys_are_not(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="rmq.broker.config"):
+        BrokerConfig.from_properties({"brokerName": "b", "brokerNmae": "typo", "pullMessageThreadPoolNums": "16"},
+                                     environ={})
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 1
+    assert "brokerNmae" in warned[0]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("listenPort", "ten"),
+        ("listenPort", "70000"),
+        ("autoCreateTopicEnable", "yes"),
+        ("brokerRole", "LEADER"),
+        ("flushDiskType", "SOMETIMES"),
+        ("messageDelayLevel", "1s 5x"),
+        ("namesrvAddr", "localhost"),
+        ("brokerId", "x"),
+        ("mappedFileSizeConsumeQueue", "1001"),
+        ("deleteWhen", "4am"),
+        ("deleteWhen", "04;25"),
+    ],
+)
+def test_bad_value_is_refused_with_the_key_named(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        BrokerConfig.from_properties({"brokerName": "b", key: value}, environ={})
+
+
+def test_slave_needs_positive_broker_id() -> None:
+    with pytest.raises(ConfigError, match="brokerId"):
+        BrokerConfig.from_properties({"brokerName": "b", "brokerRole": "SLAVE"}, environ={})
+    c = BrokerConfig.from_properties({"brokerName": "b", "brokerRole": "slave", "brokerId": "1"}, environ={})
+    assert c.is_slave
+
+
+def test_master_broker_id_is_forced_to_0() -> None:
+    c = BrokerConfig.from_properties({"brokerName": "b", "brokerId": "3", "brokerRole": "SYNC_MASTER"}, environ={})
+    assert c.broker_id == 0
+
+
+def test_namesrv_addr_env_is_the_fallback() -> None:
+    env = {"NAMESRV_ADDR": "1.2.3.4:9876"}
+    assert BrokerConfig.from_properties({"brokerName": "b"}, environ=env).namesrv_addr == ("1.2.3.4:9876",)
+    c = BrokerConfig.from_properties({"brokerName": "b", "namesrvAddr": "5.6.7.8:9876"}, environ=env)
+    assert c.namesrv_addr == ("5.6.7.8:9876",)
+
+
+def test_overrides_win_over_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "broker.conf"
+    path.write_text(CONF)
+    c = BrokerConfig.load(path, {"namesrvAddr": "127.0.0.1:1"}, environ={})
+    assert c.namesrv_addr == ("127.0.0.1:1",)
+
+
+def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        BrokerConfig.load(tmp_path / "nope.conf", environ={})
+
+
+def test_to_properties_round_trips() -> None:
+    c = BrokerConfig.from_properties(parse_properties(CONF), environ={})
+    again = BrokerConfig.from_properties(c.to_properties(), environ={})
+    assert again == c.replace(store_path_commit_log=c.commit_log_dir, broker_ip2=c.advertised_ip2)
+
+
+def test_properties_syntax() -> None:
+    text = "a=1\nb : 2\nc 3\n! comment\nd=x\\\n   y\ne\\=k=v\nf=\\u0041\\t\n"
+    assert parse_properties(text) == {"a": "1", "b": "2", "c": "3", "d": "xy", "e=k": "v", "f": "A\t"}
+
+
+def test_public_names() -> None:
+    import rmq.broker
+
+    assert sorted(rmq.broker.__all__) == ["BrokerConfig", "BrokerController", "BrokerRole", "ConfigError",
+                                          "build_dispatcher"]
