@@ -1,0 +1,837 @@
+"""The admin API: what mqadmin asks name servers and brokers (RocketMQ's MQAdminExt).
+
+    async with MQAdmin("127.0.0.1:9876") as admin:
+        for addr in (await admin.cluster_info()).master_addrs("DefaultCluster"):
+            await admin.create_topic(addr, TopicConfig("Orders", read_queue_nums=8, write_queue_nums=8))
+        stats = await admin.topic_stats("Orders")
+
+Methods come in two kinds. `..._on(addr, ...)` methods and the name-server methods
+send one request and return its answer as plain typed values. The others do what
+mqadmin's `examine...` calls do: look up which brokers serve a topic (its route) or a
+consumer group (the route of `%RETRY%<group>`, else every master), ask each of them in
+turn and merge the answers. JSON bodies are read with `rmq.protocol.body.loads`, which
+understands fastjson's unquoted integer keys and MessageQueue object keys.
+
+Name-server requests go to the first name server that answers; connection failures and
+timeouts move on to the next one. Changes (KV config, topic deletion) go to all.
+
+Errors are MQClientError subclasses: MQNoRouteError (no route for a topic),
+MQConnectError / MQTimeoutError (an address could not be reached or did not answer in
+`timeout` seconds), AdminResponseError (a peer answered an error code: it names the
+request, the address, the code and the remark), and plain MQClientError for a
+malformed answer or an unknown cluster. Cancelling a call may leave a change applied
+on some brokers and not on others, as an interrupted mqadmin would.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Self
+
+from rmq.protocol import (
+    LanguageCode,
+    ProtocolError,
+    RemotingCommand,
+    RequestCode,
+    ResponseCode,
+    code_name,
+)
+from rmq.protocol import body as B
+from rmq.protocol import headers as H
+from rmq.protocol import properties as P
+from rmq.protocol.message import (
+    MessageExt,
+    decompress_body,
+    iter_records,
+    parse_offset_msg_id,
+)
+from rmq.remoting import RemotingClient
+
+from .api import PULL_SUBSCRIPTION, ClientAPI, PullStatus
+from .config import parse_namesrv
+from .errors import (
+    MQBrokerError,
+    MQClientError,
+    MQConnectError,
+    MQNoRouteError,
+    MQTimeoutError,
+)
+from .message import RETRY_PREFIX, MessageQueue
+from .route import (
+    MASTER_ID,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    BrokerData,
+    TopicRoute,
+)
+
+__all__ = [
+    "Admin",
+    "AdminResponseError",
+    "ClientConnection",
+    "ClusterInfo",
+    "ConsumeStats",
+    "ConsumerConnection",
+    "MQAdmin",
+    "OffsetWrapper",
+    "RollbackStats",
+    "SubscriptionGroupConfig",
+    "TopicConfig",
+    "TopicOffset",
+    "perm_to_string",
+    "version_desc",
+]
+
+TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: pulls made by tools
+ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # name-server KV namespace of order-topic confs
+UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
+MAX_TIMESTAMP = (1 << 63) - 1
+DEFAULT_QUERY_MAX_NUM = 64
+PULL_BATCH = 32
+
+
+class AdminResponseError(MQBrokerError):
+    """A name server or broker answered `request_code` with an error `response_code`."""
+
+    def __init__(self, request_code: int, response_code: int, remark: str | None, address: str) -> None:
+        super().__init__(response_code, remark, address=address)
+        self.request_code = request_code
+        self.remark = self.remark.strip()
+        text = (
+            f"{code_name(request_code, response=False)} to {address} answered {code_name(response_code, response=True)}"
+        )
+        self.args = (f"{text}: {self.remark}" if self.remark else text,)
+
+
+# -- typed values ---------------------------------------------------------------------------
+
+
+def perm_to_string(perm: int) -> str:
+    """PermName.perm2String: "RW-" style (read, write, inherit)."""
+    return (
+        ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-") + ("X" if perm & PERM_INHERIT else "-")
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """A topic as UPDATE_AND_CREATE_TOPIC sets it on one broker (mqadmin's defaults)."""
+
+    topic: str
+    read_queue_nums: int = 8
+    write_queue_nums: int = 8
+    perm: int = PERM_READ | PERM_WRITE
+    topic_filter_type: str = "SINGLE_TAG"
+    topic_sys_flag: int = 0
+    order: bool = False
+
+    def header(self) -> H.CreateTopicRequestHeader:
+        return H.CreateTopicRequestHeader(
+            topic=self.topic,
+            read_queue_nums=self.read_queue_nums,
+            write_queue_nums=self.write_queue_nums,
+            perm=self.perm,
+            topic_filter_type=self.topic_filter_type,
+            topic_sys_flag=self.topic_sys_flag,
+            order=self.order,
+        )
+
+    def __str__(self) -> str:
+        return (
+            f"TopicConfig [topicName={self.topic}, readQueueNums={self.read_queue_nums}, "
+            f"writeQueueNums={self.write_queue_nums}, perm={perm_to_string(self.perm)}, "
+            f"topicFilterType={self.topic_filter_type}, topicSysFlag={self.topic_sys_flag}, "
+            f"order={str(self.order).lower()}]"
+        )
+
+
+# (attribute, wire name) of SubscriptionGroupConfig, in the JSON order fastjson writes
+_GROUP_KEYS = (
+    ("broker_id", "brokerId"),
+    ("consume_broadcast_enable", "consumeBroadcastEnable"),
+    ("consume_enable", "consumeEnable"),
+    ("consume_from_min_enable", "consumeFromMinEnable"),
+    ("group_name", "groupName"),
+    ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
+    ("retry_max_times", "retryMaxTimes"),
+    ("retry_queue_nums", "retryQueueNums"),
+    ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionGroupConfig:
+    """A consumer group's settings on one broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body)."""
+
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = MASTER_ID
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {wire: getattr(self, attr) for attr, wire in _GROUP_KEYS}
+
+    def __str__(self) -> str:
+        def text(v: object) -> str:
+            return str(v).lower() if isinstance(v, bool) else str(v)
+
+        return (
+            f"SubscriptionGroupConfig [groupName={self.group_name}, consumeEnable={text(self.consume_enable)}, "
+            f"consumeFromMinEnable={text(self.consume_from_min_enable)}, "
+            f"consumeBroadcastEnable={text(self.consume_broadcast_enable)}, retryQueueNums={self.retry_queue_nums}, "
+            f"retryMaxTimes={self.retry_max_times}, brokerId={self.broker_id}, "
+            f"whichBrokerWhenConsumeSlowly={self.which_broker_when_consume_slowly}, "
+            f"notifyConsumerIdsChangedEnable={text(self.notify_consumer_ids_changed_enable)}]"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterInfo:
+    """GET_BROKER_CLUSTER_INFO: brokers by name and broker names by cluster."""
+
+    brokers: dict[str, BrokerData]
+    clusters: dict[str, list[str]]
+
+    def broker_names(self, cluster: str) -> list[str]:
+        """The cluster's broker names; MQClientError if the cluster is unknown."""
+        names = self.clusters.get(cluster)
+        if names is None:
+            known = ", ".join(sorted(self.clusters)) or "none"
+            raise MQClientError(f"cluster {cluster!r} is not known to the name server (clusters: {known})")
+        return sorted(names)
+
+    def masters(self, cluster: str) -> list[tuple[str, str]]:
+        """(broker name, master address) of every broker of `cluster` that has a master."""
+        out = []
+        for name in self.broker_names(cluster):
+            bd = self.brokers.get(name)
+            if bd is not None and bd.master_addr is not None:
+                out.append((name, bd.master_addr))
+        return out
+
+    def master_addrs(self, cluster: str) -> list[str]:
+        return [addr for _, addr in self.masters(cluster)]
+
+    def broker_name_of(self, addr: str) -> str | None:
+        for bd in self.brokers.values():
+            if addr in bd.addrs.values():
+                return bd.broker_name
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class TopicOffset:
+    """One queue's offsets in GET_TOPIC_STATS_INFO."""
+
+    min_offset: int
+    max_offset: int
+    last_update_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetWrapper:
+    """One queue of a consumer group in GET_CONSUME_STATS."""
+
+    broker_offset: int
+    consumer_offset: int
+    last_timestamp: int
+
+    @property
+    def diff(self) -> int:
+        return self.broker_offset - self.consumer_offset
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumeStats:
+    offsets: dict[MessageQueue, OffsetWrapper]
+    consume_tps: float = 0.0
+
+    @property
+    def diff_total(self) -> int:
+        return sum(o.diff for o in self.offsets.values())
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConnection:
+    """A client connection as a broker lists it (Connection.java)."""
+
+    client_id: str
+    client_addr: str
+    language: str
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConnection:
+    """GET_CONSUMER_CONNECTION_LIST: who is online in a group and what it subscribes."""
+
+    connections: list[ClientConnection]
+    subscriptions: dict[str, str]  # topic → subscription expression
+    consume_type: str = ""
+    message_model: str = ""
+    consume_from_where: str = ""
+
+    @property
+    def min_version(self) -> int:
+        return min((c.version for c in self.connections), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackStats:
+    """One queue's result of resetting offsets in the broker (resetOffsetByTimeOld)."""
+
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    timestamp_offset: int
+    rollback_offset: int
+
+
+def _version_names() -> list[str]:
+    """MQVersion.Version in ordinal order: irregular 3.0.0 releases, then SNAPSHOT and
+    release of each version (3.3.x to 3.9.x start at patch 1), up to 9.9.9."""
+    names = ["V3_0_0_SNAPSHOT", "V3_0_0_ALPHA1"] + [f"V3_0_0_BETA{i}" for i in range(1, 6)]
+    for i in range(6, 10):
+        names += [f"V3_0_0_BETA{i}_SNAPSHOT", f"V3_0_0_BETA{i}"]
+    names.append("V3_0_0_FINAL")
+    versions = [(3, 0, p) for p in range(1, 16)]
+    versions += [(3, m, p) for m in (1, 2) for p in range(10)]
+    versions += [(3, m, p) for m in range(3, 10) for p in range(1, 10)]
+    versions += [(a, m, p) for a in range(4, 10) for m in range(10) for p in range(10)]
+    for a, m, p in versions:
+        names += [f"V{a}_{m}_{p}_SNAPSHOT", f"V{a}_{m}_{p}"]
+    return names
+
+
+_VERSION_NAMES = _version_names()
+
+
+def version_desc(version: int) -> str:
+    """MQVersion.getVersionDesc: the release name of a wire version (409 → "V4_9_8")."""
+    if 0 <= version < len(_VERSION_NAMES):
+        return _VERSION_NAMES[version]
+    return "HigherVersion"
+
+
+def _addr_of(ip: str, port: int) -> str:
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def _masters_of(route: TopicRoute) -> list[tuple[str, str]]:
+    return sorted((bd.broker_name, bd.master_addr) for bd in route.broker_datas if bd.master_addr is not None)
+
+
+# -- the client -----------------------------------------------------------------------------
+
+
+class MQAdmin:
+    """Admin requests to name servers and brokers; use as `async with MQAdmin(namesrv):`.
+
+    Args:
+      namesrv: name server addresses ("a:9876;b:9876" or a list); None reads
+        $NAMESRV_ADDR. May be empty for broker-only work; name-server calls then raise
+        MQClientError.
+      timeout: limit in seconds on each request (connecting included).
+      remoting: share a running RemotingClient instead of opening one.
+    """
+
+    def __init__(
+        self,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        timeout: float = 5.0,
+        remoting: RemotingClient | None = None,
+    ) -> None:
+        self.namesrv: tuple[str, ...] = ()
+        if namesrv or os.environ.get("NAMESRV_ADDR", "").strip():
+            self.namesrv = parse_namesrv(namesrv or None)  # MQClientError if malformed
+        self.timeout = timeout
+        self._own_remoting = remoting is None
+        self._remoting = remoting if remoting is not None else RemotingClient()
+        self.api = ClientAPI(self._remoting, timeout=timeout)
+
+    async def __aenter__(self) -> Self:
+        if self._own_remoting:
+            await self._remoting.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._own_remoting:
+            await self._remoting.__aexit__(exc_type, exc, tb)
+
+    # -- plumbing -------------------------------------------------------------------------
+
+    async def _request(
+        self,
+        addr: str,
+        code: int,
+        header: H.Header | dict[str, str] | None = None,
+        body: bytes = b"",
+        ok: Iterable[int] = (ResponseCode.SUCCESS,),
+        *,
+        language: int | None = None,
+    ) -> RemotingCommand:
+        ext = header.to_ext() if isinstance(header, H.Header) else header
+        request = RemotingCommand.request(code, ext, body)
+        if language is not None:
+            request.language = language
+        response = await self.api.invoke(addr, request, self.timeout)
+        if response.code not in tuple(ok):
+            raise AdminResponseError(code, response.code, response.remark, addr)
+        return response
+
+    def _namesrv_addrs(self) -> tuple[str, ...]:
+        if not self.namesrv:
+            raise MQClientError("no name server address: pass -n host:port or set NAMESRV_ADDR")
+        return self.namesrv
+
+    async def _namesrv_request(
+        self, code: int, header: H.Header | None = None, ok: Iterable[int] = (ResponseCode.SUCCESS,)
+    ) -> tuple[str, RemotingCommand]:
+        """Ask the name servers in order until one answers; (its address, the response)."""
+        last: MQClientError | None = None
+        for addr in self._namesrv_addrs():
+            try:
+                return addr, await self._request(addr, code, header, ok=ok)
+            except (MQConnectError, MQTimeoutError) as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+    @staticmethod
+    def _json(response: RemotingCommand, addr: str, what: str) -> dict[Any, Any]:
+        if not response.body:
+            return {}
+        try:
+            obj = B.loads(response.body)
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed {what} from {addr}: {exc}") from None
+        if not isinstance(obj, dict):
+            raise MQClientError(f"malformed {what} from {addr}: not a JSON object")
+        return obj
+
+    @staticmethod
+    def _records(response: RemotingCommand, addr: str) -> list[MessageExt]:
+        out = []
+        try:
+            for msg in iter_records(response.body):
+                msg.body = decompress_body(msg.body, msg.sys_flag)
+                out.append(msg)
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed messages from {addr}: {exc}") from None
+        return out
+
+    # -- name server ----------------------------------------------------------------------
+
+    async def cluster_info(self) -> ClusterInfo:
+        """GET_BROKER_CLUSTER_INFO."""
+        addr, response = await self._namesrv_request(RequestCode.GET_BROKER_CLUSTER_INFO)
+        obj = self._json(response, addr, "cluster info")
+        try:
+            brokers = {
+                str(name): BrokerData(
+                    str(bd.get("brokerName", name)),
+                    str(bd.get("cluster", "")),
+                    {int(k): str(v) for k, v in (bd.get("brokerAddrs") or {}).items()},
+                )
+                for name, bd in (obj.get("brokerAddrTable") or {}).items()
+            }
+            clusters = {str(c): [str(n) for n in names] for c, names in (obj.get("clusterAddrTable") or {}).items()}
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed cluster info from {addr}: {exc!r}") from None
+        return ClusterInfo(brokers, clusters)
+
+    async def topic_list(self) -> list[str]:
+        """GET_ALL_TOPIC_LIST_FROM_NAMESERVER, sorted."""
+        addr, response = await self._namesrv_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
+        topics = self._json(response, addr, "topic list").get("topicList") or []
+        return sorted(str(t) for t in topics)
+
+    async def topic_route(self, topic: str) -> TopicRoute:
+        """GET_ROUTEINFO_BY_TOPIC; MQNoRouteError when the name server knows no route."""
+        last: MQClientError | None = None
+        for addr in self._namesrv_addrs():
+            try:
+                route = await self.api.get_route(addr, topic, self.timeout)
+            except (MQConnectError, MQTimeoutError) as exc:
+                last = exc
+                continue
+            if route is None or not route.broker_datas:
+                raise MQNoRouteError(topic, [addr], "the name server has no route for it")
+            return route
+        assert last is not None
+        raise last
+
+    async def delete_topic_in_namesrv(self, topic: str, cluster: str | None = None) -> list[str]:
+        """DELETE_TOPIC_IN_NAMESRV on every name server; returns their addresses."""
+        header = H.DeleteTopicFromNamesrvRequestHeader(topic, cluster)
+        addrs = list(self._namesrv_addrs())
+        for addr in addrs:
+            await self._request(addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, header)
+        return addrs
+
+    async def get_kv_config(self, namespace: str, key: str) -> str | None:
+        """GET_KV_CONFIG; None when the name server has no such key."""
+        header = H.KVConfigRequestHeader(namespace, key)
+        _, response = await self._namesrv_request(
+            RequestCode.GET_KV_CONFIG, header, (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+        )
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return None
+        return response.ext_fields.get("value")
+
+    async def put_kv_config(self, namespace: str, key: str, value: str) -> None:
+        """PUT_KV_CONFIG on every name server."""
+        header = H.KVConfigRequestHeader(namespace, key, value)
+        for addr in self._namesrv_addrs():
+            await self._request(addr, RequestCode.PUT_KV_CONFIG, header)
+
+    async def update_order_conf(self, topic: str, conf: str, *, whole_cluster: bool) -> str:
+        """Set a topic's order conf ("brokerName:queues;..."); unless `whole_cluster`,
+        merge it into what the name server has for other brokers. Returns the conf set."""
+        if not whole_cluster:
+            old = await self.get_kv_config(ORDER_TOPIC_CONFIG, topic)
+            if old:
+                entries = dict(item.partition(":")[::2] for item in old.split(";") if ":" in item)
+                entries.update(item.partition(":")[::2] for item in conf.split(";") if ":" in item)
+                conf = ";".join(f"{name}:{nums}" for name, nums in entries.items())
+        await self.put_kv_config(ORDER_TOPIC_CONFIG, topic, conf)
+        return conf
+
+    # -- topics on a broker ---------------------------------------------------------------
+
+    async def create_topic(self, addr: str, config: TopicConfig) -> None:
+        """UPDATE_AND_CREATE_TOPIC on the broker at `addr` (it then re-registers)."""
+        await self._request(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, config.header())
+
+    async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
+        await self._request(addr, RequestCode.DELETE_TOPIC_IN_BROKER, H.TopicRequestHeader(topic))
+
+    async def topic_stats_on(self, addr: str, topic: str) -> dict[MessageQueue, TopicOffset]:
+        """GET_TOPIC_STATS_INFO on one broker."""
+        response = await self._request(addr, RequestCode.GET_TOPIC_STATS_INFO, H.TopicRequestHeader(topic))
+        table = self._json(response, addr, "topic stats").get("offsetTable") or {}
+        try:
+            return {
+                MessageQueue.from_json(k): TopicOffset(
+                    int(v.get("minOffset", 0)), int(v.get("maxOffset", 0)), int(v.get("lastUpdateTimestamp", 0))
+                )
+                for k, v in table.items()
+            }
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed topic stats from {addr}: {exc!r}") from None
+
+    async def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
+        """The topic's queue offsets on every master that serves it (examineTopicStats)."""
+        route = await self.topic_route(topic)
+        out: dict[MessageQueue, TopicOffset] = {}
+        for _, addr in _masters_of(route):
+            out.update(await self.topic_stats_on(addr, topic))
+        return out
+
+    async def topic_consumed_by(self, topic: str) -> list[str]:
+        """QUERY_TOPIC_CONSUME_BY_WHO on every master of the topic; the groups, sorted."""
+        route = await self.topic_route(topic)
+        groups: set[str] = set()
+        for _, addr in _masters_of(route):
+            response = await self._request(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, H.TopicRequestHeader(topic))
+            groups.update(str(g) for g in self._json(response, addr, "group list").get("groupList") or ())
+        return sorted(groups)
+
+    # -- brokers --------------------------------------------------------------------------
+
+    async def broker_runtime_info(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO: the broker's KVTable of figures (all strings)."""
+        response = await self._request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        table = self._json(response, addr, "runtime info").get("table") or {}
+        if not isinstance(table, dict):
+            raise MQClientError(f"malformed runtime info from {addr}: table is not an object")
+        return {str(k): str(v) for k, v in table.items()}
+
+    # -- subscription groups ----------------------------------------------------------------
+
+    async def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig) -> None:
+        await self._request(addr, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=B.dumps(config.to_json()))
+
+    async def delete_subscription_group(self, addr: str, group: str) -> None:
+        await self._request(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, H.DeleteSubscriptionGroupRequestHeader(group))
+
+    async def group_masters(self, group: str) -> list[tuple[str, str]]:
+        """(broker name, master address) of the brokers serving `group`: those in the route
+        of `%RETRY%<group>`, or every master known when that topic has no route."""
+        try:
+            return _masters_of(await self.topic_route(RETRY_PREFIX + group))
+        except MQNoRouteError:
+            info = await self.cluster_info()
+            return sorted(
+                (bd.broker_name, bd.master_addr) for bd in info.brokers.values() if bd.master_addr is not None
+            )
+
+    # -- consumers ------------------------------------------------------------------------
+
+    async def consume_stats_on(self, addr: str, group: str, topic: str | None = None) -> ConsumeStats:
+        """GET_CONSUME_STATS on one broker (every topic the group has offsets for, or `topic`)."""
+        header = H.GetConsumeStatsRequestHeader(group, topic)
+        response = await self._request(addr, RequestCode.GET_CONSUME_STATS, header)
+        obj = self._json(response, addr, "consume stats")
+        try:
+            offsets = {
+                MessageQueue.from_json(k): OffsetWrapper(
+                    int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)), int(v.get("lastTimestamp", 0))
+                )
+                for k, v in (obj.get("offsetTable") or {}).items()
+            }
+            return ConsumeStats(offsets, float(obj.get("consumeTps") or 0.0))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed consume stats from {addr}: {exc!r}") from None
+
+    async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
+        """The group's progress on every broker serving it (examineConsumeStats).
+
+        Raises MQClientError when no broker has an offset for the group.
+        """
+        offsets: dict[MessageQueue, OffsetWrapper] = {}
+        tps = 0.0
+        for _, addr in await self.group_masters(group):
+            stats = await self.consume_stats_on(addr, group, topic)
+            offsets.update(stats.offsets)
+            tps += stats.consume_tps
+        if not offsets:
+            raise MQClientError(f"no consume stats for group {group!r}: no broker has an offset for it")
+        return ConsumeStats(offsets, tps)
+
+    async def consumer_connection_on(self, addr: str, group: str) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST on one broker; AdminResponseError 206 if offline."""
+        response = await self._request(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, H.GroupRequestHeader(group))
+        obj = self._json(response, addr, "consumer connections")
+        try:
+            conns = [
+                ClientConnection(
+                    str(c.get("clientId", "")),
+                    str(c.get("clientAddr", "")),
+                    str(c.get("language", "")),
+                    int(c.get("version", 0)),
+                )
+                for c in obj.get("connectionSet") or ()
+            ]
+            subs = {
+                str(topic): str(sub.get("subString", "*"))
+                for topic, sub in (obj.get("subscriptionTable") or {}).items()
+            }
+        except (AttributeError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed consumer connections from {addr}: {exc!r}") from None
+        return ConsumerConnection(
+            conns,
+            subs,
+            str(obj.get("consumeType") or ""),
+            str(obj.get("messageModel") or ""),
+            str(obj.get("consumeFromWhere") or ""),
+        )
+
+    async def consumer_connection(self, group: str) -> ConsumerConnection:
+        """The group's connections on every broker serving it, merged.
+
+        Raises AdminResponseError (206 CONSUMER_NOT_ONLINE) when no broker has one.
+        """
+        merged: ConsumerConnection | None = None
+        offline: AdminResponseError | None = None
+        for _, addr in await self.group_masters(group):
+            try:
+                cc = await self.consumer_connection_on(addr, group)
+            except AdminResponseError as exc:
+                if exc.response_code != ResponseCode.CONSUMER_NOT_ONLINE:
+                    raise
+                offline = exc
+                continue
+            if merged is None:
+                merged = cc
+            else:
+                known = {c.client_id for c in merged.connections}
+                merged.connections.extend(c for c in cc.connections if c.client_id not in known)
+                merged.subscriptions.update(cc.subscriptions)
+        if merged is None or not merged.connections:
+            if offline is not None:
+                raise offline
+            raise MQClientError(f"the consumer group {group!r} is not online: no broker serves it")
+        return merged
+
+    # -- offsets --------------------------------------------------------------------------
+
+    async def reset_offset_on(
+        self, addr: str, topic: str, group: str, timestamp: int, *, force: bool = True, cpp: bool = False
+    ) -> dict[MessageQueue, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET: the broker sets the group's offsets of `topic` to the
+        first message stored at or after `timestamp` (ms) and tells the online consumers.
+
+        `cpp` sends the request as a C++ client would, so the broker answers the C++ form.
+        """
+        header = H.ResetOffsetRequestHeader(topic, group, timestamp, force)
+        language = LanguageCode.CPP if cpp else None
+        response = await self._request(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header, language=language)
+        table = self._json(response, addr, "reset offsets").get("offsetTable") or {}
+        try:
+            if isinstance(table, dict):
+                return {MessageQueue.from_json(k): int(v) for k, v in table.items()}
+            return {MessageQueue.from_json(item): int(item["offset"]) for item in table}  # C++ array form
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed reset offsets from {addr}: {exc!r}") from None
+
+    async def reset_offset_by_time(
+        self, topic: str, group: str, timestamp: int, *, force: bool = True, cpp: bool = False
+    ) -> dict[MessageQueue, int]:
+        """INVOKE_BROKER_TO_RESET_OFFSET on every master of `topic`; the new offsets.
+
+        An AdminResponseError with code 206 (CONSUMER_NOT_ONLINE) means no consumer of
+        the group is online: mqadmin then falls back to `reset_offset_by_time_old`.
+        """
+        route = await self.topic_route(topic)
+        out: dict[MessageQueue, int] = {}
+        for _, addr in _masters_of(route):
+            out.update(await self.reset_offset_on(addr, topic, group, timestamp, force=force, cpp=cpp))
+        return out
+
+    async def reset_offset_by_time_old(
+        self, group: str, topic: str, timestamp: int, *, force: bool = True
+    ) -> list[RollbackStats]:
+        """Reset offsets in the brokers directly (resetOffsetByTimestampOld): for each queue,
+        search the offset at `timestamp` (-1: the max offset) and commit it when `force` or
+        when it is behind the group's offset. Online consumers are not told and may
+        overwrite it with their next commit."""
+        route = await self.topic_route(topic)
+        out: list[RollbackStats] = []
+        for name, addr in _masters_of(route):
+            stats = await self.consume_stats_on(addr, group, topic)
+            for mq, ow in sorted(stats.offsets.items()):
+                if mq.topic != topic:
+                    continue
+                if timestamp == -1:
+                    offset = await self.api.get_max_offset(addr, mq, self.timeout)
+                else:
+                    offset = await self.api.search_offset(addr, mq, timestamp, self.timeout)
+                rollback = ow.consumer_offset
+                if force or offset <= ow.consumer_offset:
+                    await self.api.update_consumer_offset(addr, group, mq, offset, timeout=self.timeout)
+                    rollback = offset
+                out.append(RollbackStats(name, mq.queue_id, ow.broker_offset, ow.consumer_offset, offset, rollback))
+        return out
+
+    # -- messages -------------------------------------------------------------------------
+
+    async def view_message(self, offset_msg_id: str) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID at the broker the offset message id names."""
+        try:
+            ip, port, offset = parse_offset_msg_id(offset_msg_id.strip())
+        except ProtocolError as exc:
+            raise MQClientError(f"{offset_msg_id!r} is not an offset message id: {exc}") from None
+        addr = _addr_of(ip, port)
+        response = await self._request(addr, RequestCode.VIEW_MESSAGE_BY_ID, H.ViewMessageRequestHeader(offset))
+        msgs = self._records(response, addr)
+        if not msgs:
+            raise MQClientError(f"{addr} answered VIEW_MESSAGE_BY_ID without a message")
+        return msgs[0]
+
+    async def query_message_on(
+        self,
+        addr: str,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = DEFAULT_QUERY_MAX_NUM,
+        begin: int = 0,
+        end: int = MAX_TIMESTAMP,
+        unique: bool = False,
+    ) -> list[MessageExt]:
+        """QUERY_MESSAGE on one broker: what its index holds under `key` (unfiltered)."""
+        ext = H.QueryMessageRequestHeader(topic, key, max_num, begin, end).to_ext()
+        if unique:
+            ext[UNIQUE_KEY_QUERY] = "true"
+        response = await self._request(
+            addr, RequestCode.QUERY_MESSAGE, ext, ok=(ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND)
+        )
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return []
+        return self._records(response, addr)
+
+    async def query_message(
+        self,
+        topic: str,
+        key: str,
+        *,
+        max_num: int = DEFAULT_QUERY_MAX_NUM,
+        begin: int = 0,
+        end: int = MAX_TIMESTAMP,
+        unique: bool = False,
+    ) -> list[MessageExt]:
+        """Messages of `topic` with business key `key` (or, `unique`, with UNIQ_KEY `key`),
+        asked of every broker of the topic. The index matches by hash, so like Java the
+        answers are filtered: a key must equal one of the message's KEYS exactly, a unique
+        key its UNIQ_KEY. Unique-key results are sorted by store time."""
+        route = await self.topic_route(topic)
+        found: list[MessageExt] = []
+        for bd in sorted(route.broker_datas, key=lambda b: b.broker_name):
+            addr = bd.any_addr()
+            if addr is not None:
+                found += await self.query_message_on(
+                    addr, topic, key, max_num=max_num, begin=begin, end=end, unique=unique
+                )
+        if unique:
+            return sorted((m for m in found if m.properties.get(P.UNIQ_KEY) == key), key=lambda m: m.store_timestamp)
+        return [m for m in found if key in (m.properties.get(P.KEYS) or "").split(P.KEY_SEPARATOR)]
+
+    async def pull_messages(
+        self, topic: str, *, max_messages: int = 100, group: str = TOOLS_CONSUMER_GROUP
+    ) -> list[MessageExt]:
+        """Up to `max_messages` messages of `topic` from the first offset of each readable
+        queue, pulled without a consumer (no subscription registered, no offset committed)."""
+        route = await self.topic_route(topic)
+        out: list[MessageExt] = []
+        for mq in route.subscribe_queues(topic):
+            bd = route.broker(mq.broker_name)
+            addr = bd.any_addr() if bd is not None else None
+            if addr is None:
+                continue
+            offset = await self.api.get_min_offset(addr, mq, self.timeout)
+            end = await self.api.get_max_offset(addr, mq, self.timeout)
+            # every FOUND answer moves `offset` forward by at least one message
+            for _ in range(max_messages + 2):
+                want = max_messages - len(out)
+                if offset >= end or want <= 0:
+                    break
+                header = H.PullMessageRequestHeader(
+                    consumer_group=group,
+                    topic=topic,
+                    queue_id=mq.queue_id,
+                    queue_offset=offset,
+                    max_msg_nums=min(PULL_BATCH, want),
+                    sys_flag=PULL_SUBSCRIPTION,
+                    suspend_timeout_millis=0,
+                    subscription="*",
+                    expression_type="TAG",
+                )
+                result = await self.api.pull(addr, header, self.timeout)
+                if result.next_begin_offset <= offset:
+                    break
+                if result.status == PullStatus.FOUND:
+                    out += result.messages[:want]
+                elif result.status != PullStatus.OFFSET_ILLEGAL:
+                    break
+                offset = result.next_begin_offset
+        for msg in out:  # pull bookkeeping, not part of the message
+            msg.properties.pop(P.MIN_OFFSET, None)
+            msg.properties.pop(P.MAX_OFFSET, None)
+        return out
+
+
+Admin = MQAdmin

@@ -1,0 +1,309 @@
+"""The client's requests, one method each (RocketMQ's MQClientAPIImpl).
+
+Each method builds a request with rmq.protocol's typed headers, sends it through the
+RemotingClient and turns the response into a value or an MQClientError. Remoting and
+protocol errors are translated here, so nothing above this module sees rmq.remoting's
+or Trio's exceptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol import body as B
+from rmq.protocol import headers as H
+from rmq.protocol import properties as P
+from rmq.protocol.message import MessageExt, decompress_body, iter_records
+from rmq.remoting import RemotingClient, RemotingError
+
+from .errors import MQBrokerError, MQClientError, translate_remoting_error
+from .message import MessageQueue, SendResult, SendStatus
+from .route import TopicRoute
+
+_SEND_STATUS = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+
+# PullSysFlag bits
+PULL_COMMIT_OFFSET = 0x1
+PULL_SUSPEND = 0x2
+PULL_SUBSCRIPTION = 0x4
+PULL_LITE = 0x10
+
+
+class PullStatus:
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+_PULL_STATUS = {
+    ResponseCode.SUCCESS: PullStatus.FOUND,
+    ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
+    ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
+    ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
+}
+
+
+@dataclass(slots=True)
+class PullResult:
+    status: str
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    suggest_which_broker_id: int
+    messages: list[MessageExt]
+
+
+class ClientAPI:
+    """Typed requests over a RemotingClient; see the module docstring."""
+
+    def __init__(self, remoting: RemotingClient, *, timeout: float = 3.0) -> None:
+        self.remoting = remoting
+        self.timeout = timeout
+
+    async def invoke(self, addr: str, request: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
+        """Send and wait; MQTimeoutError / MQConnectError / MQClientError on failure."""
+        limit = self.timeout if timeout is None else timeout
+        start = trio.current_time()
+        try:
+            return await self.remoting.invoke(addr, request, limit)
+        except RemotingError as exc:
+            raise translate_remoting_error(exc, trio.current_time() - start) from None
+        except ProtocolError as exc:
+            raise MQClientError(f"cannot send {request.code} to {addr}: {exc}") from None
+
+    async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float | None = None) -> None:
+        limit = self.timeout if timeout is None else timeout
+        start = trio.current_time()
+        try:
+            await self.remoting.invoke_oneway(addr, request, limit)
+        except RemotingError as exc:
+            raise translate_remoting_error(exc, trio.current_time() - start) from None
+        except ProtocolError as exc:
+            raise MQClientError(f"cannot send {request.code} to {addr}: {exc}") from None
+
+    async def _call(
+        self,
+        addr: str,
+        request: RemotingCommand,
+        ok: Iterable[int] = (ResponseCode.SUCCESS,),
+        timeout: float | None = None,
+    ) -> RemotingCommand:
+        response = await self.invoke(addr, request, timeout)
+        if response.code not in ok:
+            raise MQBrokerError(response.code, response.remark, address=addr)
+        return response
+
+    @staticmethod
+    def _header(header_type: type[H.H], response: RemotingCommand, addr: str) -> H.H:
+        try:
+            return header_type.from_ext(response.ext_fields)
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed response from {addr}: {exc}") from None
+
+    @staticmethod
+    def _body(response: RemotingCommand, addr: str) -> Any:
+        try:
+            return B.loads(response.body)
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed response body from {addr}: {exc}") from None
+
+    # -- name server ----------------------------------------------------------------------
+
+    async def get_route(self, namesrv: str, topic: str, timeout: float | None = None) -> TopicRoute | None:
+        """GET_ROUTEINFO_BY_TOPIC; None when the name server has no route (17)."""
+        request = RemotingCommand.request(
+            RequestCode.GET_ROUTEINFO_BY_TOPIC, H.GetRouteInfoRequestHeader(topic).to_ext()
+        )
+        response = await self._call(namesrv, request, (ResponseCode.SUCCESS, ResponseCode.TOPIC_NOT_EXIST), timeout)
+        if response.code == ResponseCode.TOPIC_NOT_EXIST or not response.body:
+            return None
+        try:
+            return TopicRoute.from_json(B.loads(response.body))
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed route of {topic} from {namesrv}: {exc}") from None
+
+    # -- sending --------------------------------------------------------------------------
+
+    async def send_message(
+        self,
+        addr: str,
+        broker_name: str,
+        code: int,
+        header: H.SendMessageRequestHeader,
+        body: bytes,
+        msg_id: str,
+        timeout: float,
+        *,
+        oneway: bool = False,
+    ) -> SendResult | None:
+        """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE; None for a oneway send."""
+        request = RemotingCommand.request(code, header.to_v2_ext(), body)
+        if oneway:
+            await self.invoke_oneway(addr, request, timeout)
+            return None
+        response = await self.invoke(addr, request, timeout)
+        status = _SEND_STATUS.get(response.code)  # type: ignore[call-overload]
+        if status is None:
+            raise MQBrokerError(response.code, response.remark, address=addr)
+        h = self._header(H.SendMessageResponseHeader, response, addr)
+        return SendResult(
+            status=status,
+            msg_id=msg_id,
+            offset_msg_id=h.msg_id,
+            message_queue=MessageQueue(header.topic, broker_name, h.queue_id),
+            queue_offset=h.queue_offset,
+            transaction_id=h.transaction_id,
+            region_id=h.msg_region or "DefaultRegion",
+            trace_on=h.trace_on != "false",
+        )
+
+    # -- clients --------------------------------------------------------------------------
+
+    async def heartbeat(self, addr: str, data: dict[str, Any], timeout: float | None = None) -> int:
+        """HEART_BEAT; returns the broker's version."""
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, None, B.dumps(data))
+        response = await self._call(addr, request, timeout=timeout)
+        return response.version
+
+    async def unregister_client(
+        self,
+        addr: str,
+        client_id: str,
+        producer_group: str | None,
+        consumer_group: str | None,
+        timeout: float | None = None,
+    ) -> None:
+        header = H.UnregisterClientRequestHeader(client_id, producer_group, consumer_group)
+        await self._call(addr, RemotingCommand.request(RequestCode.UNREGISTER_CLIENT, header.to_ext()), timeout=timeout)
+
+    async def get_consumer_ids(self, addr: str, group: str, timeout: float | None = None) -> list[str]:
+        request = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, H.GroupRequestHeader(group).to_ext())
+        response = await self._call(addr, request, timeout=timeout)
+        body = self._body(response, addr) if response.body else {}
+        return [str(c) for c in body.get("consumerIdList") or ()]
+
+    # -- offsets --------------------------------------------------------------------------
+
+    async def query_consumer_offset(self, addr: str, group: str, mq: MessageQueue, timeout: float | None = None) -> int:
+        """The committed offset, or -1 when the broker has none (22 QUERY_NOT_FOUND)."""
+        header = H.QueryConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id)
+        request = RemotingCommand.request(RequestCode.QUERY_CONSUMER_OFFSET, header.to_ext())
+        response = await self._call(addr, request, (ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND), timeout)
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return -1
+        return self._header(H.OffsetResponseHeader, response, addr).offset
+
+    async def update_consumer_offset(
+        self,
+        addr: str,
+        group: str,
+        mq: MessageQueue,
+        offset: int,
+        *,
+        oneway: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        header = H.UpdateConsumerOffsetRequestHeader(group, mq.topic, mq.queue_id, offset)
+        request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())
+        if oneway:
+            await self.invoke_oneway(addr, request, timeout)
+        else:
+            await self._call(addr, request, timeout=timeout)
+
+    async def _queue_offset(self, code: int, addr: str, header: H.Header, timeout: float | None) -> int:
+        response = await self._call(addr, RemotingCommand.request(code, header.to_ext()), timeout=timeout)
+        return self._header(H.OffsetResponseHeader, response, addr).offset
+
+    async def get_max_offset(self, addr: str, mq: MessageQueue, timeout: float | None = None) -> int:
+        return await self._queue_offset(
+            RequestCode.GET_MAX_OFFSET, addr, H.QueueRequestHeader(mq.topic, mq.queue_id), timeout
+        )
+
+    async def get_min_offset(self, addr: str, mq: MessageQueue, timeout: float | None = None) -> int:
+        return await self._queue_offset(
+            RequestCode.GET_MIN_OFFSET, addr, H.QueueRequestHeader(mq.topic, mq.queue_id), timeout
+        )
+
+    async def search_offset(self, addr: str, mq: MessageQueue, timestamp_ms: int, timeout: float | None = None) -> int:
+        header = H.SearchOffsetRequestHeader(mq.topic, mq.queue_id, timestamp_ms)
+        return await self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, header, timeout)
+
+    # -- pulling --------------------------------------------------------------------------
+
+    async def pull(self, addr: str, header: H.PullMessageRequestHeader, timeout: float) -> PullResult:
+        """PULL_MESSAGE; messages decoded, bodies inflated, MIN/MAX_OFFSET set."""
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+        response = await self.invoke(addr, request, timeout)
+        status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
+        if status is None:
+            raise MQBrokerError(response.code, response.remark, address=addr)
+        h = self._header(H.PullMessageResponseHeader, response, addr)
+        messages: list[MessageExt] = []
+        if status == PullStatus.FOUND and response.body:
+            try:
+                for msg in iter_records(response.body):
+                    msg.body = decompress_body(msg.body, msg.sys_flag)
+                    msg.properties[P.MIN_OFFSET] = str(h.min_offset)
+                    msg.properties[P.MAX_OFFSET] = str(h.max_offset)
+                    messages.append(msg)
+            except ProtocolError as exc:
+                raise MQClientError(f"malformed pull body from {addr}: {exc}") from None
+        return PullResult(status, h.next_begin_offset, h.min_offset, h.max_offset, h.suggest_which_broker_id, messages)
+
+    async def consumer_send_back(
+        self,
+        addr: str,
+        msg: MessageExt,
+        group: str,
+        delay_level: int,
+        max_reconsume_times: int,
+        timeout: float | None = None,
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK: the broker re-stores the message for a later retry."""
+        header = H.ConsumerSendMsgBackRequestHeader(
+            offset=msg.commitlog_offset,
+            group=group,
+            delay_level=delay_level,
+            origin_msg_id=msg.msg_id,
+            origin_topic=msg.topic,
+            unit_mode=False,
+            max_reconsume_times=max_reconsume_times,
+        )
+        await self._call(
+            addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext()), timeout=timeout
+        )
+
+    # -- orderly locks --------------------------------------------------------------------
+
+    async def lock_batch(
+        self, addr: str, group: str, client_id: str, mqs: Sequence[MessageQueue], timeout: float | None = None
+    ) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ; returns the queues this client now holds."""
+        body = {"clientId": client_id, "consumerGroup": group, "mqSet": [mq.to_json() for mq in mqs]}
+        response = await self._call(
+            addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, B.dumps(body)), timeout=timeout
+        )
+        parsed = self._body(response, addr) if response.body else {}
+        try:
+            return {MessageQueue.from_json(q) for q in parsed.get("lockOKMQSet") or ()}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed lock response from {addr}: {exc!r}") from None
+
+    async def unlock_batch(
+        self, addr: str, group: str, client_id: str, mqs: Sequence[MessageQueue], timeout: float | None = None
+    ) -> None:
+        body = {"clientId": client_id, "consumerGroup": group, "mqSet": [mq.to_json() for mq in mqs]}
+        await self._call(
+            addr, RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, None, B.dumps(body)), timeout=timeout
+        )

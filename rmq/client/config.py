@@ -1,0 +1,133 @@
+"""Client configuration: typed objects built once at the edge (DESIGN.md, "configuration is data").
+
+Defaults are RocketMQ 4.9.8's (PROTOCOL.md 7); times are in seconds. Producers and
+consumers take these as keyword arguments (`Producer("g", namesrv=..., retry_times=3)`);
+`build` rejects unknown names and bad values before anything starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from .errors import MQClientError
+
+C = TypeVar("C", bound="ClientConfig")
+_MAY_BE_NEGATIVE = frozenset({"max_reconsume_times"})
+
+
+class MessageModel(enum.Enum):
+    CLUSTERING = "CLUSTERING"
+    BROADCASTING = "BROADCASTING"
+
+
+class ConsumeFromWhere(enum.Enum):
+    LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
+    FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
+    TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+def parse_namesrv(value: str | Sequence[str] | None) -> tuple[str, ...]:
+    """Name server addresses from "a:9876;b:9876", a list, or $NAMESRV_ADDR when None."""
+    if value is None:
+        value = os.environ.get("NAMESRV_ADDR", "")
+    items = value.replace(",", ";").split(";") if isinstance(value, str) else list(value)
+    addrs = tuple(a.strip() for a in items if a and a.strip())
+    if not addrs:
+        raise MQClientError("no name server address: pass namesrv=... or set NAMESRV_ADDR")
+    for addr in addrs:
+        host, sep, port = addr.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise MQClientError(f"bad name server address {addr!r}: expected host:port")
+    return addrs
+
+
+@dataclass(frozen=True, slots=True)
+class ClientConfig:
+    """What every client needs (RocketMQ's ClientConfig)."""
+
+    namesrv: tuple[str, ...] = ()
+    instance_name: str | None = None  # None: "<pid>#<nanotime>", unique per client
+    client_ip: str | None = None  # None: the local address
+    unit_name: str | None = None
+    request_timeout: float = 3.0  # name server and broker admin calls
+    poll_name_server_interval: float = 30.0
+    heartbeat_broker_interval: float = 30.0
+
+    @classmethod
+    def build(cls, namesrv: str | Sequence[str] | None, options: Mapping[str, Any]) -> Self:
+        """The config with `options` applied; MQClientError names a bad option."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(options) - names)
+        if unknown:
+            raise MQClientError(f"unknown option(s) for {cls.__name__}: {', '.join(unknown)}")
+        config = cls(namesrv=parse_namesrv(namesrv), **options)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        for f in dataclasses.fields(self):
+            if f.name in _MAY_BE_NEGATIVE:
+                continue
+            value = getattr(self, f.name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+                raise MQClientError(f"option {f.name} must not be negative, got {value}")
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConfig(ClientConfig):
+    """DefaultMQProducer's settings."""
+
+    send_timeout: float = 3.0
+    retry_times: int = 2  # extra attempts on another broker (sync and async sends)
+    retry_another_broker_when_not_store_ok: bool = False
+    compress_over: int = 4096
+    max_message_size: int = 4 * 1024 * 1024
+    default_topic_queue_nums: int = 4
+    create_topic_key: str = "TBW102"
+    send_latency_fault_enable: bool = True
+    max_async_in_flight: int = 10_000  # send_async tasks at once; more wait (backpressure)
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerConfig(ClientConfig):
+    """DefaultMQPushConsumer's (and the lite pull consumer's) settings."""
+
+    message_model: MessageModel = MessageModel.CLUSTERING
+    consume_from_where: ConsumeFromWhere = ConsumeFromWhere.LAST_OFFSET
+    consume_timestamp: int | None = None  # ms; None: half an hour ago (RocketMQ's default)
+    pull_batch_size: int = 32
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100 * 1024 * 1024
+    consume_concurrently_max_span: int = 2000
+    consume_concurrency: int = 20  # concurrent handler calls (consumeThreadMax)
+    max_reconsume_times: int = -1  # -1: 16 (concurrent); orderly: unlimited
+    suspend_current_queue_time: float = 1.0  # orderly: pause after a failure
+    rebalance_interval: float = 20.0
+    persist_consumer_offset_interval: float = 5.0
+    broker_suspend_max_time: float = 15.0  # long-poll hold asked of the broker
+    consumer_timeout_when_suspend: float = 30.0  # our wait for a held pull
+    pull_error_delay: float = 3.0
+    flow_control_delay: float = 0.05
+    lock_interval: float = 20.0  # orderly: re-lock queues
+    offset_store_dir: Path | None = None  # broadcasting: None = ~/.rocketmq_offsets
+
+    def validate(self) -> None:
+        ClientConfig.validate(self)
+        if self.pull_batch_size < 1 or self.consume_concurrency < 1:
+            raise MQClientError("pull_batch_size and consume_concurrency must be >= 1")
+        if not isinstance(self.message_model, MessageModel):
+            raise MQClientError(f"message_model must be a MessageModel, got {self.message_model!r}")
+        if not isinstance(self.consume_from_where, ConsumeFromWhere):
+            raise MQClientError(f"consume_from_where must be a ConsumeFromWhere, got {self.consume_from_where!r}")
+        if self.max_reconsume_times < -1:
+            raise MQClientError("max_reconsume_times must be -1 (default) or >= 0")
+
+    @property
+    def broadcasting(self) -> bool:
+        return self.message_model is MessageModel.BROADCASTING

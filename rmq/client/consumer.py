@@ -1,0 +1,564 @@
+"""PushConsumer: long-polling pull loops that push messages to a handler or an `async for`.
+
+    consumer = PushConsumer("my_group", namesrv="127.0.0.1:9876", handler=handle)
+    consumer.subscribe("TopicTest", "TagA || TagB")
+    async with consumer:
+        await trio.sleep_forever()
+
+    async with open_push_consumer("my_group", namesrv=..., subscriptions={"TopicTest": "*"}) as consumer:
+        async for msg in consumer:          # acknowledged when the loop asks for the next one
+            ...
+
+Theory of operation
+-------------------
+The consumer's nursery runs the rebalance loop (consumer_base.py), the offset commit
+loop, the consume workers (concurrent mode) and, for each queue it owns, a queue task in
+its own cancel scope: it finds the start offset, then pulls with long polling (the
+broker holds the request up to 15 s; we wait up to 30 s) and hands messages over.
+Losing a queue in a rebalance cancels its scope; messages of a dropped queue are not
+committed, so the next owner gets them again (at least once).
+
+Flow control: a queue's pulling pauses while it holds more than
+`pull_threshold_for_queue` messages or `pull_threshold_size_for_queue` bytes, or (concurrent
+mode) spans more than `consume_concurrently_max_span` offsets; the consume channel is
+bounded, so a slow handler slows the pulls.
+
+Concurrent mode: `consume_concurrency` workers call the handler, one message per call.
+The committed offset of a queue is its oldest message not yet done. A failure (the
+handler raises or returns RECONSUME_LATER) sends the message back to the broker
+(CONSUMER_SEND_MSG_BACK to its store host; if that fails, a new message to
+%RETRY%<group>) for a later retry with a growing delay; after `max_reconsume_times`
+(16) the broker moves it to %DLQ%<group>. In broadcasting a failure is only logged.
+
+Orderly mode: each queue is locked on its broker (LOCK_BATCH_MQ, renewed every 20 s)
+and consumed by one task, one message at a time in queue order. A failure suspends the
+queue for `suspend_current_queue_time` and retries the same message in place.
+
+Leaving `async with` cancels the loops, commits offsets, releases orderly locks,
+unregisters the group from the brokers and closes the connections.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import trio
+
+from rmq.protocol import properties as P
+from rmq.protocol.message import MessageExt
+
+from .api import PullStatus
+from .consumer_base import ConsumerBase, group_by_broker
+from .errors import MQClientError, MQClientStateError
+from .ids import wall_clock_ms
+from .instance import ClientInstance
+from .message import Message, MessageQueue, check_topic, retry_topic
+from .process_queue import ProcessQueue
+from .producer import Producer
+from .rebalance import AllocateStrategy, allocate_averagely
+from .route import MASTER_ID
+from .subscription import Subscription
+
+log = logging.getLogger("rmq.client.consumer")
+
+INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
+DEFAULT_MAX_RECONSUME_TIMES = 16
+RECONSUME_LATER_DELAY = 5.0  # a message that could not be sent back is consumed again after this
+LOCK_VALID_FOR = 30.0  # ProcessQueue.REBALANCE_LOCK_MAX_LIVE_TIME
+LOCK_RETRY_DELAY = 1.0
+DROP_WAIT = 1.0  # orderly: how long a rebalance waits for a queue's handler call to end
+STOP_TIMEOUT = 10.0  # commits, unlocks and unregistration at shutdown
+
+
+class ConsumeStatus(enum.Enum):
+    """What a handler may return; returning None means SUCCESS."""
+
+    SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"  # concurrent: retry later via the broker
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"  # orderly: retry in place
+
+
+Handler = Callable[[MessageExt], Awaitable[ConsumeStatus | None] | ConsumeStatus | None]
+# a message handed to `async for`: the message, its worker's wake-up, what success records
+_Delivery = tuple[MessageExt, trio.Event, Callable[[], None]]
+
+
+class _QueueState:
+    """One owned queue: its process queue, scope, pull position and orderly lock."""
+
+    __slots__ = ("broker_id", "consume_lock", "mq", "next_offset", "nursery", "pq", "scope", "wakeup")
+
+    def __init__(self, mq: MessageQueue) -> None:
+        self.mq = mq
+        self.pq = ProcessQueue()
+        self.scope = trio.CancelScope()
+        self.next_offset = -1
+        self.broker_id = MASTER_ID
+        self.nursery: trio.Nursery | None = None
+        self.wakeup = trio.Event()
+        self.consume_lock = trio.Lock()
+
+    def __repr__(self) -> str:
+        return f"<queue {self.mq} next={self.next_offset} {self.pq}>"
+
+
+class PushConsumer(ConsumerBase):
+    """A push consumer; see the module docstring.
+
+    Args:
+      group: the consumer group.
+      namesrv: name server addresses ("a:9876;b:9876" or a list); None reads $NAMESRV_ADDR.
+      handler: `async def handler(msg) -> ConsumeStatus | None` (a plain function works
+        too); raising counts as a failure. Without a handler, iterate the consumer.
+      orderly: orderly consumption (queue locks, one message at a time per queue).
+      allocate: allocation strategy (rebalance.py); default averagely.
+      instance: share another client's connections (expert; the caller runs it).
+      **options: ConsumerConfig fields (message_model, consume_from_where, ...).
+    """
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        handler: Handler | None = None,
+        orderly: bool = False,
+        allocate: AllocateStrategy = allocate_averagely,
+        instance: ClientInstance | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(group, namesrv, instance=instance, allocate=allocate, options=options)
+        self.handler = handler
+        self.orderly = orderly
+        self._queues: dict[MessageQueue, _QueueState] = {}
+        self._retry_producer = Producer(INNER_PRODUCER_GROUP, instance=self.instance)
+        workers = self.config.consume_concurrency
+        self._consume_send, self._consume_recv = trio.open_memory_channel[tuple[_QueueState, MessageExt]](workers)
+        self._iter_send, self._iter_recv = trio.open_memory_channel[_Delivery](0)
+        self._iter_pending: _Delivery | None = None
+
+    def __repr__(self) -> str:
+        return f"<PushConsumer {self.group} {self.instance.client_id} {len(self._queues)} queues>"
+
+    # -- public API -------------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume `topic`'s messages whose tag matches `expression` ("*" or "TagA || TagB")."""
+        check_topic(topic)
+        self._add_subscription(topic, expression)
+
+    def unsubscribe(self, topic: str) -> None:
+        self._remove_subscription(topic)
+
+    @property
+    def assignment(self) -> frozenset[MessageQueue]:
+        """The queues this consumer owns now."""
+        return frozenset(self._queues)
+
+    def __aiter__(self) -> PushConsumer:
+        if self.handler is not None:
+            raise MQClientStateError("this consumer has a handler; iterate only a consumer without one")
+        return self
+
+    async def __anext__(self) -> MessageExt:
+        """The next message; asking for it acknowledges the previous one, and so does
+        leaving `async with` without an exception. After an exception the last message
+        is not acknowledged: it is delivered again (to this group) later."""
+        if self._nursery is None:
+            raise MQClientStateError("the consumer is not running: iterate it inside `async with`")
+        self._acknowledge()
+        try:
+            delivery = await self._iter_recv.receive()
+        except (trio.EndOfChannel, trio.ClosedResourceError):
+            raise StopAsyncIteration from None
+        self._iter_pending = delivery
+        return delivery[0]
+
+    def _acknowledge(self) -> None:
+        """The last iterated message was handled: record it, release its worker."""
+        if self._iter_pending is not None:
+            _, done, on_success = self._iter_pending
+            self._iter_pending = None
+            on_success()
+            done.set()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _lifecycle(self) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if self._own_instance:
+                await stack.enter_async_context(self.instance.running())
+            await stack.enter_async_context(self._retry_producer)
+            await self._start()
+            try:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    nursery.start_soon(self._rebalance_loop)
+                    nursery.start_soon(self._persist_loop)
+                    if self.orderly and not self.config.broadcasting:
+                        nursery.start_soon(self._lock_loop)
+                    if not self.orderly:
+                        for i in range(self.config.consume_concurrency):
+                            nursery.start_soon(self._consume_worker, name=f"ConsumeMessageThread_{i + 1}")
+                    try:
+                        yield
+                        # reached on a clean exit only (say `break` after handling the
+                        # message): that acknowledges the last message iterated
+                        self._acknowledge()
+                    finally:
+                        nursery.cancel_scope.cancel()
+            finally:
+                self._nursery = None
+                await self._stop()
+
+    async def _start(self) -> None:
+        if not self.config.broadcasting:
+            retry = retry_topic(self.group)
+            self._subs.setdefault(retry, Subscription.parse(retry, "*", wall_clock_ms()))
+        await self.offsets.load()
+        self.instance.add_consumer(self)
+        self._running = True
+        await self._refresh_routes()
+        await self.instance.send_heartbeat()
+
+    async def _stop(self) -> None:
+        self._running = False
+        with trio.CancelScope(shield=True), trio.move_on_after(STOP_TIMEOUT):
+            mqs = sorted(self._queues)
+            for state in self._queues.values():
+                state.pq.dropped = True
+            self._queues.clear()
+            await self.offsets.persist_all(mqs)
+            if self.orderly and not self.config.broadcasting:
+                await self._unlock(mqs)
+        self.instance.remove(self)
+        await self.instance.unregister(None, self.group)
+
+    # -- rebalance --------------------------------------------------------------------------
+
+    def _assigned(self) -> list[MessageQueue]:
+        return list(self._queues)
+
+    async def _assign(self, topic: str, queues: set[MessageQueue]) -> None:
+        current = {mq for mq in self._queues if mq.topic == topic}
+        changed = False
+        for mq in sorted(current - queues):
+            changed |= await self._drop_queue(mq)
+        new = sorted(queues - current)
+        if new and self.orderly and not self.config.broadcasting:
+            locked = await self._lock(new)
+            new = [mq for mq in new if mq in locked]
+        now = trio.current_time()
+        for mq in new:
+            if self._nursery is None:
+                return
+            self.offsets.remove(mq)
+            state = _QueueState(mq)
+            state.pq.locked = True
+            state.pq.lock_time = now
+            self._queues[mq] = state
+            self._nursery.start_soon(self._run_queue, state)
+            changed = True
+        if changed:
+            log.info("group %s now consumes %s", self.group, sorted(self._queues))
+            self.instance.heartbeat_soon()
+
+    async def _drop_queue(self, mq: MessageQueue) -> bool:
+        """Stop consuming `mq`; False if an orderly handler call would not finish in time."""
+        state = self._queues.get(mq)
+        if state is None:
+            return False
+        if self.orderly and not self.config.broadcasting:
+            with trio.move_on_after(DROP_WAIT):
+                async with state.consume_lock:
+                    state.pq.dropped = True
+                    state.scope.cancel()
+            if not state.pq.dropped:
+                return False
+        else:
+            state.pq.dropped = True
+            state.scope.cancel()
+        del self._queues[mq]
+        await self.offsets.persist(mq)
+        self.offsets.remove(mq)
+        if self.orderly and not self.config.broadcasting:
+            await self._unlock([mq])
+        return True
+
+    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        if self._nursery is not None:
+            self._nursery.start_soon(self._reset, offsets)
+
+    async def _reset(self, offsets: Mapping[MessageQueue, int]) -> None:
+        async with self._rebalance_lock:
+            for mq, offset in sorted(offsets.items()):
+                await self._drop_queue(mq)
+                self.offsets.update(mq, offset)
+                await self.offsets.persist(mq)
+                self.offsets.remove(mq)
+        self.rebalance_soon()
+
+    # -- orderly locks ----------------------------------------------------------------------
+
+    async def _lock(self, mqs: Sequence[MessageQueue]) -> set[MessageQueue]:
+        """LOCK_BATCH_MQ per broker; updates the lock state of owned queues."""
+        locked_all: set[MessageQueue] = set()
+        for broker, batch in group_by_broker(mqs).items():
+            addr = self.instance.master_addr(broker)
+            if addr is None:
+                continue
+            try:
+                locked = await self.instance.api.lock_batch(addr, self.group, self.instance.client_id, batch)
+            except MQClientError as exc:
+                log.info("lock of %s on %s failed: %s", batch, addr, exc)
+                continue
+            now = trio.current_time()
+            for mq in batch:
+                state = self._queues.get(mq)
+                if state is not None:
+                    state.pq.locked = mq in locked
+                    if mq in locked:
+                        state.pq.lock_time = now
+            locked_all |= locked
+        return locked_all
+
+    async def _unlock(self, mqs: Sequence[MessageQueue]) -> None:
+        for broker, batch in group_by_broker(mqs).items():
+            addr = self.instance.master_addr(broker)
+            if addr is None:
+                continue
+            try:
+                await self.instance.api.unlock_batch(addr, self.group, self.instance.client_id, batch)
+            except MQClientError as exc:
+                log.info("unlock of %s on %s failed: %s", batch, addr, exc)
+
+    async def _lock_loop(self) -> None:
+        while True:
+            await trio.sleep(self.config.lock_interval)
+            await self._lock(sorted(self._queues))
+
+    # -- one queue --------------------------------------------------------------------------
+
+    async def _run_queue(self, state: _QueueState) -> None:
+        with state.scope:
+            offset = await self.initial_offset(state.mq)
+            while offset < 0:
+                await trio.sleep(self.config.pull_error_delay)
+                offset = await self.initial_offset(state.mq)
+            state.next_offset = offset
+            async with trio.open_nursery() as nursery:
+                state.nursery = nursery
+                if self.orderly:
+                    nursery.start_soon(self._orderly_loop, state, name=f"ConsumeMessageThread_{state.mq.queue_id}")
+                await self._pull_loop(state)
+                nursery.cancel_scope.cancel()
+
+    async def _pull_loop(self, state: _QueueState) -> None:
+        cfg = self.config
+        pq, mq = state.pq, state.mq
+        orderly_locks = self.orderly and not cfg.broadcasting
+        while not pq.dropped:
+            if pq.msg_count > cfg.pull_threshold_for_queue or pq.msg_size > cfg.pull_threshold_size_for_queue:
+                await trio.sleep(cfg.flow_control_delay)
+                continue
+            if not self.orderly and pq.max_span() > cfg.consume_concurrently_max_span:
+                await trio.sleep(cfg.flow_control_delay)
+                continue
+            if orderly_locks and not pq.locked:
+                await trio.sleep(cfg.pull_error_delay)
+                continue
+            if mq.topic not in self._subs:
+                await trio.sleep(cfg.pull_error_delay)
+                continue
+            try:
+                result = await self.pull(
+                    mq,
+                    state.next_offset,
+                    max_nums=cfg.pull_batch_size,
+                    suspend=cfg.broker_suspend_max_time,
+                    timeout=cfg.consumer_timeout_when_suspend,
+                    broker_id=state.broker_id,
+                )
+            except MQClientError as exc:
+                log.info("pull from %s failed: %s", mq, exc)
+                await trio.sleep(cfg.pull_error_delay)
+                continue
+            state.broker_id = result.suggest_which_broker_id
+            pq.last_pull_time = trio.current_time()
+            if pq.dropped:
+                return
+            if result.status == PullStatus.OFFSET_ILLEGAL:
+                log.warning("offset %d of %s is illegal, moving to %d", state.next_offset, mq, result.next_begin_offset)
+                state.next_offset = pq.pulled_to = result.next_begin_offset
+                self.offsets.update(mq, result.next_begin_offset)
+                await self.offsets.persist(mq)
+                continue
+            state.next_offset = pq.pulled_to = result.next_begin_offset
+            if result.messages:
+                pq.put(result.messages)
+                await self._dispatch(state, result.messages)
+            elif pq.msg_count == 0:  # nothing new, or nothing we want: move the commit along
+                self.offsets.update(mq, pq.commit_offset(), increase_only=True)
+
+    async def _dispatch(self, state: _QueueState, msgs: list[MessageExt]) -> None:
+        if self.orderly:
+            state.wakeup.set()
+            return
+        for msg in msgs:
+            await self._consume_send.send((state, msg))
+
+    # -- consuming --------------------------------------------------------------------------
+
+    async def _call_handler(self, msg: MessageExt, on_success: Callable[[], None]) -> bool:
+        """Run the handler, or hand the message to the iterator; True on success.
+
+        `on_success` records the success (commit position). With a handler it runs here;
+        when iterating it runs inside `__anext__` at acknowledgement, with no checkpoint
+        in between, so an acknowledgement is never lost to a shutdown's cancellation.
+        """
+        msg.properties[P.CONSUME_START_TIME] = str(wall_clock_ms())
+        if self.handler is None:
+            done = trio.Event()
+            await self._iter_send.send((msg, done, on_success))
+            await done.wait()
+            return True
+        try:
+            status = self.handler(msg)
+            if inspect.isawaitable(status):
+                status = await status
+        except Exception:
+            log.exception("handler of group %s failed on message %s", self.group, msg.msg_id)
+            return False
+        if status is None or status is ConsumeStatus.SUCCESS:
+            on_success()
+            return True
+        return False
+
+    async def _consume_worker(self) -> None:
+        async for state, msg in self._consume_recv:
+            if not state.pq.dropped:
+                await self._consume_concurrently(state, msg)
+
+    def _done_concurrently(self, state: _QueueState, msg: MessageExt) -> None:
+        """`msg` is finished with (consumed, or sent back): advance the commit position."""
+        if state.pq.dropped:
+            return
+        offset = state.pq.remove([msg])
+        if offset >= 0:
+            self.offsets.update(state.mq, offset, increase_only=True)
+
+    async def _consume_concurrently(self, state: _QueueState, msg: MessageExt) -> None:
+        if await self._call_handler(msg, lambda: self._done_concurrently(state, msg)) or state.pq.dropped:
+            return
+        if self.config.broadcasting:
+            log.warning("broadcast message %s failed and is dropped", msg.msg_id)
+        elif not await self._send_back(msg):
+            msg.reconsume_times += 1
+            if not state.pq.dropped and state.nursery is not None:
+                state.nursery.start_soon(self._consume_later, state, msg)
+            return
+        self._done_concurrently(state, msg)
+
+    async def _consume_later(self, state: _QueueState, msg: MessageExt) -> None:
+        await trio.sleep(RECONSUME_LATER_DELAY)
+        await self._consume_send.send((state, msg))
+
+    def _max_reconsume_times(self) -> int:
+        times = self.config.max_reconsume_times
+        if times >= 0:
+            return times
+        return -1 if self.orderly else DEFAULT_MAX_RECONSUME_TIMES
+
+    async def _send_back(self, msg: MessageExt) -> bool:
+        """A failed message goes back to the broker for a later retry; False if it could not."""
+        addr = f"{msg.store_host[0]}:{msg.store_host[1]}"
+        try:
+            await self.instance.api.consumer_send_back(addr, msg, self.group, 0, self._max_reconsume_times())
+            return True
+        except MQClientError as exc:
+            log.info("send back of %s to %s failed (%s); resending to the retry topic", msg.msg_id, addr, exc)
+        return await self._resend_to_retry_topic(msg, msg.reconsume_times + 1)
+
+    async def _resend_to_retry_topic(self, msg: MessageExt, reconsume_time: int) -> bool:
+        """sendMessageBack's fallback: a new message to %RETRY%<group> carrying the retry count."""
+        props = {
+            k: v
+            for k, v in msg.properties.items()
+            if k not in (P.MIN_OFFSET, P.MAX_OFFSET, P.CONSUME_START_TIME, P.TRAN_MSG)
+        }
+        props.setdefault(P.ORIGIN_MESSAGE_ID, msg.msg_id)
+        props[P.RETRY_TOPIC] = msg.topic
+        props[P.RECONSUME_TIME] = str(reconsume_time)
+        props[P.MAX_RECONSUME_TIMES] = str(max(self._max_reconsume_times(), 0))
+        retry = Message(
+            retry_topic(self.group), msg.body, properties=props, flag=msg.flag, delay_level=3 + msg.reconsume_times
+        )
+        try:
+            await self._retry_producer.send(retry)
+            return True
+        except MQClientError as exc:
+            log.warning("resend of %s to %s failed: %s", msg.msg_id, retry.topic, exc)
+            return False
+
+    async def _orderly_loop(self, state: _QueueState) -> None:
+        pq, mq = state.pq, state.mq
+        locks = not self.config.broadcasting
+        max_times = self._max_reconsume_times()
+
+        def committed() -> None:
+            if not pq.dropped:
+                self.offsets.update(mq, pq.commit())
+
+        while not pq.dropped:
+            if locks and (not pq.locked or trio.current_time() - pq.lock_time > LOCK_VALID_FOR):
+                await self._lock([mq])
+                if not pq.locked:
+                    await trio.sleep(LOCK_RETRY_DELAY)
+                continue
+            msgs = pq.take(1)
+            if not msgs:
+                state.wakeup = trio.Event()
+                await state.wakeup.wait()
+                continue
+            async with state.consume_lock:
+                if pq.dropped:
+                    return
+                msg = msgs[0]
+                if await self._call_handler(msg, committed):
+                    continue
+                if pq.dropped:
+                    return
+                # exhausted: to the DLQ through the retry topic (the broker moves it)
+                if 0 <= max_times <= msg.reconsume_times and await self._resend_to_retry_topic(
+                    msg, msg.reconsume_times
+                ):
+                    committed()
+                    continue
+                msg.reconsume_times += 1
+                pq.give_back(msgs)
+            await trio.sleep(self.config.suspend_current_queue_time)
+
+
+@asynccontextmanager
+async def open_push_consumer(
+    group: str,
+    namesrv: str | Sequence[str] | None = None,
+    *,
+    subscriptions: Mapping[str, str] | None = None,
+    handler: Handler | None = None,
+    orderly: bool = False,
+    allocate: AllocateStrategy = allocate_averagely,
+    **options: Any,
+) -> AsyncIterator[PushConsumer]:
+    """`async with open_push_consumer(group, namesrv=..., subscriptions={"T": "*"}) as c:`"""
+    consumer = PushConsumer(group, namesrv, handler=handler, orderly=orderly, allocate=allocate, **options)
+    for topic, expression in (subscriptions or {}).items():
+        consumer.subscribe(topic, expression)
+    async with consumer:
+        yield consumer

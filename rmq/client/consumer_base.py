@@ -1,0 +1,327 @@
+"""What push and pull consumers share: subscriptions, rebalance, offsets, pulling.
+
+A consumer subscribes topics with tag expressions, learns each topic's readable queues
+from its route, and rebalances: every `rebalance_interval` (20 s) and at once when a
+broker says the group changed (NOTIFY_CONSUMER_IDS_CHANGED), it asks a broker of the
+topic for the group's client ids (clustering) and takes its share with the allocation
+strategy, or takes every queue (broadcasting). Subclasses start and stop work on the
+queues they gain and lose (`_assign`).
+
+A queue newly taken starts at its committed offset; with none, at the position
+`consume_from_where` says (RebalancePushImpl.computePullFromWhere):
+
+    LAST_OFFSET   the queue's max offset (a %RETRY% topic: 0)
+    FIRST_OFFSET  0
+    TIMESTAMP     the offset of `consume_timestamp` (a %RETRY% topic: the max offset)
+
+Offsets are committed every `persist_consumer_offset_interval` (5 s) and when the
+consumer stops.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+import random
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import trio
+
+from rmq.protocol import properties as P
+from rmq.protocol.headers import PullMessageRequestHeader
+from rmq.protocol.message import MessageExt
+
+from .api import PULL_COMMIT_OFFSET, PULL_LITE, PULL_SUBSCRIPTION, PULL_SUSPEND, PullResult
+from .config import ConsumeFromWhere, ConsumerConfig
+from .errors import MQClientError
+from .ids import wall_clock_ms
+from .instance import ClientInstance
+from .message import RETRY_PREFIX, MessageQueue, retry_topic
+from .offset_store import NO_OFFSET, LocalOffsetStore, OffsetStore, ReadType, RemoteOffsetStore
+from .rebalance import AllocateStrategy
+from .route import MASTER_ID, TopicRoute
+from .service import AsyncService
+from .subscription import Subscription
+
+log = logging.getLogger("rmq.client.consumer")
+
+HALF_AN_HOUR_MS = 30 * 60 * 1000
+
+
+class ConsumerBase(AsyncService):
+    """Shared machinery; see the module docstring. Not used directly."""
+
+    consume_type = "CONSUME_PASSIVELY"
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None,
+        *,
+        instance: ClientInstance | None,
+        allocate: AllocateStrategy,
+        options: dict[str, Any],
+    ) -> None:
+        if not group:
+            raise MQClientError("the consumer group must not be empty")
+        self.group = group
+        self.config = ConsumerConfig.build(namesrv if instance is None else instance.namesrv, options)
+        self._own_instance = instance is None
+        self.instance = instance if instance is not None else ClientInstance(self.config)
+        self.allocate = allocate
+        self._subs: dict[str, Subscription] = {}
+        self._topic_queues: dict[str, list[MessageQueue]] = {}
+        self.offsets: OffsetStore = (
+            LocalOffsetStore(self.config.offset_store_dir, self.instance.client_id, group)
+            if self.config.broadcasting
+            else RemoteOffsetStore(self.instance, group)
+        )
+        self._rebalance_wanted = trio.Event()
+        self._rebalance_lock = trio.Lock()
+        self._running = False
+        self._nursery: trio.Nursery | None = None  # the consumer's own, while running
+
+    # -- subscriptions ----------------------------------------------------------------------
+
+    def _add_subscription(self, topic: str, expression: str | None) -> Subscription:
+        sub = Subscription.parse(topic, expression, wall_clock_ms())
+        self._subs[topic] = sub
+        if self._running:
+            if self._nursery is not None:
+                self._nursery.start_soon(self._refresh_routes)  # the new topic's queues
+            self.instance.heartbeat_soon()
+            self.rebalance_soon()
+        return sub
+
+    def _remove_subscription(self, topic: str) -> None:
+        self._subs.pop(topic, None)
+        if self._running:
+            self.instance.heartbeat_soon()
+            self.rebalance_soon()
+
+    @property
+    def subscriptions(self) -> dict[str, Subscription]:
+        return dict(self._subs)
+
+    def _restore_retry_topic(self, msg: MessageExt) -> None:
+        """A message from %RETRY%<group> shows its original topic (resetRetryAndNamespace)."""
+        original = msg.properties.get(P.RETRY_TOPIC)
+        if original and msg.topic == retry_topic(self.group):
+            msg.topic = original
+
+    # -- instance callbacks -----------------------------------------------------------------
+
+    def route_topics(self) -> list[str]:
+        return list(self._subs)
+
+    def on_route(self, topic: str, route: TopicRoute) -> None:
+        if topic not in self._subs:
+            return
+        queues = route.subscribe_queues(topic)
+        if queues != self._topic_queues.get(topic):
+            self._topic_queues[topic] = queues
+            self.rebalance_soon()
+
+    def consumer_data(self) -> dict[str, Any]:
+        return {
+            "consumeFromWhere": self.config.consume_from_where.value,
+            "consumeType": self.consume_type,
+            "groupName": self.group,
+            "messageModel": self.config.message_model.value,
+            "subscriptionDataSet": [s.to_json() for s in self._subs.values()],
+            "unitMode": False,
+        }
+
+    def on_ids_changed(self) -> None:
+        self.rebalance_soon()
+
+    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """Overridden by consumers that can act on an admin's offset reset."""
+        log.info("offset reset of %s for group %s ignored", topic, self.group)
+
+    # -- startup and loops ------------------------------------------------------------------
+
+    async def _refresh_routes(self) -> None:
+        for topic in list(self._subs):
+            try:
+                await self.instance.update_route(topic)
+            except MQClientError as exc:
+                log.warning("route of %s: %s", topic, exc)
+
+    def rebalance_soon(self) -> None:
+        self._rebalance_wanted.set()
+
+    async def _rebalance_loop(self) -> None:
+        """Rebalance now, then every `rebalance_interval` or when asked.
+
+        While a subscribed topic has no route yet (a new group's %RETRY% topic is created
+        by the broker at our first heartbeat), the rounds come sooner: 1 s, doubling up
+        to the interval, so such a topic is consumed within seconds, not at the next
+        30 s route refresh.
+        """
+        retry_delay = 1.0
+        while True:
+            await self.rebalance()
+            wait = self.config.rebalance_interval
+            if self._subs.keys() - self._topic_queues.keys():
+                wait = min(wait, retry_delay)
+                retry_delay *= 2
+            else:
+                retry_delay = 1.0
+            with trio.move_on_after(wait):
+                await self._rebalance_wanted.wait()
+            self._rebalance_wanted = trio.Event()
+
+    async def _persist_loop(self) -> None:
+        while True:
+            await trio.sleep(self.config.persist_consumer_offset_interval)
+            await self.offsets.persist_all(self._assigned())
+
+    # -- rebalance --------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    def _assigned(self) -> list[MessageQueue]:
+        """The queues this consumer works on now."""
+
+    @abc.abstractmethod
+    async def _assign(self, topic: str, queues: set[MessageQueue]) -> None:
+        """Make `queues` this consumer's queues of `topic`: start new ones, stop lost ones."""
+
+    async def rebalance(self) -> None:
+        """Recompute this consumer's queues for every subscribed topic now."""
+        async with self._rebalance_lock:
+            for topic in list(self._subs):
+                if topic not in self._topic_queues:
+                    try:
+                        await self.instance.update_route(topic)
+                    except MQClientError as exc:
+                        log.info("route of %s: %s", topic, exc)
+                mq_all = self._topic_queues.get(topic)
+                if mq_all is None:
+                    continue
+                if self.config.broadcasting:
+                    mine = set(mq_all)
+                else:
+                    cids = await self._consumer_ids(topic)
+                    if not cids:
+                        continue
+                    mine = set(self.allocate(self.group, self.instance.client_id, mq_all, cids))
+                await self._assign(topic, mine)
+            for topic in {mq.topic for mq in self._assigned()} - self._subs.keys():
+                await self._assign(topic, set())
+
+    async def _consumer_ids(self, topic: str) -> list[str]:
+        route = self.instance.routes.get(topic)
+        if route is None or not route.broker_datas:
+            return []
+        candidates = list(route.broker_datas)
+        random.shuffle(candidates)
+        for bd in candidates:
+            addr = bd.any_addr()
+            if addr is None:
+                continue
+            try:
+                return await self.instance.api.get_consumer_ids(addr, self.group)
+            except MQClientError as exc:
+                log.info("consumer list of %s from %s: %s", self.group, addr, exc)
+        return []
+
+    # -- offsets and pulls ------------------------------------------------------------------
+
+    async def initial_offset(self, mq: MessageQueue) -> int:
+        """Where consumption of a newly taken queue starts; -1 if it cannot be known now."""
+        committed = await self.offsets.read(mq, ReadType.STORE)
+        if committed >= 0:
+            return committed
+        if committed != NO_OFFSET:
+            return -1
+        where = self.config.consume_from_where
+        try:
+            if where is ConsumeFromWhere.FIRST_OFFSET:
+                return 0
+            addr = await self._master(mq)
+            if where is ConsumeFromWhere.LAST_OFFSET:
+                if mq.topic.startswith(RETRY_PREFIX):
+                    return 0
+                return await self.instance.api.get_max_offset(addr, mq)
+            if mq.topic.startswith(RETRY_PREFIX):
+                return await self.instance.api.get_max_offset(addr, mq)
+            when = self.config.consume_timestamp
+            if when is None:
+                when = wall_clock_ms() - HALF_AN_HOUR_MS
+            return await self.instance.api.search_offset(addr, mq, when)
+        except MQClientError as exc:
+            log.warning("start offset of %s: %s", mq, exc)
+            return -1
+
+    async def _master(self, mq: MessageQueue) -> str:
+        addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            await self.instance.update_route(mq.topic)
+            addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"the broker {mq.broker_name} does not exist")
+        return addr
+
+    async def pull(
+        self,
+        mq: MessageQueue,
+        offset: int,
+        *,
+        max_nums: int,
+        suspend: float,
+        timeout: float,
+        broker_id: int = MASTER_ID,
+        commit: bool = True,
+        lite: bool = False,
+    ) -> PullResult:
+        """One PULL_MESSAGE for `mq` from `offset`, committing the known offset on the way.
+
+        A push consumer's pull carries no subscription (the broker uses the one from the
+        heartbeat, as with Java clients); a `lite` pull sends its expression along.
+
+        Messages whose tag the subscription does not want are removed (the broker
+        filters by hash only). Raises MQClientError.
+        """
+        sub = self._subs.get(mq.topic) or Subscription.parse(mq.topic, "*")
+        addr = self.instance.broker_addr(mq.broker_name, broker_id)
+        if addr is None:
+            await self.instance.update_route(mq.topic)
+            addr = self.instance.broker_addr(mq.broker_name, broker_id)
+        if addr is None:
+            raise MQClientError(f"the broker {mq.broker_name} does not exist")
+        sys_flag = PULL_SUSPEND if suspend > 0 else 0
+        if lite:
+            sys_flag |= PULL_SUBSCRIPTION | PULL_LITE
+        commit_offset = 0
+        if commit and not self.config.broadcasting:
+            commit_offset = max(await self.offsets.read(mq, ReadType.MEMORY), 0)
+            if commit_offset > 0 and addr == self.instance.master_addr(mq.broker_name):
+                sys_flag |= PULL_COMMIT_OFFSET
+        header = PullMessageRequestHeader(
+            consumer_group=self.group,
+            topic=mq.topic,
+            queue_id=mq.queue_id,
+            queue_offset=offset,
+            max_msg_nums=max_nums,
+            sys_flag=sys_flag,
+            commit_offset=commit_offset,
+            suspend_timeout_millis=int(suspend * 1000),
+            sub_version=sub.sub_version,
+            subscription=sub.expression,
+            expression_type="TAG",
+        )
+        result = await self.instance.api.pull(addr, header, timeout)
+        if sub.tags:
+            result.messages = [m for m in result.messages if sub.matches(m.tags)]
+        for msg in result.messages:
+            self._restore_retry_topic(msg)
+        return result
+
+
+def group_by_broker(mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:
+    out: dict[str, list[MessageQueue]] = {}
+    for mq in sorted(mqs):
+        out.setdefault(mq.broker_name, []).append(mq)
+    return out

@@ -1,0 +1,321 @@
+"""ClientInstance: what one producer or consumer shares with the cluster (MQClientInstance).
+
+It owns the RemotingClient (one connection per address), the route table filled from
+the name servers, the broker address table derived from it, and two loops in its
+nursery:
+
+* route refresh every `poll_name_server_interval` (30 s) for every topic a member uses;
+* heartbeat every `heartbeat_broker_interval` (30 s) to every broker: producer groups go
+  to masters only, consumer data (groups, subscriptions) to every broker.
+
+Name servers are asked one at a time, starting at a random one; a name server that
+fails is skipped and the next one becomes the preferred one (RocketMQ rotates the same
+way). Members (a producer, a push or pull consumer) register themselves and are told
+about route changes; consumers also receive the requests brokers send to clients
+(NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any, Protocol
+
+import trio
+
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol import body as B
+from rmq.protocol import headers as H
+from rmq.remoting import ClientConfig as RemotingConfig
+from rmq.remoting import Dispatcher, RemotingClient, RequestContext
+
+from .api import ClientAPI
+from .config import ClientConfig
+from .errors import MQClientError, MQClientStateError, MQNoRouteError
+from .ids import client_id, default_instance_name, local_ip
+from .message import MessageQueue
+from .route import MASTER_ID, BrokerData, TopicRoute, brokers_of
+
+log = logging.getLogger("rmq.client.instance")
+
+UNREGISTER_TIMEOUT = 3.0
+
+
+class Member(Protocol):
+    """A producer or consumer using the instance."""
+
+    def route_topics(self) -> Iterable[str]:
+        """Topics whose routes the refresh loop should keep current."""
+        ...
+
+    def on_route(self, topic: str, route: TopicRoute) -> None:
+        """A route was fetched (changed or not)."""
+        ...
+
+
+class ConsumerMember(Member, Protocol):
+    group: str
+
+    def consumer_data(self) -> dict[str, Any]:
+        """ConsumerData for heartbeats (PROTOCOL.md 4.2)."""
+        ...
+
+    def on_ids_changed(self) -> None:
+        """The broker says the group's members changed: rebalance soon."""
+        ...
+
+    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """An admin reset the group's offsets of `topic`."""
+        ...
+
+
+class ClientInstance:
+    """See the module docstring. Enter `running()` before use."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self.ip = config.client_ip or local_ip()
+        self.instance_name = config.instance_name or default_instance_name()
+        self.client_id = client_id(self.ip, self.instance_name, config.unit_name)
+        self.namesrv = config.namesrv
+        self.routes: dict[str, TopicRoute] = {}
+        self.brokers: dict[str, BrokerData] = {}
+        self.broker_versions: dict[str, int] = {}
+        self._ns_index = random.randrange(len(self.namesrv)) if self.namesrv else 0
+        self._members: list[Member] = []
+        self._producer_groups: dict[str, int] = {}  # group → producers using it
+        self._consumers: dict[str, ConsumerMember] = {}
+        self._api: ClientAPI | None = None
+        self._heartbeat_lock = trio.Lock()
+        self._heartbeat_wanted = trio.Event()
+        self.dispatcher = Dispatcher()
+        self.dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._notify_ids_changed)
+        self.dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._reset_offset)
+        self.dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._running_info)
+
+    def __repr__(self) -> str:
+        return f"<ClientInstance {self.client_id}>"
+
+    @property
+    def api(self) -> ClientAPI:
+        if self._api is None:
+            raise MQClientStateError("the client is not running: use it in `async with`")
+        return self._api
+
+    @property
+    def running_now(self) -> bool:
+        return self._api is not None
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[trio.Nursery]:
+        """Connections and the refresh and heartbeat loops; yields the instance's nursery.
+
+        On exit the loops stop and every connection closes.
+        """
+        remoting_config = RemotingConfig(connect_timeout=min(3.0, self.config.request_timeout))
+        async with RemotingClient(remoting_config, self.dispatcher) as remoting:
+            self._api = ClientAPI(remoting, timeout=self.config.request_timeout)
+            try:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._route_loop)
+                    nursery.start_soon(self._heartbeat_loop)
+                    try:
+                        yield nursery
+                    finally:
+                        nursery.cancel_scope.cancel()
+            finally:
+                self._api = None
+
+    # -- members ------------------------------------------------------------------------
+
+    def add_producer(self, group: str, member: Member) -> None:
+        self._producer_groups[group] = self._producer_groups.get(group, 0) + 1
+        self._members.append(member)
+
+    def add_consumer(self, member: ConsumerMember) -> None:
+        if member.group in self._consumers:
+            raise MQClientError(f"consumer group {member.group!r} is already registered in {self.client_id}")
+        self._consumers[member.group] = member
+        self._members.append(member)
+
+    def remove(self, member: Member, producer_group: str | None = None) -> bool:
+        """Forget `member`; returns True when it was the last user of `producer_group`."""
+        if member in self._members:
+            self._members.remove(member)
+        for group, consumer in list(self._consumers.items()):
+            if consumer is member:
+                del self._consumers[group]
+        if producer_group is None or producer_group not in self._producer_groups:
+            return False
+        self._producer_groups[producer_group] -= 1
+        if self._producer_groups[producer_group] > 0:
+            return False
+        del self._producer_groups[producer_group]
+        return True
+
+    # -- routes -------------------------------------------------------------------------
+
+    async def fetch_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None:
+        """The route of `topic` from the name servers (None: it has none).
+
+        Raises MQNoRouteError when no name server answered.
+        """
+        n = len(self.namesrv)
+        errors = []
+        for i in range(n):
+            index = (self._ns_index + i) % n
+            addr = self.namesrv[index]
+            try:
+                route = await self.api.get_route(addr, topic, timeout)
+            except MQClientError as exc:
+                errors.append(str(exc))
+                continue
+            self._ns_index = index
+            return route
+        raise MQNoRouteError(topic, self.namesrv, "; ".join(errors))
+
+    async def update_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None:
+        """Fetch and store the route of `topic`; None (and nothing stored) when it has none."""
+        route = await self.fetch_route(topic, timeout)
+        if route is not None:
+            self.store_route(topic, route)
+        return route
+
+    def store_route(self, topic: str, route: TopicRoute) -> None:
+        """Remember `route` for `topic`, refresh broker addresses, tell the members."""
+        self.routes[topic] = route
+        brokers = brokers_of(self.routes.values())
+        if brokers != self.brokers:
+            self.brokers = brokers
+            self._heartbeat_wanted.set()  # new brokers hear from us at once, not in 30 s
+        for member in list(self._members):
+            member.on_route(topic, route)
+
+    def master_addr(self, broker_name: str) -> str | None:
+        bd = self.brokers.get(broker_name)
+        return bd.master_addr if bd is not None else None
+
+    def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
+        """Address of `broker_id` of `broker_name`, else its master, else any of its brokers."""
+        bd = self.brokers.get(broker_name)
+        if bd is None:
+            return None
+        return bd.addrs.get(broker_id) or bd.any_addr()
+
+    async def _route_loop(self) -> None:
+        while True:
+            await trio.sleep(self.config.poll_name_server_interval)
+            topics = {t for m in list(self._members) for t in m.route_topics()}
+            for topic in sorted(topics):
+                try:
+                    await self.update_route(topic)
+                except MQClientError as exc:
+                    log.warning("route refresh of %s failed: %s", topic, exc)
+
+    # -- heartbeats ---------------------------------------------------------------------
+
+    def heartbeat_data(self) -> dict[str, Any]:
+        return {
+            "clientID": self.client_id,
+            "consumerDataSet": [c.consumer_data() for c in self._consumers.values()],
+            "producerDataSet": [{"groupName": g} for g in sorted(self._producer_groups)],
+        }
+
+    async def send_heartbeat(self) -> None:
+        """HEART_BEAT to every known broker (masters only when there is no consumer)."""
+        if not self._producer_groups and not self._consumers:
+            return
+        async with self._heartbeat_lock:
+            data = self.heartbeat_data()
+            only_masters = not self._consumers
+            targets = [
+                addr
+                for bd in self.brokers.values()
+                for bid, addr in sorted(bd.addrs.items())
+                if not (only_masters and bid != MASTER_ID)
+            ]
+            for addr in targets:
+                try:
+                    self.broker_versions[addr] = await self.api.heartbeat(addr, data)
+                except MQClientError as exc:
+                    log.info("heartbeat to %s failed: %s", addr, exc)
+
+    def heartbeat_soon(self) -> None:
+        """Ask the heartbeat loop to send now (members changed, brokers appeared)."""
+        self._heartbeat_wanted.set()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            with trio.move_on_after(self.config.heartbeat_broker_interval):
+                await self._heartbeat_wanted.wait()
+            self._heartbeat_wanted = trio.Event()
+            await self.send_heartbeat()
+
+    async def unregister(self, producer_group: str | None, consumer_group: str | None) -> None:
+        """UNREGISTER_CLIENT to every known broker; failures are logged, not raised.
+
+        Runs shielded from cancellation with its own time limit, so it also works while
+        the caller is being cancelled.
+        """
+        if self._api is None:
+            return
+        addrs = sorted({a for bd in self.brokers.values() for a in bd.addrs.values()})
+        with trio.CancelScope(shield=True), trio.move_on_after(UNREGISTER_TIMEOUT):
+            for addr in addrs:
+                try:
+                    await self.api.unregister_client(
+                        addr, self.client_id, producer_group, consumer_group, UNREGISTER_TIMEOUT
+                    )
+                except MQClientError as exc:
+                    log.info("unregister from %s failed: %s", addr, exc)
+
+    # -- requests from brokers ----------------------------------------------------------
+
+    async def _notify_ids_changed(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        group = request.ext_fields.get("consumerGroup", "")
+        consumer = self._consumers.get(group)
+        if consumer is not None:
+            log.info("consumer ids of group %s changed (notified by %s)", group, ctx.remote_address)
+            consumer.on_ids_changed()
+        return None
+
+    async def _reset_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        header = H.ResetOffsetRequestHeader.from_ext(request.ext_fields)
+        consumer = self._consumers.get(header.group)
+        if consumer is None or not request.body:
+            return None
+        table = B.loads(request.body).get("offsetTable") or {}
+        offsets: dict[MessageQueue, int] = {}
+        if isinstance(table, dict):
+            for key, value in table.items():
+                if isinstance(key, B.MQKey):
+                    offsets[MessageQueue.from_json(key)] = int(value)
+        else:  # cpp's array form: [{brokerName, queueId, topic, offset}]
+            for item in table:
+                offsets[MessageQueue.from_json(item)] = int(item["offset"])
+        consumer.reset_offsets(header.topic, offsets)
+        return None
+
+    async def _running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        header = H.GetConsumerRunningInfoRequestHeader.from_ext(request.ext_fields)
+        consumer = self._consumers.get(header.consumer_group)
+        if consumer is None:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{header.consumer_group}> not exist in this consumer"
+            )
+        data = consumer.consumer_data()
+        info = {
+            "jstack": "",
+            "mqTable": {},
+            "properties": {
+                "PROP_CLIENT_VERSION": "rmq",
+                "PROP_CONSUME_TYPE": data["consumeType"],
+                "PROP_CONSUMER_START_TIMESTAMP": "0",
+                "PROP_NAMESERVER_ADDR": ";".join(self.namesrv),
+            },
+            "statusTable": {},
+            "subscriptionSet": data["subscriptionDataSet"],
+        }
+        return request.make_response(body=B.dumps(info))

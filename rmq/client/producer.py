@@ -1,0 +1,500 @@
+"""Producer: sends messages the way RocketMQ's DefaultMQProducer does.
+
+    async with Producer("my_group", namesrv="127.0.0.1:9876") as producer:
+        result = await producer.send(Message("TopicTest", b"hello", tags="TagA"))
+
+Theory of operation
+-------------------
+A send validates the message, gives it a UNIQ_KEY (the client message id), compresses
+a body of 4 KiB or more with zlib, finds the topic's publish queues and sends
+SEND_MESSAGE_V2 (batches: SEND_BATCH_MESSAGE) to the master of the chosen queue's
+broker.
+
+* Publish queues come from the route cache. A topic seen for the first time is looked
+  up on the name servers; if none knows it, the producer uses TBW102's route capped at
+  `default_topic_queue_nums` queues and the broker creates the topic on the first send
+  (auto-create). The instance refreshes routes every 30 s.
+* Queues are taken round-robin. A sync or async send that fails with a connection
+  error, a timeout or a retriable broker code (17, 14, 1, 16, 204, 205) is tried again
+  on another broker, `retry_times` (2) more times, all within one `send_timeout`.
+* Fault avoidance: every attempt's latency is recorded; brokers that were slow or
+  failed are skipped for a while (latency.py).
+* Ordered sends pick the queue with a selector and are never moved to another queue.
+
+`send_async` runs the send in the producer's nursery and reports through a callback;
+leaving `async with` waits for those sends, then unregisters the producer from the
+brokers and closes the connections.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import trio
+
+from rmq.protocol import RequestCode
+from rmq.protocol import properties as P
+from rmq.protocol.headers import SendMessageRequestHeader
+from rmq.protocol.message import Message as ProtocolMessage
+from rmq.protocol.message import encode_batch_body
+
+from .config import ProducerConfig
+from .errors import MQClientError, MQClientStateError, MQNoRouteError, MQTimeoutError, is_retriable
+from .ids import UniqueIdGenerator, wall_clock_ms
+from .instance import ClientInstance
+from .latency import LatencyFaultTolerance
+from .message import (
+    RETRY_PREFIX,
+    MessageQueue,
+    MQMessageError,
+    SendResult,
+    SendStatus,
+    check_batch,
+    check_message,
+    compress_body,
+    split_batch,
+)
+from .route import PublishInfo, TopicRoute
+from .selector import QueueSelector, select_by_hash
+from .service import AsyncService
+
+log = logging.getLogger("rmq.client.producer")
+
+SendCallback = Callable[[SendResult | MQClientError], Awaitable[None] | None]
+DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
+
+
+class _Outgoing:
+    """One request's worth of message: what goes on the wire, derived once per send."""
+
+    __slots__ = (
+        "batch",
+        "body",
+        "flag",
+        "max_reconsume",
+        "msg_id",
+        "properties",
+        "reconsume_times",
+        "sys_flag",
+        "topic",
+    )
+
+    def __init__(self, msg: ProtocolMessage, compress_over: int, id_gen: UniqueIdGenerator) -> None:
+        props = msg.properties
+        if not props.get(P.UNIQ_KEY):
+            props[P.UNIQ_KEY] = id_gen.next_id()
+        self.topic = msg.topic
+        self.body, self.sys_flag = compress_body(msg.body, compress_over)
+        self.flag = msg.flag
+        self.msg_id = props[P.UNIQ_KEY]
+        self.batch = False
+        self.reconsume_times: int | None = None
+        self.max_reconsume: int | None = None
+        if msg.topic.startswith(RETRY_PREFIX) and (P.RECONSUME_TIME in props or P.MAX_RECONSUME_TIMES in props):
+            props = dict(props)  # retry bookkeeping travels in the header, not in the properties
+            reconsume = props.pop(P.RECONSUME_TIME, None)
+            maximum = props.pop(P.MAX_RECONSUME_TIMES, None)
+            self.reconsume_times = int(reconsume) if reconsume else None
+            self.max_reconsume = int(maximum) if maximum else None
+        self.properties = P.encode_properties(props)
+
+    @classmethod
+    def batch_of(cls, msgs: Sequence[ProtocolMessage], id_gen: UniqueIdGenerator) -> _Outgoing:
+        for m in msgs:
+            if not m.properties.get(P.UNIQ_KEY):
+                m.properties[P.UNIQ_KEY] = id_gen.next_id()
+        out = cls.__new__(cls)
+        out.topic = msgs[0].topic
+        out.body = encode_batch_body(msgs)
+        out.sys_flag = 0
+        out.flag = 0
+        out.properties = P.encode_properties({P.WAIT: "false"} if msgs[0].properties.get(P.WAIT) == "false" else {})
+        out.msg_id = ",".join(m.properties[P.UNIQ_KEY] for m in msgs)
+        out.batch = True
+        out.reconsume_times = None
+        out.max_reconsume = None
+        return out
+
+
+class Producer(AsyncService):
+    """A message producer; use as `async with Producer(group, namesrv=...) as p`.
+
+    Args:
+      group: the producer group (used for transactions and in the broker's client lists).
+      namesrv: name server addresses, "host:port;host:port" or a list; None reads
+        $NAMESRV_ADDR.
+      instance: share another client's connections and routes (an expert entry point:
+        the caller runs `instance.running()`).
+      **options: ProducerConfig fields (send_timeout, retry_times, compress_over, ...).
+
+    Raises MQClientError (at construction) for a bad option or name server address.
+    """
+
+    def __init__(
+        self,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        instance: ClientInstance | None = None,
+        **options: Any,
+    ) -> None:
+        if not group:
+            raise MQClientError("the producer group must not be empty")
+        self.group = group
+        self.config = ProducerConfig.build(namesrv if instance is None else instance.namesrv, options)
+        self._own_instance = instance is None
+        self.instance = instance if instance is not None else ClientInstance(self.config)
+        self._ids = UniqueIdGenerator(self.instance.ip)
+        self._publish: dict[str, PublishInfo] = {}
+        self._faults = LatencyFaultTolerance(trio.current_time) if self.config.send_latency_fault_enable else None
+        self._route_lock = trio.Lock()
+        self._async_slots = trio.Semaphore(self.config.max_async_in_flight)
+        self._nursery: trio.Nursery | None = None
+
+    def __repr__(self) -> str:
+        return f"<Producer {self.group} {self.instance.client_id}>"
+
+    # -- lifetime -------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _lifecycle(self) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if self._own_instance:
+                await stack.enter_async_context(self.instance.running())
+            self.instance.add_producer(self.group, self)
+            try:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    try:
+                        yield
+                    finally:
+                        self._nursery = None
+            finally:
+                if self.instance.remove(self, self.group):
+                    await self.instance.unregister(self.group, None)
+
+    def _check_running(self) -> None:
+        if self._nursery is None or not self.instance.running_now:
+            raise MQClientStateError(f"producer {self.group} is not running: use it in `async with`")
+
+    # -- Member (instance callbacks) ------------------------------------------------------
+
+    def route_topics(self) -> list[str]:
+        return list(self._publish)
+
+    def on_route(self, topic: str, route: TopicRoute) -> None:
+        info = self._publish.get(topic)
+        if info is None or info.route == route:
+            return
+        if route.publish_queues(topic):
+            self._publish[topic] = PublishInfo(topic, route)
+
+    # -- sending --------------------------------------------------------------------------
+
+    async def send(
+        self,
+        msg: ProtocolMessage,
+        *,
+        timeout: float | None = None,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> SendResult:
+        """Send `msg` and wait for the broker's answer.
+
+        Args:
+          timeout: overall limit in seconds, retries included (default send_timeout, 3 s).
+          queue: send to exactly this queue (no retry elsewhere).
+          selector: pick the queue with `selector(queues, msg, arg)` (ordered sends; no
+            retry elsewhere).
+
+        Returns:
+          The SendResult. A status other than SEND_OK (flush or slave trouble) means the
+          broker stored the message but could not honour the durability asked for.
+
+        Raises:
+          MQMessageError: invalid message. MQNoRouteError: no route for the topic.
+          MQTimeoutError: no answer within the time limit (names the broker).
+          MQBrokerError: the broker refused the message (code and remark).
+          MQConnectError: the last broker tried could not be reached.
+
+        Cancellation: the message may or may not have been stored.
+        """
+        self._check_running()
+        check_message(msg, self.config.max_message_size)
+        result = await self._send(msg, timeout, queue, selector, arg, oneway=False)
+        assert result is not None
+        return result
+
+    async def send_orderly(
+        self, msg: ProtocolMessage, sharding_key: Any, *, timeout: float | None = None
+    ) -> SendResult:
+        """Send to the queue chosen by the Java hash of `sharding_key`: messages with one key
+        keep their order (SelectMessageQueueByHash)."""
+        return await self.send(msg, timeout=timeout, selector=select_by_hash, arg=sharding_key)
+
+    async def send_oneway(
+        self,
+        msg: ProtocolMessage,
+        *,
+        timeout: float | None = None,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Send `msg` without waiting for an answer (one attempt; the broker does not reply).
+
+        Returns once the request is queued on the connection.
+        """
+        self._check_running()
+        check_message(msg, self.config.max_message_size)
+        await self._send(msg, timeout, queue, selector, arg, oneway=True)
+
+    async def send_async(
+        self,
+        msg: ProtocolMessage,
+        callback: SendCallback | None = None,
+        *,
+        timeout: float | None = None,
+        queue: MessageQueue | None = None,
+        selector: QueueSelector | None = None,
+        arg: Any = None,
+    ) -> None:
+        """Start sending `msg` in the producer's nursery and return.
+
+        `callback` is called with the SendResult, or with the MQClientError the send
+        failed with (it may be a plain function or an async one; its own exceptions are
+        logged). Returns at once unless `max_async_in_flight` sends are already running,
+        then waits for one to finish. Leaving `async with` waits for every started send.
+
+        Raises MQMessageError at once for an invalid message.
+        """
+        self._check_running()
+        check_message(msg, self.config.max_message_size)
+        await self._async_slots.acquire()
+        try:
+            assert self._nursery is not None
+            self._nursery.start_soon(self._async_task, msg, callback, timeout, queue, selector, arg)
+        except BaseException:
+            self._async_slots.release()
+            raise
+
+    async def _async_task(
+        self,
+        msg: ProtocolMessage,
+        callback: SendCallback | None,
+        timeout: float | None,
+        queue: MessageQueue | None,
+        selector: QueueSelector | None,
+        arg: Any,
+    ) -> None:
+        try:
+            outcome: SendResult | MQClientError
+            try:
+                result = await self._send(msg, timeout, queue, selector, arg, oneway=False)
+                assert result is not None
+                outcome = result
+            except MQClientError as exc:
+                outcome = exc
+            if callback is None:
+                if isinstance(outcome, MQClientError):
+                    log.warning("async send to %s failed: %s", msg.topic, outcome)
+                return
+            try:
+                ret = callback(outcome)
+                if inspect.isawaitable(ret):
+                    await ret
+            except Exception:
+                log.exception("send callback failed")
+        finally:
+            self._async_slots.release()
+
+    async def send_batch(self, msgs: Sequence[ProtocolMessage], *, timeout: float | None = None) -> list[SendResult]:
+        """Send messages of one topic as batches (SEND_BATCH_MESSAGE), cut to fit
+        `max_message_size`; returns one SendResult per batch sent, in order.
+
+        Each batch is retried like a sync send; if one fails the error is raised and
+        the later batches are not sent.
+        """
+        self._check_running()
+        check_batch(msgs)
+        results = []
+        for part in split_batch(msgs, self.config.max_message_size):
+            out = _Outgoing.batch_of(part, self._ids)
+            result = await self._send_outgoing(out, timeout, None, None, None, part[0], oneway=False)
+            assert result is not None
+            results.append(result)
+        return results
+
+    # -- the send path --------------------------------------------------------------------
+
+    async def _send(
+        self,
+        msg: ProtocolMessage,
+        timeout: float | None,
+        queue: MessageQueue | None,
+        selector: QueueSelector | None,
+        arg: Any,
+        *,
+        oneway: bool,
+    ) -> SendResult | None:
+        out = _Outgoing(msg, self.config.compress_over, self._ids)
+        return await self._send_outgoing(out, timeout, queue, selector, arg, msg, oneway=oneway)
+
+    async def _send_outgoing(
+        self,
+        out: _Outgoing,
+        timeout: float | None,
+        queue: MessageQueue | None,
+        selector: QueueSelector | None,
+        arg: Any,
+        msg: ProtocolMessage,
+        *,
+        oneway: bool,
+    ) -> SendResult | None:
+        limit = self.config.send_timeout if timeout is None else timeout
+        start = trio.current_time()
+        deadline = start + limit
+        info = self._publish.get(out.topic)
+        if info is None or not info.queues:  # first send to the topic: ask the name servers
+            info = await self._publish_info(out.topic, deadline)
+        if queue is not None or selector is not None:
+            if queue is not None and queue.topic != out.topic:
+                raise MQMessageError(f"the message topic {out.topic} differs from the queue's {queue}")
+            if queue is None:
+                assert selector is not None
+                if not info.queues:
+                    raise MQNoRouteError(out.topic, self.instance.namesrv, "no writable queue")
+                queue = selector(info.queues, msg, arg)
+            return await self._attempt(out, queue, deadline, start, oneway)
+        attempts = 1 if oneway else 1 + self.config.retry_times
+        last_broker: str | None = None
+        last_error: MQClientError | None = None
+        not_ok: SendResult | None = None
+        for _ in range(attempts):
+            if trio.current_time() >= deadline:
+                break
+            try:
+                mq = info.select(last_broker, self._faults)
+            except IndexError:
+                raise MQNoRouteError(out.topic, self.instance.namesrv, "no writable queue") from None
+            last_broker = mq.broker_name
+            try:
+                result = await self._attempt(out, mq, deadline, start, oneway)
+            except MQClientError as exc:
+                if not is_retriable(exc):
+                    raise
+                log.info("send to %s failed, %s", mq, exc)
+                last_error = exc
+                continue
+            if (
+                result is not None
+                and result.status is not SendStatus.SEND_OK
+                and self.config.retry_another_broker_when_not_store_ok
+            ):
+                not_ok = result
+                continue
+            return result
+        if not_ok is not None:
+            return not_ok
+        elapsed = trio.current_time() - start
+        if last_error is None or (elapsed >= limit and not isinstance(last_error, MQTimeoutError)):
+            addr = self.instance.master_addr(last_broker) if last_broker else None
+            raise MQTimeoutError(addr or str(last_broker), elapsed, "send")
+        raise last_error
+
+    async def _attempt(
+        self, out: _Outgoing, mq: MessageQueue, deadline: float, start: float, oneway: bool
+    ) -> SendResult | None:
+        """One request to the master of `mq`'s broker; records latency for fault avoidance."""
+        addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            await self.instance.update_route(out.topic)
+            addr = self.instance.master_addr(mq.broker_name)
+            if addr is None:
+                raise MQClientError(f"the broker {mq.broker_name} does not exist (topic {out.topic})")
+        remaining = deadline - trio.current_time()
+        if remaining <= 0:
+            raise MQTimeoutError(addr, trio.current_time() - start, "send")
+        header = SendMessageRequestHeader(
+            producer_group=self.group,
+            topic=out.topic,
+            default_topic=self.config.create_topic_key,
+            default_topic_queue_nums=self.config.default_topic_queue_nums,
+            queue_id=mq.queue_id,
+            sys_flag=out.sys_flag,
+            born_timestamp=wall_clock_ms(),
+            flag=out.flag,
+            properties=out.properties,
+            reconsume_times=out.reconsume_times or 0,
+            unit_mode=False,
+            max_reconsume_times=out.max_reconsume,
+            batch=out.batch,
+        )
+        code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
+        t0 = trio.current_time()
+        try:
+            result = await self.instance.api.send_message(
+                addr, mq.broker_name, code, header, out.body, out.msg_id, remaining, oneway=oneway
+            )
+        except MQClientError:
+            self._record_latency(mq.broker_name, trio.current_time() - t0, failed=True)
+            raise
+        self._record_latency(mq.broker_name, trio.current_time() - t0, failed=False)
+        return result
+
+    def _record_latency(self, broker_name: str, latency: float, *, failed: bool) -> None:
+        if self._faults is not None:
+            self._faults.update(broker_name, latency, isolation=failed)
+
+    async def _publish_info(self, topic: str, deadline: float = float("inf")) -> PublishInfo:
+        """The topic's publish queues, looked up (or derived from TBW102) when unknown.
+
+        Raises MQNoRouteError, or MQTimeoutError when the name servers take past `deadline`.
+        """
+        info = self._publish.get(topic)
+        if info is not None and info.queues:
+            return info
+        start = trio.current_time()
+        with trio.move_on_at(deadline):
+            return await self._lookup_publish_info(topic)
+        raise MQTimeoutError(",".join(self.instance.namesrv), trio.current_time() - start, "route lookup")
+
+    async def _lookup_publish_info(self, topic: str) -> PublishInfo:
+        async with self._route_lock:
+            info = self._publish.get(topic)
+            if info is not None and info.queues:
+                return info
+            route = await self.instance.fetch_route(topic)
+            if route is not None and route.publish_queues(topic):
+                info = PublishInfo(topic, route)
+            else:
+                default = await self.instance.fetch_route(self.config.create_topic_key)
+                if default is None or not default.publish_queues(topic):
+                    raise MQNoRouteError(topic, self.instance.namesrv)
+                route = default.with_queue_limit(self.config.default_topic_queue_nums)
+                info = PublishInfo(topic, route, from_default_topic=True)
+            self._publish[topic] = info
+            self.instance.store_route(topic, route)
+        return info
+
+    async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's writable queues (for choosing a queue yourself)."""
+        self._check_running()
+        return list((await self._publish_info(topic)).queues)
+
+
+@asynccontextmanager
+async def open_producer(
+    group: str = DEFAULT_PRODUCER_GROUP, namesrv: str | Sequence[str] | None = None, **options: Any
+) -> AsyncIterator[Producer]:
+    """`async with open_producer(group, namesrv=...) as producer:` (same as `Producer`)."""
+    async with Producer(group, namesrv, **options) as producer:
+        yield producer
+
+
+__all__ = ["MQMessageError", "Producer", "SendCallback", "open_producer"]

@@ -1,0 +1,327 @@
+"""PullConsumer: the application asks for messages (RocketMQ's DefaultLitePullConsumer).
+
+    consumer = PullConsumer("my_group", namesrv="127.0.0.1:9876")
+    consumer.subscribe("TopicTest", "*")        # or: consumer.assign([mq, ...])
+    async with consumer:
+        msgs = await consumer.poll(timeout=1.0)
+        await consumer.seek(mq, 0)
+        await consumer.commit()
+
+Each owned queue has a pull task (long polling, with the subscription sent along) that
+puts batches into one bounded buffer; `poll` takes the next batch. Owned queues come
+from `subscribe` (rebalanced within the group like a push consumer) or are fixed by
+`assign`. A batch counts as consumed once `poll` returned it; `commit` (automatic
+every 5 s with `auto_commit`, and at close) sends those positions to the broker (or the
+local file when broadcasting). `seek` restarts a queue's pulling at another offset;
+batches already buffered for the old position are discarded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+import trio
+
+from rmq.protocol.message import MessageExt
+
+from .api import PullStatus
+from .consumer_base import ConsumerBase
+from .errors import MQClientError, MQClientStateError, MQNoRouteError
+from .instance import ClientInstance
+from .message import MessageQueue, check_topic
+from .offset_store import ReadType
+from .rebalance import AllocateStrategy, allocate_averagely
+
+log = logging.getLogger("rmq.client.pull_consumer")
+
+LITE_SUSPEND = 20.0  # brokerSuspendMaxTimeMillis of the lite pull consumer
+BUFFERED_BATCHES = 64  # pulled batches waiting for poll(), over all queues
+STOP_TIMEOUT = 10.0
+
+
+class _Queue:
+    __slots__ = ("consumed", "gen", "mq", "next_offset", "scope")
+
+    def __init__(self, mq: MessageQueue) -> None:
+        self.mq = mq
+        self.scope = trio.CancelScope()
+        self.gen = 0
+        self.next_offset = -1  # where the pull task goes next; -1: ask the offset store
+        self.consumed = -1  # offset after the last message poll() returned; -1: none
+
+
+class PullConsumer(ConsumerBase):
+    """A lite pull consumer; see the module docstring.
+
+    Args:
+      group, namesrv, allocate, instance, **options: as PushConsumer.
+      auto_commit: commit polled positions every `persist_consumer_offset_interval` and at close.
+    """
+
+    consume_type = "CONSUME_ACTIVELY"
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        auto_commit: bool = True,
+        allocate: AllocateStrategy = allocate_averagely,
+        instance: ClientInstance | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(group, namesrv, instance=instance, allocate=allocate, options=options)
+        self.auto_commit = auto_commit
+        self._queues: dict[MessageQueue, _Queue] = {}
+        self._fixed: set[MessageQueue] | None = None
+        self._buf_send, self._buf_recv = trio.open_memory_channel[tuple[_Queue, int, list[MessageExt]]](
+            BUFFERED_BATCHES
+        )
+
+    def __repr__(self) -> str:
+        return f"<PullConsumer {self.group} {self.instance.client_id} {len(self._queues)} queues>"
+
+    # -- choosing queues --------------------------------------------------------------------
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume `topic` (tags per `expression`), sharing its queues with the group."""
+        if self._fixed is not None:
+            raise MQClientStateError("this consumer uses assign(); subscribe() and assign() do not mix")
+        check_topic(topic)
+        self._add_subscription(topic, expression)
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly these queues (no rebalance)."""
+        if self._subs and self._fixed is None:
+            raise MQClientStateError("this consumer uses subscribe(); subscribe() and assign() do not mix")
+        self._fixed = set(queues)
+        if self._nursery is not None:
+            self._nursery.start_soon(self._apply_fixed)
+
+    @property
+    def assignment(self) -> frozenset[MessageQueue]:
+        return frozenset(self._queues)
+
+    async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """The topic's readable queues, from the name servers."""
+        self._check_running()
+        route = await self.instance.update_route(topic)
+        if route is None:
+            raise MQNoRouteError(topic, self.instance.namesrv)
+        return route.subscribe_queues(topic)
+
+    # -- polling and positions --------------------------------------------------------------
+
+    async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+        """The next pulled batch (one queue's messages, in order), or [] after `timeout` s."""
+        self._check_running()
+        with trio.move_on_after(timeout):
+            while True:
+                q, gen, msgs = await self._buf_recv.receive()
+                if gen != q.gen or self._queues.get(q.mq) is not q:
+                    continue  # pulled before a seek, or the queue is no longer ours
+                q.consumed = msgs[-1].queue_offset + 1
+                return msgs
+        return []
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Continue `mq` at `offset` (within the queue's min..max offsets)."""
+        q = self._owned(mq)
+        addr = await self._master(mq)
+        lo = await self.instance.api.get_min_offset(addr, mq)
+        hi = await self.instance.api.get_max_offset(addr, mq)
+        if not lo <= offset <= hi:
+            raise MQClientError(f"seek offset {offset} of {mq} is outside [{lo}, {hi}]")
+        self._restart(q, offset)
+
+    async def seek_to_begin(self, mq: MessageQueue) -> None:
+        q = self._owned(mq)
+        self._restart(q, await self.instance.api.get_min_offset(await self._master(mq), mq))
+
+    async def seek_to_end(self, mq: MessageQueue) -> None:
+        q = self._owned(mq)
+        self._restart(q, await self.instance.api.get_max_offset(await self._master(mq), mq))
+
+    async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The offset of the first message stored at or after `timestamp_ms` (nearest)."""
+        self._check_running()
+        return await self.instance.api.search_offset(await self._master(mq), mq, timestamp_ms)
+
+    async def seek_to_time(self, mq: MessageQueue, timestamp_ms: int) -> None:
+        """Continue `mq` from the messages stored around `timestamp_ms`."""
+        q = self._owned(mq)
+        self._restart(q, await self.offset_for_timestamp(mq, timestamp_ms))
+
+    async def committed(self, mq: MessageQueue) -> int:
+        """The offset committed for `mq` (-1: none)."""
+        self._check_running()
+        return await self.offsets.read(mq, ReadType.STORE)
+
+    async def commit(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        """Commit `offsets`, or by default the positions of everything polled so far."""
+        if offsets is None:
+            offsets = {q.mq: q.consumed for q in self._queues.values() if q.consumed >= 0}
+        for mq, offset in offsets.items():
+            self.offsets.update(mq, offset)
+        await self.offsets.persist_all(set(offsets) | set(self._queues))
+
+    def _owned(self, mq: MessageQueue) -> _Queue:
+        self._check_running()
+        q = self._queues.get(mq)
+        if q is None:
+            raise MQClientStateError(f"{mq} is not assigned to this consumer")
+        return q
+
+    def _restart(self, q: _Queue, offset: int) -> None:
+        q.scope.cancel()
+        q.scope = trio.CancelScope()
+        q.gen += 1
+        q.next_offset = offset
+        q.consumed = offset
+        assert self._nursery is not None
+        self._nursery.start_soon(self._run_queue, q, q.scope, q.gen)
+
+    def _check_running(self) -> None:
+        if self._nursery is None:
+            raise MQClientStateError("the consumer is not running: use it in `async with`")
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _lifecycle(self) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            if self._own_instance:
+                await stack.enter_async_context(self.instance.running())
+            await self.offsets.load()
+            self.instance.add_consumer(self)
+            self._running = True
+            await self._refresh_routes()
+            await self.instance.send_heartbeat()
+            try:
+                async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
+                    if self._fixed is not None:
+                        await self._apply_fixed()
+                    nursery.start_soon(self._rebalance_loop)
+                    if self.auto_commit:
+                        nursery.start_soon(self._commit_loop)
+                    try:
+                        yield
+                    finally:
+                        nursery.cancel_scope.cancel()
+            finally:
+                self._nursery = None
+                await self._stop()
+
+    async def _stop(self) -> None:
+        self._running = False
+        with trio.CancelScope(shield=True), trio.move_on_after(STOP_TIMEOUT):
+            if self.auto_commit:
+                await self.commit()
+            else:
+                await self.offsets.persist_all(self._queues)
+        self._queues.clear()
+        self.instance.remove(self)
+        await self.instance.unregister(None, self.group)
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await trio.sleep(self.config.persist_consumer_offset_interval)
+            await self.commit()
+
+    def route_topics(self) -> list[str]:
+        return sorted(set(self._subs) | {mq.topic for mq in self._fixed or ()})
+
+    # -- queues -----------------------------------------------------------------------------
+
+    async def rebalance(self) -> None:
+        """Subscribed topics are rebalanced; assigned queues stay as assigned."""
+        if self._fixed is None:
+            await super().rebalance()
+
+    async def _apply_fixed(self) -> None:
+        fixed = self._fixed or set()
+        for topic in {mq.topic for mq in fixed} | {mq.topic for mq in self._queues}:
+            if topic not in self.instance.routes:
+                try:
+                    await self.instance.update_route(topic)
+                except MQClientError as exc:
+                    log.warning("route of %s: %s", topic, exc)
+            await self._assign(topic, {mq for mq in fixed if mq.topic == topic})
+
+    def _assigned(self) -> list[MessageQueue]:
+        return list(self._queues)
+
+    async def _assign(self, topic: str, queues: set[MessageQueue]) -> None:
+        current = {mq for mq in self._queues if mq.topic == topic}
+        for mq in sorted(current - queues):
+            q = self._queues.pop(mq)
+            q.scope.cancel()
+            if q.consumed >= 0:
+                self.offsets.update(mq, q.consumed)
+            await self.offsets.persist(mq)
+            self.offsets.remove(mq)
+        for mq in sorted(queues - current):
+            if self._nursery is None:
+                return
+            self.offsets.remove(mq)
+            q = self._queues[mq] = _Queue(mq)
+            self._nursery.start_soon(self._run_queue, q, q.scope, q.gen)
+
+    async def _run_queue(self, q: _Queue, scope: trio.CancelScope, gen: int) -> None:
+        """Pull `q` from `q.next_offset` on, until `scope` is cancelled (a seek or a loss).
+
+        The position is kept locally: a task that a seek replaced may still see one more
+        response before its cancellation lands, and must not move the new position.
+        """
+        cfg = self.config
+        with scope:
+            offset = q.next_offset
+            while offset < 0:
+                offset = await self.initial_offset(q.mq)
+                if offset < 0:
+                    await trio.sleep(cfg.pull_error_delay)
+            while True:
+                try:
+                    result = await self.pull(
+                        q.mq,
+                        offset,
+                        max_nums=cfg.pull_batch_size,
+                        suspend=LITE_SUSPEND,
+                        timeout=cfg.consumer_timeout_when_suspend,
+                        commit=False,
+                        lite=True,
+                    )
+                except MQClientError as exc:
+                    log.info("pull from %s failed: %s", q.mq, exc)
+                    await trio.sleep(cfg.pull_error_delay)
+                    continue
+                if q.gen != gen:
+                    return
+                if result.status == PullStatus.OFFSET_ILLEGAL:
+                    log.warning("offset %d of %s is illegal, moving to %d", offset, q.mq, result.next_begin_offset)
+                offset = q.next_offset = result.next_begin_offset
+                if result.messages:
+                    await self._buf_send.send((q, gen, result.messages))
+
+
+@asynccontextmanager
+async def open_pull_consumer(
+    group: str,
+    namesrv: str | Sequence[str] | None = None,
+    *,
+    subscriptions: Mapping[str, str] | None = None,
+    assign: Iterable[MessageQueue] | None = None,
+    **options: Any,
+) -> AsyncIterator[PullConsumer]:
+    """`async with open_pull_consumer(group, namesrv=..., subscriptions={"T": "*"}) as c:`"""
+    consumer = PullConsumer(group, namesrv, **options)
+    for topic, expression in (subscriptions or {}).items():
+        consumer.subscribe(topic, expression)
+    if assign is not None:
+        consumer.assign(assign)
+    async with consumer:
+        yield consumer

@@ -1,0 +1,187 @@
+"""Topic routes as the client sees them: parsing, publish and subscribe queues.
+
+A TopicRouteData body (PROTOCOL.md 4.2) lists queue data per broker name and the
+addresses of each broker (id 0 = master). From it a producer derives its publish
+queues (`topicRouteData2TopicPublishInfo`: writable queues of brokers that have a
+master, or the `orderTopicConf` override) and a consumer its subscribe queues (readable
+queues). Route bodies come in two dialects (quoted and unquoted broker-id keys);
+`rmq.protocol.body.loads` reads both, giving int or str keys, and both are accepted.
+
+`PublishInfo.select` is the producer's queue choice: round-robin over the publish
+queues, skipping the broker that just failed and, with fault avoidance, brokers marked
+unavailable by `LatencyFaultTolerance`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rmq.protocol.errors import RemoteProtocolError
+
+from .latency import LatencyFaultTolerance
+from .message import MessageQueue
+
+PERM_PRIORITY = 8
+PERM_READ = 4
+PERM_WRITE = 2
+PERM_INHERIT = 1
+
+MASTER_ID = 0
+
+
+@dataclass(frozen=True, slots=True)
+class QueueData:
+    broker_name: str
+    read_queue_nums: int
+    write_queue_nums: int
+    perm: int
+    topic_sys_flag: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerData:
+    broker_name: str
+    cluster: str
+    addrs: dict[int, str]
+
+    @property
+    def master_addr(self) -> str | None:
+        return self.addrs.get(MASTER_ID)
+
+    def any_addr(self) -> str | None:
+        """The master if present, else some slave (for reads and queries)."""
+        if MASTER_ID in self.addrs:
+            return self.addrs[MASTER_ID]
+        return next(iter(self.addrs.values()), None)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRoute:
+    queue_datas: tuple[QueueData, ...]
+    broker_datas: tuple[BrokerData, ...]
+    order_topic_conf: str | None = None
+
+    @classmethod
+    def from_json(cls, obj: Any) -> TopicRoute:
+        """Build from a parsed TopicRouteData body; RemoteProtocolError if malformed."""
+        try:
+            qds = tuple(
+                QueueData(
+                    broker_name=str(q["brokerName"]),
+                    read_queue_nums=int(q.get("readQueueNums", 0)),
+                    write_queue_nums=int(q.get("writeQueueNums", 0)),
+                    perm=int(q.get("perm", 0)),
+                    topic_sys_flag=int(q.get("topicSysFlag", q.get("topicSynFlag", 0))),
+                )
+                for q in obj.get("queueDatas") or ()
+            )
+            bds = tuple(
+                BrokerData(
+                    broker_name=str(b["brokerName"]),
+                    cluster=str(b.get("cluster", "")),
+                    addrs={int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()},
+                )
+                for b in obj.get("brokerDatas") or ()
+            )
+            conf = obj.get("orderTopicConf") or None
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise RemoteProtocolError(f"bad TopicRouteData body: {exc!r}") from None
+        return cls(qds, bds, str(conf) if conf else None)
+
+    def broker(self, broker_name: str) -> BrokerData | None:
+        for bd in self.broker_datas:
+            if bd.broker_name == broker_name:
+                return bd
+        return None
+
+    def publish_queues(self, topic: str) -> list[MessageQueue]:
+        """Writable queues of brokers with a master, or the orderTopicConf queues."""
+        out: list[MessageQueue] = []
+        if self.order_topic_conf:
+            for item in self.order_topic_conf.split(";"):
+                name, _, num = item.partition(":")
+                if name and num.strip().isdigit():
+                    out.extend(MessageQueue(topic, name, i) for i in range(int(num)))
+            return out
+        for qd in sorted(self.queue_datas, key=lambda q: q.broker_name):
+            if not qd.perm & PERM_WRITE:
+                continue
+            bd = self.broker(qd.broker_name)
+            if bd is None or bd.master_addr is None:
+                continue
+            out.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.write_queue_nums))
+        return out
+
+    def subscribe_queues(self, topic: str) -> list[MessageQueue]:
+        """Readable queues of every broker name in the route."""
+        out: list[MessageQueue] = []
+        for qd in self.queue_datas:
+            if qd.perm & PERM_READ:
+                out.extend(MessageQueue(topic, qd.broker_name, i) for i in range(qd.read_queue_nums))
+        return sorted(out)
+
+    def with_queue_limit(self, limit: int) -> TopicRoute:
+        """The route with every broker's queue counts capped (auto-create from TBW102)."""
+        qds = tuple(
+            QueueData(
+                q.broker_name, min(limit, q.read_queue_nums), min(limit, q.read_queue_nums), q.perm, q.topic_sys_flag
+            )
+            for q in self.queue_datas
+        )
+        return TopicRoute(qds, self.broker_datas, self.order_topic_conf)
+
+
+class PublishInfo:
+    """A topic's publish queues with the producer's round-robin position."""
+
+    def __init__(self, topic: str, route: TopicRoute, *, from_default_topic: bool = False) -> None:
+        self.topic = topic
+        self.route = route
+        self.queues = route.publish_queues(topic)
+        self.order_topic = bool(route.order_topic_conf)
+        # true when the queues are TBW102's: the broker creates the topic on first send
+        self.from_default_topic = from_default_topic
+        self._index = itertools.count(random.randrange(1 << 16))
+
+    def __repr__(self) -> str:
+        return f"<PublishInfo {self.topic} {len(self.queues)} queues>"
+
+    def next_index(self) -> int:
+        return next(self._index)
+
+    def select(self, last_broker: str | None = None, faults: LatencyFaultTolerance | None = None) -> MessageQueue:
+        """The next queue for a send; see the module docstring. IndexError if there are none."""
+        queues = self.queues
+        n = len(queues)
+        if n == 0:
+            raise IndexError(f"topic {self.topic} has no writable queue")
+        start = self.next_index()
+        if faults is not None:
+            for i in range(n):
+                mq = queues[(start + i) % n]
+                if mq.broker_name != last_broker and faults.is_available(mq.broker_name):
+                    return mq
+            name = faults.pick_one_at_least()
+            if name is not None:
+                own = [q for q in queues if q.broker_name == name]
+                if own:
+                    return own[start % len(own)]
+                faults.remove(name)
+        for i in range(n):
+            mq = queues[(start + i) % n]
+            if mq.broker_name != last_broker:
+                return mq
+        return queues[start % n]
+
+
+def brokers_of(routes: Iterable[TopicRoute]) -> dict[str, BrokerData]:
+    """broker name → BrokerData over several routes (later routes win)."""
+    out: dict[str, BrokerData] = {}
+    for route in routes:
+        for bd in route.broker_datas:
+            out[bd.broker_name] = bd
+    return out

@@ -1,0 +1,76 @@
+"""AsyncService: the `async with` shell shared by producers and consumers.
+
+Each client object describes its life as one async context manager (`_lifecycle`):
+start the connections and loops, yield while the application uses it, then commit,
+unregister and close. This class turns that into `__aenter__` / `__aexit__`, so the
+object itself is used with `async with`.
+
+Trio nurseries wrap whatever crosses them in an ExceptionGroup (strict exception
+groups). An exception that is alone in such a group, be it the application's own from
+the `async with` body or an MQClientError from starting up, is given back unwrapped,
+as trio-websocket's `open_websocket` does, so `except KeyError:` around an
+`async with producer:` block still works. Groups of several exceptions stay groups.
+"""
+
+from __future__ import annotations
+
+import abc
+from contextlib import AbstractAsyncContextManager, AsyncExitStack
+from types import TracebackType
+from typing import Self
+
+from .errors import MQClientStateError
+
+
+def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception inside (possibly nested) groups, or None if there are more."""
+    leaves = group.exceptions
+    if len(leaves) != 1:
+        return None
+    leaf = leaves[0]
+    if isinstance(leaf, BaseExceptionGroup):
+        return sole_exception(leaf)
+    return leaf
+
+
+class AsyncService(abc.ABC):
+    """Base of the client objects used as `async with obj:`; see the module docstring."""
+
+    _stack: AsyncExitStack | None = None
+
+    @abc.abstractmethod
+    def _lifecycle(self) -> AbstractAsyncContextManager[None]:
+        """Start everything, yield while running, clean up on exit."""
+
+    @property
+    def running(self) -> bool:
+        return self._stack is not None
+
+    async def __aenter__(self) -> Self:
+        if self._stack is not None:
+            raise MQClientStateError(f"{self!r} is already running")
+        stack = AsyncExitStack()
+        try:
+            await stack.enter_async_context(self._lifecycle())
+        except BaseExceptionGroup as group:
+            leaf = sole_exception(group)
+            if leaf is None:
+                raise
+        else:
+            self._stack = stack
+            return self
+        raise leaf
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        stack, self._stack = self._stack, None
+        if stack is None:
+            return None
+        try:
+            return await stack.__aexit__(exc_type, exc, tb)
+        except BaseExceptionGroup as group:
+            leaf = sole_exception(group)
+            if leaf is None:
+                raise
+        raise leaf

@@ -1,0 +1,98 @@
+"""The lite pull consumer: assign, poll, seek, seek_to_time, commit, subscribe."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from rmq.client import Message, MessageExt, MessageQueue, MQClientError, Producer, PullConsumer, open_pull_consumer
+from rmq.client.ids import wall_clock_ms
+
+from .conftest import FAST, Cluster
+
+LIMIT = 30
+
+
+async def poll_n(consumer: PullConsumer, n: int) -> list[MessageExt]:
+    out: list[MessageExt] = []
+    with trio.fail_after(LIMIT):
+        while len(out) < n:
+            out.extend(await consumer.poll(timeout=1.0))
+    return out
+
+
+async def test_assign_poll_seek_and_commit(cluster: Cluster) -> None:
+    await cluster.create_topic("PullTopic", queues=1)
+    mq = MessageQueue("PullTopic", cluster.broker_name, 0)
+    async with Producer("pg_pull", cluster.namesrv_addr) as producer:
+        for i in range(10):
+            await producer.send(Message("PullTopic", f"first {i}"), queue=mq)
+        await trio.sleep(0.3)
+        middle = wall_clock_ms()  # much nearer the second part (the search finds the nearest)
+        for i in range(10):
+            await producer.send(Message("PullTopic", f"second {i}"), queue=mq)
+
+    async with PullConsumer("cg_pull", cluster.namesrv_addr, auto_commit=False, pull_batch_size=4, **FAST) as consumer:
+        assert await consumer.fetch_message_queues("PullTopic") == [mq]
+        consumer.assign([mq])
+        first = await poll_n(consumer, 20)
+        assert [m.queue_offset for m in first] == list(range(20))
+        assert all(len(batch) <= 4 for batch in [first[i : i + 4] for i in range(0, 20, 4)])
+
+        await consumer.seek(mq, 5)
+        again = await poll_n(consumer, 15)
+        assert [m.queue_offset for m in again] == list(range(5, 20))
+
+        await consumer.seek_to_time(mq, middle)
+        later = await poll_n(consumer, 10)
+        assert [m.body.decode() for m in later] == [f"second {i}" for i in range(10)]
+
+        await consumer.seek_to_begin(mq)
+        assert (await poll_n(consumer, 1))[0].queue_offset == 0
+        await consumer.seek_to_end(mq)
+        assert await consumer.poll(timeout=0.3) == []
+
+        with pytest.raises(MQClientError, match="outside"):
+            await consumer.seek(mq, 21)
+        with pytest.raises(MQClientError, match="not assigned"):
+            await consumer.seek(MessageQueue("PullTopic", cluster.broker_name, 3), 0)
+
+        assert await consumer.committed(mq) in (-1, 0)
+        await consumer.commit({mq: 12})
+        assert await consumer.committed(mq) == 12
+
+    # a new consumer of the group starts at the committed offset
+    async with PullConsumer("cg_pull", cluster.namesrv_addr, **FAST) as consumer:
+        consumer.assign([mq])
+        resumed = await poll_n(consumer, 8)
+        assert resumed[0].queue_offset == 12
+    # auto_commit committed what that consumer polled
+    async with PullConsumer("cg_pull", cluster.namesrv_addr, **FAST) as consumer:
+        assert await consumer.committed(mq) == 20
+
+
+async def test_subscribe_shares_queues_and_filters_tags(cluster: Cluster) -> None:
+    await cluster.create_topic("PullSubTopic", queues=4)
+    async with Producer("pg_pullsub", cluster.namesrv_addr) as producer:
+        for i in range(40):
+            await producer.send(Message("PullSubTopic", f"{i}", tags="X" if i % 2 else "Y"))
+    async with (
+        open_pull_consumer(
+            "cg_pullsub", cluster.namesrv_addr, subscriptions={"PullSubTopic": "X"}, instance_name="one", **FAST
+        ) as one,
+        open_pull_consumer(
+            "cg_pullsub", cluster.namesrv_addr, subscriptions={"PullSubTopic": "X"}, instance_name="two", **FAST
+        ) as two,
+    ):
+        with trio.fail_after(LIMIT):
+            while not (len(one.assignment) == 2 and len(two.assignment) == 2):
+                await trio.sleep(0.05)
+        assert one.assignment | two.assignment == {
+            MessageQueue("PullSubTopic", cluster.broker_name, q) for q in range(4)
+        }
+        got: list[MessageExt] = []
+        with trio.fail_after(LIMIT):
+            while len(got) < 20:
+                got.extend(await one.poll(timeout=0.2))
+                got.extend(await two.poll(timeout=0.2))
+    assert sorted(int(m.body) for m in got) == list(range(1, 40, 2))
