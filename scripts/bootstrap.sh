@@ -31,4 +31,4 @@ if [ "$(java_major)" -lt 17 ] 2>/dev/null || [ -z "$(java_major)" ]; then
     apt_install openjdk-17-jre-headless || echo "bootstrap: Java 17+ is missing; Spark features will say so" >&2
 fi
 
-"$PY" -m pip install --disable-pip-version-check -q -e ".[test,spark]"
+"$PY" -m pip install --disable-pip-version-check -q --only-binary rocketmq -e ".[test,spark]"

@@ -1,0 +1,262 @@
+"""Read CommitLog files of a broker's store directly: plan splits, then scan one split.
+
+Theory of operation
+-------------------
+A store directory holds `commitlog/<20-digit start offset>` segments (PROTOCOL.md 6).
+Records are variable-length and carry no sync marker, so a reader can only start at a
+known record boundary. The driver cuts each segment into byte ranges of about
+`split_size` and moves every cut point to a true record start taken from the
+ConsumeQueue (its 20-byte entries hold the CommitLog offset of dispatched records): the
+first entry at or after the cut, in any queue, that falls before the next cut and whose
+record header checks out (magic, size, and the record's own physical-offset field equal
+to where it sits). A cut with no such entry is dropped and its range merges into the
+previous one, so a store without ConsumeQueue files, or a tail the dispatcher has not
+reached yet, is simply read from the segment start. Planning costs a few binary searches
+per cut and never reads the CommitLog beyond one header per candidate.
+
+A split [start, end) yields every record that starts inside it, walking record to record
+from `start`. It stops at the end-of-file blank, or at the first record that is not
+valid (zeros, bad magic, a size running past the file, a CRC mismatch, a physical-offset
+field that disagrees with the position): that is where a file still being written, or
+left by a crashed broker, ends. Records in a range after such a stop are not read by
+that split; a later split that starts on a ConsumeQueue-attested record still reads its
+own range (only mid-file damage, never a torn tail, can make that matter).
+
+Time pruning assumes store timestamps do not go back across segments, as RocketMQ's own
+time lookups do: a segment is skipped when it starts at or after `until`, or when the
+next segment starts before `since`. Every record is still checked against the bounds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.message import (
+    BLANK_MAGIC_CODE,
+    MessageExt,
+    decode_record,
+    decode_record_meta,
+    peek_size_and_magic,
+)
+from rmq.store.formats import CQ_ENTRY as _CQ_ENTRY
+from rmq.store.formats import file_name_to_offset
+
+DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    path: str
+    base: int  # CommitLog offset of the file's first byte (its name)
+    size: int  # file length in bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """Records starting in [start, end) of one segment; offsets are absolute CommitLog offsets."""
+
+    path: str
+    base: int
+    start: int
+    end: int
+
+
+def commitlog_dir(store_dir: str | os.PathLike[str]) -> Path:
+    """`<store>/commitlog`, or the directory itself when it already holds segments."""
+    root = Path(store_dir)
+    if (root / "commitlog").is_dir():
+        return root / "commitlog"
+    if root.is_dir() and any(_is_segment_name(p.name) for p in root.iterdir()):
+        return root
+    raise FileNotFoundError(f"no CommitLog under {root} (expected {root / 'commitlog'})")
+
+
+def _is_segment_name(name: str) -> bool:
+    return file_name_to_offset(name) is not None
+
+
+def list_segments(store_dir: str | os.PathLike[str]) -> list[Segment]:
+    """The CommitLog segments of a store, in offset order; empty files are left out."""
+    cl = commitlog_dir(store_dir)
+    out = []
+    for p in cl.iterdir():
+        if _is_segment_name(p.name) and p.is_file():
+            size = p.stat().st_size
+            if size:
+                out.append(Segment(str(p), int(p.name), size))
+    return sorted(out, key=lambda s: s.base)
+
+
+def _open(path: str) -> mmap.mmap:
+    with open(path, "rb") as f:
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def first_store_timestamp(seg: Segment) -> int | None:
+    """Store time of the segment's first record, or None if it holds none yet."""
+    with _open(seg.path) as mm:
+        try:
+            return decode_record_meta(mm, 0).store_timestamp
+        except ProtocolError:
+            return None
+
+
+class ConsumeQueueIndex:
+    """Record boundaries from a store's ConsumeQueue files, for moving split points."""
+
+    def __init__(self, store_dir: str | os.PathLike[str]) -> None:
+        root = Path(store_dir) / "consumequeue"
+        self._queues: list[list[Path]] = []
+        if root.is_dir():
+            for topic in sorted(root.iterdir()):
+                for queue in sorted(topic.iterdir()) if topic.is_dir() else ():
+                    files = sorted(p for p in queue.iterdir() if _is_segment_name(p.name))
+                    if files:
+                        self._queues.append(files)
+        self._ranges: dict[Path, tuple[int, int, int]] = {}  # file → (entries, first, last offset)
+
+    def _range(self, path: Path) -> tuple[int, int, int]:
+        cached = self._ranges.get(path)
+        if cached is None:
+            cached = (0, 0, -1)
+            if path.stat().st_size >= _CQ_ENTRY.size:
+                with _open(str(path)) as data:
+                    n = _written_entries(data)
+                    if n:
+                        first = _CQ_ENTRY.unpack_from(data, 0)[0]
+                        cached = (n, first, _CQ_ENTRY.unpack_from(data, (n - 1) * _CQ_ENTRY.size)[0])
+            self._ranges[path] = cached
+        return cached
+
+    def boundary(self, lo: int, hi: int, seg: Segment, mm: mmap.mmap) -> int | None:
+        """A verified record start in [lo, hi) of `seg`, or None."""
+        for files in self._queues:
+            for path in files:
+                n, first, last = self._range(path)
+                if n == 0 or last < lo:
+                    continue
+                if first >= hi:
+                    break
+                cand = _first_at_or_after(path, n, lo)
+                if cand is not None and cand < hi and _is_record_at(mm, seg, cand):
+                    return cand
+                break
+        return None
+
+
+def _written_entries(data: mmap.mmap) -> int:
+    """Entries before the zero-filled tail of a preallocated ConsumeQueue file."""
+    lo, hi = 0, len(data) // _CQ_ENTRY.size
+    while lo < hi:  # first entry whose size field is 0
+        mid = (lo + hi) // 2
+        if _CQ_ENTRY.unpack_from(data, mid * _CQ_ENTRY.size)[1] != 0:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def _first_at_or_after(path: Path, n: int, target: int) -> int | None:
+    with _open(str(path)) as data:
+        lo, hi = 0, n
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if _CQ_ENTRY.unpack_from(data, mid * _CQ_ENTRY.size)[0] < target:
+                lo = mid + 1
+            else:
+                hi = mid
+        return _CQ_ENTRY.unpack_from(data, lo * _CQ_ENTRY.size)[0] if lo < n else None
+
+
+def _is_record_at(mm: mmap.mmap, seg: Segment, offset: int) -> bool:
+    pos = offset - seg.base
+    try:
+        meta = decode_record_meta(mm, pos)
+    except ProtocolError:
+        return False
+    return meta.commitlog_offset == offset
+
+
+def plan_splits(
+    store_dir: str | os.PathLike[str],
+    split_size: int = DEFAULT_SPLIT_SIZE,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+) -> list[Split]:
+    """Cut the store's segments into record-aligned splits (see the module docstring)."""
+    if split_size <= 0:
+        raise ValueError(f"split size must be positive, got {split_size}")
+    segments = list_segments(store_dir)
+    firsts = [first_store_timestamp(s) for s in segments] if since_ms is not None or until_ms is not None else []
+    cq = ConsumeQueueIndex(store_dir)
+    splits: list[Split] = []
+    for i, seg in enumerate(segments):
+        if firsts:
+            first = firsts[i]
+            nxt = firsts[i + 1] if i + 1 < len(firsts) else None
+            if first is None or (until_ms is not None and first >= until_ms):
+                continue
+            if since_ms is not None and nxt is not None and nxt < since_ms:
+                continue
+        bounds = [seg.base]
+        end = seg.base + seg.size
+        with _open(seg.path) as mm:
+            cut = seg.base + split_size
+            while cut < end:
+                b = cq.boundary(cut, min(cut + split_size, end), seg, mm)
+                if b is not None and b > bounds[-1]:
+                    bounds.append(b)
+                cut += split_size
+        bounds.append(end)
+        splits.extend(Split(seg.path, seg.base, a, b) for a, b in itertools.pairwise(bounds))
+    return splits
+
+
+def scan_split(
+    split: Split,
+    *,
+    topics: frozenset[str] | None = None,
+    since_ms: int | None = None,
+    until_ms: int | None = None,
+    check_crc: bool = True,
+) -> Iterator[MessageExt]:
+    """Valid records starting in the split, filtered by topic and [since, until) store time."""
+    filtered = topics is not None or since_ms is not None or until_ms is not None
+    with _open(split.path) as mm:
+        size = len(mm)
+        pos = split.start - split.base
+        end = min(split.end - split.base, size)
+        while pos < end:  # every pass advances pos by a record size > 0
+            if pos + 8 > size:
+                return
+            total, magic = peek_size_and_magic(mm, pos)
+            if magic == BLANK_MAGIC_CODE or total <= 0 or pos + total > size:
+                return
+            try:
+                if filtered:
+                    meta = decode_record_meta(mm, pos, check_crc=check_crc)
+                    if meta.commitlog_offset != split.base + pos:
+                        return
+                    pos += meta.size
+                    ts = meta.store_timestamp
+                    if (
+                        (topics is not None and meta.topic not in topics)
+                        or (since_ms is not None and ts < since_ms)
+                        or (until_ms is not None and ts >= until_ms)
+                    ):
+                        continue
+                    msg, _ = decode_record(mm, pos - meta.size)
+                else:
+                    msg, n = decode_record(mm, pos, check_crc=check_crc)
+                    if msg.commitlog_offset != split.base + pos:
+                        return
+                    pos += n
+            except ProtocolError:
+                return
+            yield msg

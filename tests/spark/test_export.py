@@ -1,0 +1,145 @@
+"""Spark in local mode over stores written by our MessageStore: export to Parquet, read back with pyarrow."""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+from spark_fixtures import DAY_MS, StoreWriter, fill, read_parquet, tear_tail, write_garbage
+from test_store_scan import crash_store
+
+from rmq.protocol.message import make_offset_msg_id
+from spark import export
+from spark.store_scan import list_segments
+
+pytestmark = pytest.mark.spark
+
+
+def run_export(session: Any, *argv: str) -> export.WriteResult:
+    return export.run(session, export.parse_args(list(argv)))
+
+
+def test_export_round_trip(spark_session: Any, store_writer: Any, tmp_path: Path) -> None:
+    w: StoreWriter = store_writer()
+    w.step_ms = DAY_MS // 160  # 300 messages over two UTC days
+    fill(w, 300)
+    w.close()
+    tear_tail(w.root)
+    out = tmp_path / "out"
+
+    result = run_export(spark_session, "--store", str(w.root), "--out", str(out), "--split-size", "16384")
+
+    rows = read_parquet(out)
+    assert result.rows == len(rows) == len(w.sent)
+    for row, sent in zip(rows, w.sent):
+        assert row["topic"] == sent.topic
+        assert row["body"] == sent.body
+        assert row["compression"] is None
+        assert row["sys_flag"] & 1 == int(sent.compressed)
+        assert dict(row["properties"]) == sent.properties
+        assert row["keys"] == sent.properties["KEYS"].split()
+        assert row["tags"] == sent.properties["TAGS"]
+        assert row["uniq_key"] == sent.properties["UNIQ_KEY"]
+        assert (row["queue_id"], row["queue_offset"], row["commitlog_offset"]) == (
+            sent.queue_id, sent.queue_offset, sent.commitlog_offset,
+        )  # fmt: skip
+        stored = dt.datetime.fromtimestamp(sent.store_ms / 1000, dt.UTC)
+        assert row["store_timestamp"] == stored
+        assert row["date"] == stored.strftime("%Y-%m-%d")
+        assert row["born_host"] == "10.1.2.3:40000" and row["store_host"] == "10.9.8.7:10911"
+        assert row["msg_id"] == make_offset_msg_id("10.9.8.7", 10911, sent.commitlog_offset)
+        assert row["is_retry"] == sent.topic.startswith("%RETRY%")
+        assert row["delay_level"] == (3 if row["is_retry"] else None)
+        assert row["transaction_type"] == "NOT" and not row["is_dlq"]
+    assert {r["date"] for r in rows} == {"2024-05-01", "2024-05-02"}
+    assert (out / "topic=%25RETRY%25billing").is_dir()
+
+
+def test_rerun_replaces_rows_and_keeps_the_rest(spark_session: Any, store_writer: Any, tmp_path: Path) -> None:
+    w: StoreWriter = store_writer()
+    w.step_ms = DAY_MS // 100
+    fill(w, 200, topics=("a", "b"))
+    w.close()
+    out = tmp_path / "out"
+    first = run_export(spark_session, "--store", str(w.root), "--out", str(out))
+    assert first.merged == 0
+
+    # A sub-range over part of one day: only those rows are rewritten, nothing is lost or doubled.
+    since, until = w.sent[30].store_ms, w.sent[60].store_ms
+    again = run_export(
+        spark_session, "--store", str(w.root), "--out", str(out), "--since", str(since), "--until", str(until)
+    )
+    assert again.rows == 30 and again.merged == again.partitions
+    rows = read_parquet(out)
+    assert [r["commitlog_offset"] for r in rows] == [s.commitlog_offset for s in w.sent]
+
+    # The whole range once more, restricted to one topic.
+    run_export(spark_session, "--store", str(w.root), "--out", str(out), "--topic", "b")
+    assert [r["commitlog_offset"] for r in read_parquet(out)] == [s.commitlog_offset for s in w.sent]
+    # Nothing to export: nothing changes.
+    empty = run_export(spark_session, "--store", str(w.root), "--out", str(out), "--topic", "no-such-topic")
+    assert (empty.rows, empty.partitions) == (0, 0)
+    assert len(read_parquet(out)) == len(w.sent)
+    assert not [p for p in out.iterdir() if p.name.startswith("_staging")]
+
+
+def test_crashed_broker_store_exports_every_valid_record(spark_session: Any, tmp_path: Path) -> None:
+    root = tmp_path / "crashed"
+    written = crash_store(root, 600)
+    assert (root / "abort").exists()
+    write_garbage(root)
+    out = tmp_path / "out"
+    result = run_export(spark_session, "--store", str(root), "--out", str(out), "--split-size", "8192")
+    assert result.rows == len(written)
+    assert [r["commitlog_offset"] for r in read_parquet(out)] == written
+
+
+def test_store_source_pushes_topic_and_time_filters(spark_session: Any, store_writer: Any) -> None:
+    from pyspark.sql import functions as F
+
+    w: StoreWriter = store_writer()
+    fill(w, 120)
+    w.close()
+    lo = dt.datetime.fromtimestamp(w.sent[40].store_ms / 1000, dt.UTC)
+    df = spark_session.read.format("rocketmq-store").option("splitSize", "8192").load(str(w.root))
+    assert df.rdd.getNumPartitions() > len(list_segments(w.root))  # files are read in several pieces
+    picked = df.where((F.col("topic") == "payments") & (F.col("store_timestamp") >= F.lit(lo)))
+    got = sorted(r.commitlog_offset for r in picked.select("commitlog_offset").collect())
+    want = [s.commitlog_offset for s in w.sent if s.topic == "payments" and s.store_ms >= w.sent[40].store_ms]
+    assert got == want and want
+    plan = picked._jdf.queryExecution().executedPlan().toString()
+    assert " Filter (" not in plan  # the source applied both filters itself
+    by_option = spark_session.read.format("rocketmq-store").option("topics", "orders").load(str(w.root)).count()
+    assert by_option == sum(s.topic == "orders" for s in w.sent)
+
+
+def test_export_without_java_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    (tmp_path / "commitlog").mkdir()
+    assert export.main(["--store", str(tmp_path), "--out", str(tmp_path / "out")]) == 3
+    err = capsys.readouterr().err
+    assert "Java not found" in err and "openjdk-17" in err and "JAVA_HOME" in err
+
+
+@pytest.mark.slow
+def test_rmq_export_parquet_command(java: int, store_writer: Any, tmp_path: Path) -> None:
+    """The real command in its own process: plain progress lines (no terminal) and the summary."""
+    import subprocess
+    import sys
+
+    w: StoreWriter = store_writer()
+    fill(w, 50)
+    w.close()
+    out = tmp_path / "out"
+    repo = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-m", "rmq", "export", "parquet", "--store", str(w.root), "--out", str(out), "--master", "local[1]"],
+        capture_output=True, text=True, timeout=600, cwd=repo, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "export ..." in proc.stdout
+    assert f"exported 50 rows to {out}" in proc.stdout
+    assert len(read_parquet(out)) == 50
