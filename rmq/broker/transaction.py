@@ -44,6 +44,7 @@ from rmq.protocol.headers import CheckTransactionStateRequestHeader
 from rmq.protocol.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     MessageExt,
     encode_record,
@@ -120,7 +121,10 @@ TRANSITIONS: dict[tuple[State, Input], tuple[State, Action]] = {
 }
 del S, I, A
 
-END_INPUTS = {TRANSACTION_COMMIT_TYPE: Input.COMMIT, 0xC: Input.ROLLBACK, TRANSACTION_NOT_TYPE: Input.UNKNOWN}
+# END_TRANSACTION's commitOrRollback → input
+END_INPUTS = {
+    TRANSACTION_COMMIT_TYPE: Input.COMMIT, TRANSACTION_ROLLBACK_TYPE: Input.ROLLBACK, TRANSACTION_NOT_TYPE: Input.UNKNOWN,
+}
 _OP_STATES = {"COMMIT": State.COMMITTED, "ROLLBACK": State.ROLLED_BACK, "DISCARD": State.DISCARDED}
 
 
@@ -146,7 +150,7 @@ class TransactionService:
         self.checks_sent = 0
         self._pending: list[tuple[int, int]] = []  # (latest, origin) of HALF chains; stale ones skipped
         self._ops: deque[tuple[int, int]] = deque()  # (op queue offset, chain's latest) in op order
-        self._op_next = 0
+        self._op_next = 0  # op queue offset just past the last op record known not to matter
 
     # -- rebuilding -------------------------------------------------------------------
 
@@ -219,7 +223,7 @@ class TransactionService:
         low = self.low
         ops = self._ops
         while ops and ops[0][1] < low:
-            ops.popleft()
+            self._op_next = max(self._op_next, ops.popleft()[0] + 1)
         op_from = ops[0][0] if ops else self._op_next
         offsets = self.broker.offsets
         if low == op_from == 0 and offsets.query(SYS_GROUP, TRANS_HALF_TOPIC, 0) < 0:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
 from rmq.protocol.headers import EndTransactionRequestHeader
+from rmq.protocol.message import TRANSACTION_NOT_TYPE
 
 from ..topics import TRANS_HALF_TOPIC
 from ..transaction import END_INPUTS
@@ -43,7 +44,7 @@ class EndTransactionProcessor:
         if kind not in END_INPUTS:
             log.warning("END_TRANSACTION from %s with unknown outcome %d ignored", ctx.remote_address, kind)
             return None
-        if request.remark and kind != 0x8:
+        if request.remark:  # the producer's local-transaction error, if any
             log.info("transaction %s of %s ended with remark: %s", header.msg_id, header.producer_group, request.remark)
         half = broker.message_store.look_message_by_offset(header.commit_log_offset)
         if half is None or half.topic != TRANS_HALF_TOPIC:
@@ -53,6 +54,6 @@ class EndTransactionProcessor:
         if half.queue_offset != header.tran_state_table_offset:
             return fail(request, ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong")
         code, remark = await broker.transactions.end(half, kind)
-        if kind == 0 and code == ResponseCode.SUCCESS:
+        if kind == TRANSACTION_NOT_TYPE and code == ResponseCode.SUCCESS:
             return None  # UNKNOWN: RocketMQ answers nothing
         return request.make_response(code, remark)
