@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rmq.protocol import javaprops
 from rmq.store.config import FlushDiskType
 
 log = logging.getLogger("rmq.broker.config")
@@ -206,7 +207,7 @@ class BrokerConfig:
                 text = Path(path).read_text(encoding="utf-8")
             except OSError as exc:
                 raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
-            props.update(parse_properties(text))
+            props.update(javaprops.parse(text))
         props.update(overrides or {})
         return cls.from_properties(props, environ=environ)
 
@@ -336,72 +337,3 @@ def _build_specs() -> dict[str, _Spec]:
 
 
 _SPECS = _build_specs()
-
-
-def parse_properties(text: str) -> dict[str, str]:
-    """Parse Java properties text: `key=value`, `key: value` or `key value` lines.
-
-    Handles `#`/`!` comments, backslash line continuations and the common escapes
-    (`\\t`, `\\n`, `\\=`, `\\:`, `\\\\`, `\\uXXXX`), which is what broker.conf files use.
-    """
-    out: dict[str, str] = {}
-    logical: list[str] = []
-    for raw_line in text.splitlines():
-        line = raw_line.lstrip()
-        if not logical and (not line or line[0] in "#!"):
-            continue
-        trailing = len(line) - len(line.rstrip("\\"))
-        if trailing % 2 == 1:
-            logical.append(line[:-1])
-            continue
-        logical.append(line)
-        key, value = _split_entry("".join(logical))
-        logical = []
-        out[key] = value
-    if logical:
-        key, value = _split_entry("".join(logical))
-        out[key] = value
-    return out
-
-
-_ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
-
-
-def _split_entry(line: str) -> tuple[str, str]:
-    """Key ends at the first unescaped '=', ':' or blank; one '=' or ':' may follow blanks."""
-    i, n = 0, len(line)
-    while i < n and line[i] not in "=: \t\f":
-        i += 2 if line[i] == "\\" else 1
-    i = min(i, n)
-    key = line[:i]
-    j = i
-    while j < n and line[j] in " \t\f":
-        j += 1
-    if j < n and line[j] in "=:":
-        j += 1
-    while j < n and line[j] in " \t\f":
-        j += 1
-    return _unescape(key), _unescape(line[j:])
-
-
-def _unescape(text: str) -> str:
-    if "\\" not in text:
-        return text
-    out, i, n = [], 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch != "\\" or i + 1 >= n:
-            out.append(ch)
-            i += 1
-            continue
-        nxt = text[i + 1]
-        if nxt == "u" and i + 6 <= n:
-            try:
-                out.append(chr(int(text[i + 2 : i + 6], 16)))
-                i += 6
-                continue
-            except ValueError:
-                pass
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    return "".join(out)

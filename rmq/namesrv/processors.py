@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rmq.protocol import body as json_body
+from rmq.protocol import javaprops as properties
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.errors import HeaderError, ProtocolError
@@ -36,7 +37,6 @@ from rmq.protocol.headers import (
 )
 from rmq.remoting.dispatcher import Dispatcher
 
-from . import properties
 from .config import ConfigError, NamesrvConfig
 from .kvconfig import ORDER_TOPIC_CONFIG, KVConfigManager
 from .register_body import decode_register_body

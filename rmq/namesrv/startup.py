@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from rmq.protocol import javaprops as properties
 from rmq.tools.rundir import pid_file
 
-from . import properties
 from .config import ConfigError, NamesrvConfig
 from .server import NamesrvServer
 

@@ -3,10 +3,11 @@
 Entry N (the message with queue offset N) lives at byte N*20 of the logical queue, split into
 files of ``file_size`` bytes named by their start byte (PROTOCOL.md 6.1).
 
-New entries first go to an in-memory tail (``pending``) and reach the mapped files when the
-queue is flushed. Readers see both. A process crash loses only the tail, which recovery
-rebuilds from the CommitLog; and a store with tens of thousands of queues touches each file
-once per flush instead of once per message (files are mapped through a bounded pool).
+New entries first go to an in-memory tail (``pending``) and reach the files on the next flush
+round (written with pwrite; a new file is not mapped just to append to it). Readers of the
+store see both. A process crash loses only the tail, which recovery rebuilds from the
+CommitLog; and a store with tens of thousands of queues touches each file once per round
+instead of once per message (files are mapped for reading through a bounded pool).
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class FlushPlan:
     syncs: list[tuple[MappedFile, int, int | None]] = field(default_factory=list)  # (file, upto, begin)
     queue_syncs: list[tuple[MappedFile, int]] = field(default_factory=list)  # consume queue files
     queues: list[tuple[ConsumeQueue, int]] = field(default_factory=list)  # (queue, entries covered)
-    queues_left: int = 0  # dirty queues this round did not cover
+    queues_left: int = 0  # dirty queues this round did not sync
     commitlog_offset: int | None = None  # CommitLog offset the round makes durable
     commitlog_timestamp: int = 0
     logics_offset: int | None = None
@@ -88,13 +88,17 @@ class Flusher:
         logics_offset = reput
         budget = len(d.dirty) if max_queues is None else max_queues
         for cq in list(d.dirty):
-            if budget > 0 and (thorough or cq.unsynced_bytes() >= least):
+            # Every round moves pending entries into the files, so readers of the files (tools,
+            # Spark) lag by about one interval; a queue is synced only with enough pages unsynced.
+            sync = thorough or cq.unsynced_bytes() >= least
+            if budget > 0 and (sync or cq.pending):
                 budget -= 1
                 try:
                     cq.drain()
                 except OSError as exc:  # no space or descriptors for a new file
                     log.error("cannot write consume queue %s:%d: %s", cq.topic, cq.queue_id, exc)
-                else:
+                    sync = False
+                if sync:
                     plan.queue_syncs.extend(cq.files.sync_plan(cq.file_end * CQ_ENTRY_SIZE))
                     plan.queues.append((cq, cq.max_offset))
                     continue

@@ -82,6 +82,7 @@ class IndexFile:
             if self.index_count <= 0:
                 self.index_count = 1
             self.index_count = min(self.index_count, index_num)
+            self._catch_up_header()
         else:
             self.begin_timestamp = self.end_timestamp = max(begin_timestamp, 0)
             self.begin_phy_offset = self.end_phy_offset = max(begin_phy_offset, 0)
@@ -89,6 +90,27 @@ class IndexFile:
             self.index_count = 1
             self.write_header()
         self.dirty = not existed
+
+    def _catch_up_header(self) -> None:
+        """Count entries written after the header was last written (a process killed between
+        the two). Left uncounted, the next put would overwrite an entry that a slot already
+        points at and cut that slot's chain."""
+        mm = self.mf.mm
+        count = self.index_count
+        while count < self.index_num:
+            entry = INDEX_ENTRY.unpack_from(mm, self._entries_at + count * INDEX_ENTRY_SIZE)
+            if entry == (0, 0, 0, 0):
+                break
+            _, phy, diff, _ = entry
+            if count == 1:
+                self.begin_phy_offset = phy
+            self.end_phy_offset = phy
+            self.end_timestamp = self.begin_timestamp + diff * 1000
+            count += 1
+        if count != self.index_count:
+            log.info("index file %s: %d entries past its header", self.path, count - self.index_count)
+            self.index_count = count
+            self.write_header()
 
     @property
     def full(self) -> bool:
@@ -110,7 +132,7 @@ class IndexFile:
         mm = self.mf.mm
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
         prev = INDEX_SLOT.unpack_from(mm, slot_pos)[0]
-        if prev <= 0 or prev > self.index_count:
+        if prev <= 0 or prev >= self.index_count:  # entry index_count is the one being written
             prev = 0
         if self.index_count <= 1:  # first entry of the file fixes its begin time and offset
             self.begin_phy_offset = phy_offset

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rmq.broker.config import BrokerConfig, BrokerRole, ConfigError, parse_properties
+from rmq.broker.config import BrokerConfig, BrokerRole, ConfigError
+from rmq.protocol.javaprops import parse as parse_properties
 from rmq.store.config import FlushDiskType
 
 CONF = """\

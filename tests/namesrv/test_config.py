@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from rmq.namesrv import properties
 from rmq.namesrv.config import ConfigError, NamesrvConfig
+from rmq.protocol import javaprops as properties
 
 
 @pytest.mark.parametrize(

@@ -7,13 +7,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from rmq.namesrv import properties
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.kvconfig import KVConfigManager
 from rmq.namesrv.processors import NamesrvState, handle
-from rmq.namesrv.register_body import RegisterBody, encode_compressed, encode_register_body
+from rmq.namesrv.register_body import (
+    RegisterBody,
+    encode_compressed,
+    encode_register_body,
+)
 from rmq.namesrv.route_info import DataVersion, RouteInfoManager, TopicConfig
 from rmq.protocol import body as json_body
+from rmq.protocol import javaprops as properties
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 

@@ -6,7 +6,12 @@ from typing import Any
 
 import pytest
 
-from rmq.namesrv.route_info import DataVersion, RegisterResult, RouteInfoManager, TopicConfig
+from rmq.namesrv.route_info import (
+    DataVersion,
+    RegisterResult,
+    RouteInfoManager,
+    TopicConfig,
+)
 
 
 class FakeClock:

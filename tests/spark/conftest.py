@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_fixtures import StoreWriter
+from .spark_fixtures import StoreWriter
 
 from spark.java import JavaMissing, check_java
 

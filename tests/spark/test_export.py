@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from spark_fixtures import DAY_MS, StoreWriter, fill, read_parquet, tear_tail, write_garbage
-from test_store_scan import crash_store
+from .spark_fixtures import DAY_MS, StoreWriter, fill, read_parquet, tear_tail, write_garbage
+from .test_store_scan import crash_store
 
 from rmq.protocol.message import make_offset_msg_id
 from spark import export

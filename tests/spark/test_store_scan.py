@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
-from spark_fixtures import FILE_SIZE, StoreWriter, fill, tear_tail, write_garbage
+from .spark_fixtures import FILE_SIZE, StoreWriter, fill, tear_tail, write_garbage
 
 from rmq.protocol.message import decompress_body
 from spark.rows import batches

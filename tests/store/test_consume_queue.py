@@ -115,3 +115,23 @@ def test_flush_rounds_respect_the_queue_budget(open_store) -> None:
     store.flush()
     assert not store.dispatcher.dirty
     assert store.checkpoint.logics_offset == store.max_phy_offset
+
+
+def test_rounds_write_small_queues_but_sync_them_only_when_due(open_store, tmp_path: Path) -> None:
+    store = open_store()  # least pages 2: a few entries are not worth a sync
+    first = store.put_message("Small", 0, b"x")
+    store.put_message("Small", 0, b"y")
+    store.dispatch_pending()
+    plan = store.begin_flush(commitlog=True, logics=True)
+    store.run_flush(plan)
+    store.end_flush(plan)
+    # The entries are in the file already (visible to other readers) ...
+    raw = (tmp_path / "store" / "consumequeue" / "Small" / "0" / offset_to_file_name(0)).read_bytes()
+    assert CQ_ENTRY.unpack_from(raw, 20)[0] == first.end_offset
+    # ... but not synced, so the checkpoint does not claim them.
+    assert plan.queues_left == 1
+    assert store.checkpoint.logics_offset == first.wrote_offset
+    plan = store.begin_flush(commitlog=True, logics=True, thorough=True)
+    store.run_flush(plan)
+    store.end_flush(plan)
+    assert store.checkpoint.logics_offset == store.max_phy_offset

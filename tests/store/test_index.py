@@ -77,3 +77,19 @@ def test_service_rolls_and_queries_across_files(tmp_path: Path) -> None:
     assert deleted > 0
     assert all(f.end_phy_offset >= 1000 for f in svc.files)
     assert svc.query("T", "all", 64, 0, 2**62)[0][-1] >= 900
+
+
+def test_header_behind_its_entries_is_caught_up(tmp_path: Path) -> None:
+    path = str(tmp_path / "idx")
+    f = IndexFile(path, 4, 20)
+    for i in range(6):
+        assert f.put(1, 100 * i, T0 + 1000 * i)  # all in one slot: one chain
+        if i == 3:
+            f.write_header()  # the header is written, then three more entries are not counted
+    f.close()
+    again = IndexFile(path, 4, 20)
+    assert (again.index_count, again.end_phy_offset, again.end_timestamp) == (7, 500, T0 + 5000)
+    assert again.put(1, 600, T0 + 6000)
+    out: list[int] = []
+    again.select(1, 20, 0, 2**62, out)
+    assert out == [600, 500, 400, 300, 200, 100, 0]  # the chain is whole

@@ -20,8 +20,23 @@ import operator
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import importlib
+from typing import TYPE_CHECKING
+
 import trio
-import trio_websocket
+
+if TYPE_CHECKING:
+    import trio_websocket
+else:
+    # trio-websocket (and wsproto, h11 under it) is loaded on first use: most servers
+    # never open a WebSocket port, and importing it costs a tenth of a second at startup.
+    trio_websocket = None
+
+
+def _load() -> None:
+    global trio_websocket
+    if trio_websocket is None:
+        trio_websocket = importlib.import_module("trio_websocket")
 
 from ..errors import RemotingConnectError
 
@@ -211,6 +226,7 @@ async def accept_websocket(
       RemotingConnectError: timeout, bad upgrade request, or a path other than `path`
         (answered 404 first).
     """
+    _load()
     handshake = trio.CancelScope()
     guard = _GuardedNursery(nursery, handshake)
     try:
@@ -263,6 +279,7 @@ async def connect_websocket(
     Raises:
       RemotingConnectError: the server rejected the upgrade or closed the connection.
     """
+    _load()
     handshake = trio.CancelScope()
     guard = _GuardedNursery(nursery, handshake)
     try:
