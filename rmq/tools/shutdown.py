@@ -6,8 +6,30 @@ import argparse
 import os
 import signal
 import time
+from pathlib import Path
 
 from .rundir import running
+
+
+def _running(path: Path, pid: int) -> bool:
+    """A server is done once it removed its pid file or its process is gone.
+
+    A process that exited but was not yet reaped by its parent (a zombie) still answers
+    kill(pid, 0), so the pid file, which the server deletes when it has stopped, decides.
+    """
+    if not path.exists():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -28,9 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     pending = dict(targets)
     while pending and time.monotonic() < deadline:
         for path, pid in list(pending.items()):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
+            if not _running(path, pid):
                 print(f"Send shutdown request to {args.kind}({pid}) OK")
                 del pending[path]
         time.sleep(0.05)
