@@ -178,7 +178,8 @@ class BrokerController:
         self.subscriptions.load()
         listeners = [self.waiters] if config.long_polling_enable else []
         self.message_store = MessageStore(
-            self.store_config(), clock=self.clock_ms,
+            self.store_config(),
+            clock=self.clock_ms,
             arrival_listener=_Arrivals([*listeners, self.schedule, self.timers]),
         )
         self.store = AsyncMessageStore(self.message_store)
@@ -205,6 +206,9 @@ class BrokerController:
     async def _start(self, nursery: trio.Nursery, namesrv_client: RemotingClient) -> None:
         config = self.config
         await nursery.start(self.store.run)
+        # Records recovered past the last dispatch are re-dispatched by a task; the delay,
+        # timer and transaction services rebuild from their consume queues, so wait for it.
+        await self.store.wait_dispatched()
         self.schedule.load()
         self.timers.load()
         self.transactions.load()
@@ -212,7 +216,10 @@ class BrokerController:
         self.topics.persist()
         self.stats.sample()
         self.registration = Registration(
-            namesrv_client, config.namesrv_addr, self._identity, self.topics.wrapper,
+            namesrv_client,
+            config.namesrv_addr,
+            self._identity,
+            self.topics.wrapper,
             register_period(config.register_name_server_period),
         )
         await nursery.start(self.registration.run)
@@ -225,22 +232,27 @@ class BrokerController:
 
     def _server_config(self, port: int) -> ServerConfig:
         return ServerConfig(
-            host=self.config.bind_address, port=port, idle_timeout=float(self.config.server_channel_max_idle_time_seconds),
-            max_in_flight=MAX_IN_FLIGHT, shutdown_grace=SHUTDOWN_GRACE,
+            host=self.config.bind_address,
+            port=port,
+            idle_timeout=float(self.config.server_channel_max_idle_time_seconds),
+            max_in_flight=MAX_IN_FLIGHT,
+            shutdown_grace=SHUTDOWN_GRACE,
         )
 
     async def _start_servers(self, nursery: trio.Nursery) -> None:
         config = self.config
-        main = RemotingServer(build_dispatcher(self), self._server_config(config.listen_port),
-                              on_close=self._connection_closed)
+        main = RemotingServer(
+            build_dispatcher(self), self._server_config(config.listen_port), on_close=self._connection_closed
+        )
         await nursery.start(main.serve)
         self._servers.append(main)
         assert main.port is not None
         self.port = main.port
         if config.vip_channel_enable:
             vip_port = config.listen_port - 2 if config.listen_port else 0
-            vip = RemotingServer(build_dispatcher(self, vip=True), self._server_config(vip_port),
-                                 on_close=self._connection_closed)
+            vip = RemotingServer(
+                build_dispatcher(self, vip=True), self._server_config(vip_port), on_close=self._connection_closed
+            )
             await nursery.start(vip.serve)
             self._servers.append(vip)
             self.vip_port = vip.port
@@ -276,9 +288,13 @@ class BrokerController:
         self.registration = None
         if getattr(self, "message_store", None) is not None:
             self.transactions.commit_progress()
-        for what, persist in (("offsets", self.offsets.persist), ("topics", self.topics.persist),
-                              ("subscription groups", self.subscriptions.persist),
-                              ("delay progress", self.schedule.persist), ("timer progress", self.timers.persist)):
+        for what, persist in (
+            ("offsets", self.offsets.persist),
+            ("topics", self.topics.persist),
+            ("subscription groups", self.subscriptions.persist),
+            ("delay progress", self.schedule.persist),
+            ("timer progress", self.timers.persist),
+        ):
             try:
                 persist()
             except OSError as exc:
@@ -338,8 +354,9 @@ class BrokerController:
 
     async def _notify(self, group: str, conns: list[Any]) -> None:
         for conn in conns:
-            request = RemotingCommand(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group},
-                                      language=LanguageCode.JAVA)
+            request = RemotingCommand(
+                RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, {"consumerGroup": group}, language=LanguageCode.JAVA
+            )
             try:
                 await conn.invoke_oneway(request, NOTIFY_TIMEOUT)
             except RemotingError as exc:
@@ -383,7 +400,14 @@ class _Arrivals:
     def __init__(self, listeners: list[Any]) -> None:
         self._listeners = listeners
 
-    def arriving(self, topic: str, queue_id: int, logic_offset: int, tags_code: int, store_timestamp: int,
-                 properties: dict[str, str]) -> None:
+    def arriving(
+        self,
+        topic: str,
+        queue_id: int,
+        logic_offset: int,
+        tags_code: int,
+        store_timestamp: int,
+        properties: dict[str, str],
+    ) -> None:
         for listener in self._listeners:
             listener.arriving(topic, queue_id, logic_offset, tags_code, store_timestamp, properties)
