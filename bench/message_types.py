@@ -50,8 +50,14 @@ BODY = b"x" * 256
 
 
 def send_request(topic: str, props: dict[str, str], queue_id: int = 0, sys_flag: int = 0) -> RemotingCommand:
-    header = SendMessageRequestHeader(producer_group="BENCH_PG", topic=topic, queue_id=queue_id, sys_flag=sys_flag,
-                                      born_timestamp=int(time.time() * 1000), properties=P.encode_properties(props))
+    header = SendMessageRequestHeader(
+        producer_group="BENCH_PG",
+        topic=topic,
+        queue_id=queue_id,
+        sys_flag=sys_flag,
+        born_timestamp=int(time.time() * 1000),
+        properties=P.encode_properties(props),
+    )
     return RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2_ext(), BODY)
 
 
@@ -126,8 +132,10 @@ def quantiles(values: list[float]) -> str:
     def p(q: float) -> float:
         return values[min(len(values) - 1, int(q * len(values)))]
 
-    return (f"p50 {p(0.50):6.1f} ms   p99 {p(0.99):6.1f} ms   max {values[-1]:6.1f} ms   "
-            f"mean {statistics.fmean(values):6.1f} ms   ({len(values)} messages)")
+    return (
+        f"p50 {p(0.50):6.1f} ms   p99 {p(0.99):6.1f} ms   max {values[-1]:6.1f} ms   "
+        f"mean {statistics.fmean(values):6.1f} ms   ({len(values)} messages)"
+    )
 
 
 async def bench_timers(broker: BrokerController, client: RemotingClient, rate: int, seconds: float) -> None:
@@ -167,15 +175,20 @@ async def bench_transactions(broker: BrokerController, client: RemotingClient, c
         props = {P.TRAN_MSG: "true", P.PGROUP: "BENCH_PG", P.UNIQ_KEY: f"TX{i}"}
         r = await call(client, addr, send_request("BenchTx", props, sys_flag=0x4))
         end = EndTransactionRequestHeader(
-            producer_group="BENCH_PG", tran_state_table_offset=int(r.ext_fields["queueOffset"]),
-            commit_log_offset=parse_offset_msg_id(r.ext_fields["msgId"])[2], commit_or_rollback=0x8, msg_id=f"TX{i}",
+            producer_group="BENCH_PG",
+            tran_state_table_offset=int(r.ext_fields["queueOffset"]),
+            commit_log_offset=parse_offset_msg_id(r.ext_fields["msgId"])[2],
+            commit_or_rollback=0x8,
+            msg_id=f"TX{i}",
         )
         await client.invoke_oneway(addr, RemotingCommand.request(RequestCode.END_TRANSACTION, end.to_ext()), 10)
 
     sent_in = await run_pool(count, transaction)
     done_in = sent_in + await wait_queued(broker, "BenchTx", 1, count)
-    print(f"transactions     {count} half + commit: {count / done_in:8.0f} tx/s "
-          f"(all committed messages queued after {done_in:.2f} s)")
+    print(
+        f"transactions     {count} half + commit: {count / done_in:8.0f} tx/s "
+        f"(all committed messages queued after {done_in:.2f} s)"
+    )
 
 
 async def bench_retries(broker: BrokerController, client: RemotingClient, count: int) -> None:
@@ -194,18 +207,28 @@ async def bench_retries(broker: BrokerController, client: RemotingClient, count:
 
     back_in = await run_pool(len(offsets), send_back)
     landed_in = await wait_queued(broker, "%RETRY%BENCH_CG", 1, len(offsets))
-    print(f"retries          {len(offsets)} CONSUMER_SEND_MSG_BACK: {len(offsets) / back_in:8.0f} /s; "
-          f"all in %RETRY% {landed_in:.2f} s later (delay level 3 = 1 s here)")
+    print(
+        f"retries          {len(offsets)} CONSUMER_SEND_MSG_BACK: {len(offsets) / back_in:8.0f} /s; "
+        f"all in %RETRY% {landed_in:.2f} s later (delay level 3 = 1 s here)"
+    )
 
 
 async def main(args: argparse.Namespace) -> None:
     root = Path(tempfile.mkdtemp(prefix="rmq-bench-types-"))
     try:
-        config = BrokerConfig.from_properties({
-            "brokerName": "bench", "brokerIP1": "127.0.0.1", "bindAddress": "127.0.0.1", "listenPort": "0",
-            "vipChannelEnable": "false", "storePathRootDir": str(root),
-            "mappedFileSizeCommitLog": str(256 * 1024 * 1024), "messageDelayLevel": " ".join(["1s"] * 18),
-        }, environ={})
+        config = BrokerConfig.from_properties(
+            {
+                "brokerName": "bench",
+                "brokerIP1": "127.0.0.1",
+                "bindAddress": "127.0.0.1",
+                "listenPort": "0",
+                "vipChannelEnable": "false",
+                "storePathRootDir": str(root),
+                "mappedFileSizeCommitLog": str(256 * 1024 * 1024),
+                "messageDelayLevel": " ".join(["1s"] * 18),
+            },
+            environ={},
+        )
         async with BrokerController(config) as broker, RemotingClient() as client:
             await bench_timers(broker, client, args.rate, args.seconds)
             await bench_delay_level(broker, client, args.rate, args.seconds)

@@ -139,7 +139,9 @@ async def bare_sync(stream: trio.abc.Stream, frame: bytes, deadline: float, coun
         counter[0] += 1
 
 
-async def bare_pipelined(stream: trio.abc.Stream, frame: bytes, in_flight: int, deadline: float, counter: list[int]) -> None:
+async def bare_pipelined(
+    stream: trio.abc.Stream, frame: bytes, in_flight: int, deadline: float, counter: list[int]
+) -> None:
     reader = FrameReader(stream)
     slots = trio.Semaphore(in_flight)
     sent = 0
@@ -265,7 +267,9 @@ async def main(args: argparse.Namespace) -> None:
         await ours()
         await ours_inline()
         bare_listeners = await nursery.start(functools.partial(trio.serve_tcp, bare_echo_handler, 0, host="127.0.0.1"))
-        split_listeners = await nursery.start(functools.partial(trio.serve_tcp, split_echo_handler, 0, host="127.0.0.1"))
+        split_listeners = await nursery.start(
+            functools.partial(trio.serve_tcp, split_echo_handler, 0, host="127.0.0.1")
+        )
         bare = await trio.open_tcp_stream("127.0.0.1", bare_listeners[0].socket.getsockname()[1])
         split = Split(await trio.open_tcp_stream("127.0.0.1", split_listeners[0].socket.getsockname()[1]))
         nursery.start_soon(split.write_loop)

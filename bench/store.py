@@ -142,9 +142,7 @@ def disk_fsyncs_per_second(base: Path, seconds: float, max_count: int) -> float:
         os.unlink(path)
 
 
-async def _sync_flush_run(
-    store: MessageStore, appenders: int, count: int, seconds: float
-) -> tuple[int, float, int]:
+async def _sync_flush_run(store: MessageStore, appenders: int, count: int, seconds: float) -> tuple[int, float, int]:
     done = 0
     async with AsyncMessageStore(store, retention=False) as astore:
         start = trio.current_time()
@@ -176,8 +174,10 @@ def bench_sync_flush(base: Path, count: int, seconds: float) -> None:
         n, dt, rounds = trio.run(_sync_flush_run, store, 64, count, seconds)
         cpu = time.process_time() - cpu0
     rate = n / dt
-    print(f"SYNC_FLUSH, 64 appenders : {rate:>10,.0f} msg/s  {cpu / n * 1e6:6.2f} us CPU/msg  {rounds:,} sync rounds"
-          f"  {rounds / dt:,.0f} syncs/s  ({n:,} msgs, appended, synced and dispatched)")
+    print(
+        f"SYNC_FLUSH, 64 appenders : {rate:>10,.0f} msg/s  {cpu / n * 1e6:6.2f} us CPU/msg  {rounds:,} sync rounds"
+        f"  {rounds / dt:,.0f} syncs/s  ({n:,} msgs, appended, synced and dispatched)"
+    )
     print(f"  messages per sync: {n / max(rounds, 1):.1f};  msg/s over disk fsync/s: {rate / fsyncs:.1f}x")
     shutil.rmtree(root, ignore_errors=True)
 
@@ -209,14 +209,18 @@ def bench_topic_spread(base: Path, count: int, seconds: float, reps: int) -> Non
                 store.flush()
             rate, cpu, n = best[label]
             print(f"append {label:24s}: {rate:>10,.0f} msg/s  {cpu:6.2f} us CPU/msg  ({n:,} msgs, best of {reps})")
-            print(f"  then dispatch {d / td.wall:>9,.0f} msg/s  {td.cpu / d * 1e6:6.2f} us CPU/msg;"
-                  f"  first flush {tf.wall:5.2f} s (creates the queue files)")
+            print(
+                f"  then dispatch {d / td.wall:>9,.0f} msg/s  {td.cpu / d * 1e6:6.2f} us CPU/msg;"
+                f"  first flush {tf.wall:5.2f} s (creates the queue files)"
+            )
     finally:
         for store in last.values():
             _discard(store)
     (few, few_cpu, _), (many, many_cpu, _) = best.values()
-    print(f"  append drop from 10 to 10,000 topics: {(few - many) / few * 100:5.1f}% msg/s,"
-          f" {(many_cpu - few_cpu) / few_cpu * 100:5.1f}% more CPU/msg (aim < 10%)")
+    print(
+        f"  append drop from 10 to 10,000 topics: {(few - many) / few * 100:5.1f}% msg/s,"
+        f" {(many_cpu - few_cpu) / few_cpu * 100:5.1f}% more CPU/msg (aim < 10%)"
+    )
 
 
 def _discard(store: MessageStore) -> None:
@@ -240,8 +244,10 @@ def main() -> None:
     count, seconds, reps = (60_000, 1.5, 2) if args.quick else (300_000, 5.0, 3)
     with tempfile.TemporaryDirectory(prefix="rmq-bench-", dir=args.dir) as tmp:
         base = Path(tmp)
-        print(f"rmq store benchmark ({'quick' if args.quick else 'full'}): Python {sys.version.split()[0]}, "
-              f"{os.cpu_count()} CPUs, up to {count:,} msgs / {seconds} s per loop, in {base}")
+        print(
+            f"rmq store benchmark ({'quick' if args.quick else 'full'}): Python {sys.version.split()[0]}, "
+            f"{os.cpu_count()} CPUs, up to {count:,} msgs / {seconds} s per loop, in {base}"
+        )
         bench_async_append_and_read(base, count, seconds)
         bench_sync_flush(base, count // 4, seconds)
         bench_topic_spread(base, count, seconds, reps)

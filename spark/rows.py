@@ -119,8 +119,8 @@ _BODY_COLUMN = COLUMNS.index("body")
 
 def rows_to_batch(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.RecordBatch:
     """Transpose rows into one record batch of `schema` (spark.schema.arrow_schema())."""
-    columns = list(zip(*rows)) if rows else [()] * len(schema)
-    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema)]
+    columns = list(zip(*rows, strict=False)) if rows else [()] * len(schema)
+    arrays = [pa.array(col, type=field.type) for col, field in zip(columns, schema, strict=False)]
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 

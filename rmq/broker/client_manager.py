@@ -82,8 +82,9 @@ class ClientManager:
     def _channel(self, conn: Hashable, client_id: str, language: str, version: int, address: str) -> ClientChannel:
         return ClientChannel(conn, client_id, language, version, address, self._clock())
 
-    def register_consumer(self, data: ConsumerData, conn: Hashable, client_id: str, language: str, version: int,
-                          address: str) -> bool:
+    def register_consumer(
+        self, data: ConsumerData, conn: Hashable, client_id: str, language: str, version: int, address: str
+    ) -> bool:
         """Add or refresh a consumer; True if the group's members or topics changed."""
         now = self._clock()
         info = self._consumers.get(data.group_name)
@@ -105,8 +106,9 @@ class ClientManager:
         subs_changed = info.update_subscriptions(data.subscriptions)
         return new_member or subs_changed
 
-    def register_producer(self, group: str, conn: Hashable, client_id: str, language: str, version: int,
-                          address: str) -> None:
+    def register_producer(
+        self, group: str, conn: Hashable, client_id: str, language: str, version: int, address: str
+    ) -> None:
         channels = self._producers.setdefault(group, {})
         existing = channels.get(conn)
         if existing is None or existing.client_id != client_id:
@@ -144,8 +146,12 @@ class ClientManager:
         for group, info in list(self._consumers.items()):
             stale = [conn for conn, ch in info.channels.items() if ch.last_update < deadline]
             for conn in stale:
-                log.warning("consumer %s of group %s silent for %.0f s, dropped",
-                            info.channels[conn].client_id, group, self._expired_timeout)
+                log.warning(
+                    "consumer %s of group %s silent for %.0f s, dropped",
+                    info.channels[conn].client_id,
+                    group,
+                    self._expired_timeout,
+                )
                 self.unregister_consumer(group, conn)
             if stale:
                 changed.append(group)

@@ -169,9 +169,7 @@ class BrokerConfig:
     # -- reading ------------------------------------------------------------------------
 
     @classmethod
-    def from_properties(
-        cls, props: Mapping[str, str], *, environ: Mapping[str, str] | None = None
-    ) -> BrokerConfig:
+    def from_properties(cls, props: Mapping[str, str], *, environ: Mapping[str, str] | None = None) -> BrokerConfig:
         """Build from `broker.conf` keys. ConfigError names the first bad key.
 
         `namesrvAddr` falls back to the NAMESRV_ADDR environment variable, as in RocketMQ.
@@ -197,8 +195,11 @@ class BrokerConfig:
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike[str] | None = None, overrides: Mapping[str, str] | None = None,
-        *, environ: Mapping[str, str] | None = None,
+        cls,
+        path: str | os.PathLike[str] | None = None,
+        overrides: Mapping[str, str] | None = None,
+        *,
+        environ: Mapping[str, str] | None = None,
     ) -> BrokerConfig:
         """Read a conf file (if given), then apply command-line `overrides` (same key names)."""
         props: dict[str, str] = {}
@@ -238,10 +239,20 @@ class BrokerConfig:
             host, sep, port = addr.rpartition(":")
             if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
                 raise bad("namesrvAddr", f"{addr!r} is not host:port")
-        for name in ("mapped_file_size_commit_log", "mapped_file_size_consume_queue", "max_message_size",
-                     "default_topic_queue_nums", "register_name_server_period", "short_polling_time_mills",
-                     "max_msgs_num_batch", "default_query_max_num", "sync_flush_timeout", "timer_max_delay_sec",
-                     "transaction_check_interval", "transaction_time_out"):
+        for name in (
+            "mapped_file_size_commit_log",
+            "mapped_file_size_consume_queue",
+            "max_message_size",
+            "default_topic_queue_nums",
+            "register_name_server_period",
+            "short_polling_time_mills",
+            "max_msgs_num_batch",
+            "default_query_max_num",
+            "sync_flush_timeout",
+            "timer_max_delay_sec",
+            "transaction_check_interval",
+            "transaction_time_out",
+        ):
             if getattr(self, name) <= 0:
                 raise bad(_camel(name), "must be > 0")
         if self.mapped_file_size_consume_queue % 20:
@@ -273,7 +284,39 @@ _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
 # Keys RocketMQ has that this broker does not act on: accepted without a warning.
 ACCEPTED_KEYS = frozenset(
-    ["sendMessageThreadPoolNums", "pullMessageThreadPoolNums", "processReplyMessageThreadPoolNums", "queryMessageThreadPoolNums", "adminBrokerThreadPoolNums", "clientManageThreadPoolNums", "consumerManageThreadPoolNums", "heartbeatThreadPoolNums", "endTransactionThreadPoolNums", "sendThreadPoolQueueCapacity", "pullThreadPoolQueueCapacity", "replyThreadPoolQueueCapacity", "queryThreadPoolQueueCapacity", "clientManagerThreadPoolQueueCapacity", "consumerManagerThreadPoolQueueCapacity", "heartbeatThreadPoolQueueCapacity", "endTransactionPoolQueueCapacity", "serverWorkerThreads", "serverCallbackExecutorThreads", "serverSelectorThreads", "serverOnewaySemaphoreValue", "serverAsyncSemaphoreValue", "serverSocketSndBufSize", "serverSocketRcvBufSize", "serverPooledByteBufAllocatorEnable", "useEpollNativeSelector", "clientWorkerThreads", "clientCallbackExecutorThreads", "useReentrantLockWhenPutMessage", "waitTimeMillsInSendQueue", "waitTimeMillsInPullQueue", "waitTimeMillsInHeartbeatQueue", "waitTimeMillsInTransactionQueue", "osPageCacheBusyTimeOutMills", "brokerFastFailureEnable", "flushIntervalCommitLog", "flushCommitLogTimed", "flushIntervalConsumeQueue", "flushCommitLogLeastPages", "flushConsumeQueueLeastPages", "flushCommitLogThoroughInterval", "flushConsumeQueueThoroughInterval", "commitIntervalCommitLog", "commitCommitLogLeastPages", "transientStorePoolEnable", "transientStorePoolSize", "fastFailIfNoBufferInStorePool", "warmMapedFileEnable", "mapedFileSizeCommitLog", "mapedFileSizeConsumeQueue", "cleanResourceInterval", "deleteCommitLogFilesInterval", "deleteConsumeQueueFilesInterval", "destroyMapedFileIntervalForcibly", "redeleteHangedFileInterval", "cleanFileForciblyEnable", "diskFallRecorded", "checkCRCOnRecover", "accessMessageInMemoryMaxRatio", "messageIndexEnable", "messageIndexSafe", "maxHashSlotNum", "maxIndexNum", "haSendHeartbeatInterval", "haHousekeepingInterval", "haTransferBatchSize", "haMasterAddress", "haSlaveFallbehindMax", "slaveTimeout", "offsetCheckInSlave", "debugLockEnable", "duplicationEnable", "rocketmqHome", "aclEnable", "storePathConsumeQueue", "storePathIndex", "storeCheckpoint", "abortFile", "fetchNamesrvAddrByAddressServer", "filterServerNums", "filterSupportRetry", "enableCalcFilterBitMap", "enableConsumeQueueExt", "mappedFileSizeConsumeQueueExt", "bitMapLengthConsumeQueueExt", "compressedRegister", "forceRegister", "registerBrokerTimeoutMills", "traceTopicEnable", "msgTraceTopicName", "enableDLegerCommitLog", "dLegerGroup", "dLegerPeers", "dLegerSelfId", "isEnableBatchPush", "autoDeleteUnusedStats", "startAcceptSendRequestTimeStamp", "commercialEnable", "highSpeedMode", "commercialTimerCount", "commercialTransCount", "commercialBigCount", "transferMsgByHeap", "maxErrorRateOfBloomFilter", "expectConsumerNumUseFilter", "filterDataCleanTimeSpan", "storeReplyMessageEnable", "enableDetailStat"]
+    """
+    sendMessageThreadPoolNums pullMessageThreadPoolNums processReplyMessageThreadPoolNums
+    queryMessageThreadPoolNums adminBrokerThreadPoolNums clientManageThreadPoolNums
+    consumerManageThreadPoolNums heartbeatThreadPoolNums endTransactionThreadPoolNums
+    sendThreadPoolQueueCapacity pullThreadPoolQueueCapacity replyThreadPoolQueueCapacity
+    queryThreadPoolQueueCapacity clientManagerThreadPoolQueueCapacity
+    consumerManagerThreadPoolQueueCapacity heartbeatThreadPoolQueueCapacity
+    endTransactionPoolQueueCapacity serverWorkerThreads serverCallbackExecutorThreads
+    serverSelectorThreads serverOnewaySemaphoreValue serverAsyncSemaphoreValue
+    serverSocketSndBufSize serverSocketRcvBufSize serverPooledByteBufAllocatorEnable
+    useEpollNativeSelector clientWorkerThreads clientCallbackExecutorThreads
+    useReentrantLockWhenPutMessage waitTimeMillsInSendQueue waitTimeMillsInPullQueue
+    waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue osPageCacheBusyTimeOutMills
+    brokerFastFailureEnable flushIntervalCommitLog flushCommitLogTimed flushIntervalConsumeQueue
+    flushCommitLogLeastPages flushConsumeQueueLeastPages flushCommitLogThoroughInterval
+    flushConsumeQueueThoroughInterval commitIntervalCommitLog commitCommitLogLeastPages
+    transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool
+    warmMapedFileEnable mapedFileSizeCommitLog mapedFileSizeConsumeQueue cleanResourceInterval
+    deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval destroyMapedFileIntervalForcibly
+    redeleteHangedFileInterval cleanFileForciblyEnable diskFallRecorded checkCRCOnRecover
+    accessMessageInMemoryMaxRatio messageIndexEnable messageIndexSafe maxHashSlotNum maxIndexNum
+    haSendHeartbeatInterval haHousekeepingInterval haTransferBatchSize haMasterAddress
+    haSlaveFallbehindMax slaveTimeout offsetCheckInSlave debugLockEnable duplicationEnable
+    rocketmqHome aclEnable storePathConsumeQueue storePathIndex storeCheckpoint abortFile
+    fetchNamesrvAddrByAddressServer filterServerNums filterSupportRetry enableCalcFilterBitMap
+    enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt
+    compressedRegister forceRegister registerBrokerTimeoutMills traceTopicEnable msgTraceTopicName
+    enableDLegerCommitLog dLegerGroup dLegerPeers dLegerSelfId isEnableBatchPush
+    autoDeleteUnusedStats startAcceptSendRequestTimeStamp commercialEnable highSpeedMode
+    commercialTimerCount commercialTransCount commercialBigCount transferMsgByHeap
+    maxErrorRateOfBloomFilter expectConsumerNumUseFilter filterDataCleanTimeSpan
+    storeReplyMessageEnable enableDetailStat
+    """.split()
 )
 
 
@@ -328,8 +371,16 @@ class _Spec:
 
 
 def _build_specs() -> dict[str, _Spec]:
-    hints = {"int": int, "bool": bool, "str": str, "Path": Path, "Path | None": Path,
-             "tuple[str, ...]": tuple, "FlushDiskType": FlushDiskType, "BrokerRole": BrokerRole}
+    hints = {
+        "int": int,
+        "bool": bool,
+        "str": str,
+        "Path": Path,
+        "Path | None": Path,
+        "tuple[str, ...]": tuple,
+        "FlushDiskType": FlushDiskType,
+        "BrokerRole": BrokerRole,
+    }
     return {
         _IRREGULAR.get(f.name, _camel(f.name)): _Spec(f.name, hints[str(f.type)])
         for f in dataclasses.fields(BrokerConfig)

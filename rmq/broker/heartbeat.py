@@ -41,8 +41,9 @@ class SubscriptionData:
     class_filter_mode: bool = False
 
     @classmethod
-    def build(cls, topic: str, sub_string: str | None, sub_version: int = 0,
-              expression_type: str | None = None) -> SubscriptionData:
+    def build(
+        cls, topic: str, sub_string: str | None, sub_version: int = 0, expression_type: str | None = None
+    ) -> SubscriptionData:
         """FilterAPI.build: split a TAG expression on `||` and hash each tag."""
         expression_type = (expression_type or EXPRESSION_TAG).upper()
         if expression_type != EXPRESSION_TAG:
@@ -84,11 +85,14 @@ class SubscriptionData:
     def from_json(cls, obj: Any) -> SubscriptionData:
         if not isinstance(obj, dict) or not isinstance(obj.get("topic"), str):
             raise RemoteProtocolError(f"bad subscription {obj!r}: no topic")
-        sub = cls.build(obj["topic"], _opt_str(obj.get("subString")), _int(obj.get("subVersion", 0), "subVersion"),
-                        _opt_str(obj.get("expressionType")))
+        sub = cls.build(
+            obj["topic"],
+            _opt_str(obj.get("subString")),
+            _int(obj.get("subVersion", 0), "subVersion"),
+            _opt_str(obj.get("expressionType")),
+        )
         if obj.get("classFilterMode") is True:
-            sub = cls(sub.topic, sub.sub_string, sub.tags_set, sub.code_set, sub.sub_version,
-                      sub.expression_type, True)
+            sub = cls(sub.topic, sub.sub_string, sub.tags_set, sub.code_set, sub.sub_version, sub.expression_type, True)
         return sub
 
 
@@ -121,14 +125,16 @@ def parse_heartbeat(obj: Any) -> HeartbeatData:
         if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):
             raise RemoteProtocolError(f"bad consumer data {item!r}")
         subs = tuple(SubscriptionData.from_json(s) for s in item.get("subscriptionDataSet") or ())
-        consumers.append(ConsumerData(
-            item["groupName"],
-            _enum(item.get("consumeType"), CONSUME_TYPES, "consumeType", "CONSUME_PASSIVELY"),
-            _enum(item.get("messageModel"), MESSAGE_MODELS, "messageModel", "CLUSTERING"),
-            _enum(item.get("consumeFromWhere"), CONSUME_FROM_WHERE, "consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
-            subs,
-            item.get("unitMode") is True,
-        ))
+        consumers.append(
+            ConsumerData(
+                item["groupName"],
+                _enum(item.get("consumeType"), CONSUME_TYPES, "consumeType", "CONSUME_PASSIVELY"),
+                _enum(item.get("messageModel"), MESSAGE_MODELS, "messageModel", "CLUSTERING"),
+                _enum(item.get("consumeFromWhere"), CONSUME_FROM_WHERE, "consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
+                subs,
+                item.get("unitMode") is True,
+            )
+        )
     producers = []
     for item in obj.get("producerDataSet") or ():
         if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):

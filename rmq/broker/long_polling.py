@@ -34,7 +34,12 @@ class PullWaiters:
         return self._events.setdefault((topic, queue_id), trio.Event())
 
     def arriving(
-        self, topic: str, queue_id: int, logic_offset: int, tags_code: int, store_timestamp: int,
+        self,
+        topic: str,
+        queue_id: int,
+        logic_offset: int,
+        tags_code: int,
+        store_timestamp: int,
         properties: dict[str, str],
     ) -> None:
         """A message was dispatched to (topic, queue_id): wake everything parked there."""

@@ -84,8 +84,13 @@ class Registration:
         name, addr, cluster, ha_addr, broker_id = self._identity()
         body = json_body.dumps({"filterServerList": [], "topicConfigSerializeWrapper": self._topic_wrapper()})
         header = RegisterBrokerRequestHeader(
-            broker_name=name, broker_addr=addr, cluster_name=cluster, ha_server_addr=ha_addr, broker_id=broker_id,
-            compressed=False, body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
+            broker_name=name,
+            broker_addr=addr,
+            cluster_name=cluster,
+            ha_server_addr=ha_addr,
+            broker_id=broker_id,
+            compressed=False,
+            body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
         )
         async with trio.open_nursery() as nursery:
             for namesrv in self.namesrv_addrs:

@@ -231,14 +231,26 @@ class ScheduleService:
         assert self._watermark is not None
         with self._watermark.delivering(level):
             result = await broker.store.put_message(
-                real_topic, real_qid, msg.body, flag=msg.flag, properties=props,
-                sys_flag=msg.sys_flag & ~HOST_FLAGS, born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host, store_host=broker.store_host,
-                reconsume_times=msg.reconsume_times, wait=False,
+                real_topic,
+                real_qid,
+                msg.body,
+                flag=msg.flag,
+                properties=props,
+                sys_flag=msg.sys_flag & ~HOST_FLAGS,
+                born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host,
+                store_host=broker.store_host,
+                reconsume_times=msg.reconsume_times,
+                wait=False,
             )
             if not result.ok:
-                log.warning("delay level %d: cannot deliver to %s (%s), retrying in %.0f s",
-                            level, real_topic, result.status.value, RETRY_AFTER_ERROR)
+                log.warning(
+                    "delay level %d: cannot deliver to %s (%s), retrying in %.0f s",
+                    level,
+                    real_topic,
+                    result.status.value,
+                    RETRY_AFTER_ERROR,
+                )
                 return False
             self._advance(level, queue_offset + 1)
         self.delivered += 1

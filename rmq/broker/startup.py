@@ -29,9 +29,21 @@ log = logging.getLogger("rmq.broker")
 
 # What `-m` prints (RocketMQ's @ImportantField settings plus where the data goes).
 IMPORTANT_KEYS = (
-    "brokerClusterName", "brokerName", "brokerId", "brokerRole", "brokerIP1", "listenPort", "namesrvAddr",
-    "storePathRootDir", "storePathCommitLog", "flushDiskType", "autoCreateTopicEnable",
-    "autoCreateSubscriptionGroup", "mappedFileSizeCommitLog", "deleteWhen", "fileReservedTime",
+    "brokerClusterName",
+    "brokerName",
+    "brokerId",
+    "brokerRole",
+    "brokerIP1",
+    "listenPort",
+    "namesrvAddr",
+    "storePathRootDir",
+    "storePathCommitLog",
+    "flushDiskType",
+    "autoCreateTopicEnable",
+    "autoCreateSubscriptionGroup",
+    "mappedFileSizeCommitLog",
+    "deleteWhen",
+    "fileReservedTime",
 )
 
 

@@ -36,7 +36,7 @@ class BrokerStats:
         self.get_yesterday_morning, self.get_today_morning = self.get_today_morning, self.get_total
 
     def tps(self, which: int) -> str:
-        """"a b c": TPS over 10 s, 1 min and 10 min; which 1 = puts, 2 = gets."""
+        """ "a b c": TPS over 10 s, 1 min and 10 min; which 1 = puts, 2 = gets."""
         if not self._samples:
             return "0.00 0.00 0.00"
         now = self._clock()

@@ -63,8 +63,10 @@ class TimerRefused(Exception):
 def deliver_time(props: dict[str, str], now_ms: int) -> int | None:
     """Absolute delivery time the properties ask for, or None for an ordinary message."""
     for key, relative, scale in (
-        (P.TIMER_DELIVER_MS, False, 1), (P.START_DELIVER_TIME, False, 1),
-        (P.TIMER_DELAY_SEC, True, 1000), (P.TIMER_DELAY_MS, True, 1),
+        (P.TIMER_DELIVER_MS, False, 1),
+        (P.START_DELIVER_TIME, False, 1),
+        (P.TIMER_DELAY_SEC, True, 1000),
+        (P.TIMER_DELAY_MS, True, 1),
     ):
         raw = props.get(key)
         if raw is None:
@@ -77,8 +79,7 @@ def deliver_time(props: dict[str, str], now_ms: int) -> int | None:
     return None
 
 
-def route_timer(topic: str, queue_id: int, props: dict[str, str], now_ms: int,
-                max_delay_sec: int) -> tuple[str, int]:
+def route_timer(topic: str, queue_id: int, props: dict[str, str], now_ms: int, max_delay_sec: int) -> tuple[str, int]:
     """Where a message is stored: rmq_sys_wheel_timer when it asks for a future delivery
     time, else where it was going. Rewrites `props` in place.
 
@@ -157,9 +158,13 @@ class TimerService:
         assert self._watermark is not None
         low = self.low
         self.done = {o for o in self.done if o > low}
-        return json_body.dumps({
-            "commitLogOffset": self._watermark.current(), "offset": low, "done": _ranges(self.done),
-        })
+        return json_body.dumps(
+            {
+                "commitLogOffset": self._watermark.current(),
+                "offset": low,
+                "done": _ranges(self.done),
+            }
+        )
 
     def take_snapshot(self) -> bytes | None:
         if self._watermark is None:
@@ -290,14 +295,25 @@ class TimerService:
         assert self._watermark is not None
         with self._watermark.delivering(TIMER_TOPIC):
             result = await broker.store.put_message(
-                real_topic, real_qid, msg.body, flag=msg.flag, properties=props,
-                sys_flag=msg.sys_flag & ~HOST_FLAGS, born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host, store_host=broker.store_host,
-                reconsume_times=msg.reconsume_times, wait=False,
+                real_topic,
+                real_qid,
+                msg.body,
+                flag=msg.flag,
+                properties=props,
+                sys_flag=msg.sys_flag & ~HOST_FLAGS,
+                born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host,
+                store_host=broker.store_host,
+                reconsume_times=msg.reconsume_times,
+                wait=False,
             )
             if not result.ok:
-                log.warning("timer: cannot deliver to %s (%s), retrying in %.0f s",
-                            real_topic, result.status.value, RETRY_AFTER_ERROR)
+                log.warning(
+                    "timer: cannot deliver to %s (%s), retrying in %.0f s",
+                    real_topic,
+                    result.status.value,
+                    RETRY_AFTER_ERROR,
+                )
                 return False
             self._finish(offset)
         self.delivered += 1
@@ -326,10 +342,17 @@ class TimerService:
             props = dict(msg.properties)
             props[ROLLED_FROM] = str(low)
             result = await broker.store.put_message(
-                TIMER_TOPIC, 0, msg.body, flag=msg.flag, properties=props,
-                sys_flag=msg.sys_flag & ~HOST_FLAGS, born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host, store_host=broker.store_host,
-                reconsume_times=msg.reconsume_times, wait=False,
+                TIMER_TOPIC,
+                0,
+                msg.body,
+                flag=msg.flag,
+                properties=props,
+                sys_flag=msg.sys_flag & ~HOST_FLAGS,
+                born_timestamp=msg.born_timestamp,
+                born_host=msg.born_host,
+                store_host=broker.store_host,
+                reconsume_times=msg.reconsume_times,
+                wait=False,
             )
             if not result.ok:
                 return

@@ -44,8 +44,15 @@ DLQ_PREFIX = "%DLQ%"
 
 # TopicValidator: producers may not send to these.
 NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
-     OFFSET_MOVED_EVENT, TIMER_TOPIC}
+    {
+        SCHEDULE_TOPIC,
+        TRANS_HALF_TOPIC,
+        TRANS_OP_HALF_TOPIC,
+        TRANS_CHECK_MAX_TIME_TOPIC,
+        SELF_TEST_TOPIC,
+        OFFSET_MOVED_EVENT,
+        TIMER_TOPIC,
+    }
 )
 _SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, TRACE_TOPIC}
 
@@ -166,10 +173,12 @@ class TopicConfigManager:
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
             TopicConfig(f"{c.broker_cluster_name}_REPLY_TOPIC", 1, 1),
-            TopicConfig(c.broker_cluster_name,
-                        perm=PERM_INHERIT | (PERM_READ | PERM_WRITE if c.cluster_topic_enable else 0)),
-            TopicConfig(c.broker_name, 1, 1,
-                        perm=PERM_INHERIT | (PERM_READ | PERM_WRITE if c.broker_topic_enable else 0)),
+            TopicConfig(
+                c.broker_cluster_name, perm=PERM_INHERIT | (PERM_READ | PERM_WRITE if c.cluster_topic_enable else 0)
+            ),
+            TopicConfig(
+                c.broker_name, 1, 1, perm=PERM_INHERIT | (PERM_READ | PERM_WRITE if c.broker_topic_enable else 0)
+            ),
         ]
         if c.auto_create_topic_enable:
             n = c.default_topic_queue_nums
@@ -230,8 +239,9 @@ class TopicConfigManager:
 
     # -- changes --------------------------------------------------------------------------
 
-    def create_in_send(self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int = 0
-                       ) -> TopicConfig | None:
+    def create_in_send(
+        self, topic: str, default_topic: str, client_queue_nums: int, topic_sys_flag: int = 0
+    ) -> TopicConfig | None:
         """The topic's config, auto-created from `default_topic` if that one allows inheriting.
 
         None when the topic is unknown and cannot be created (the caller answers 17).

@@ -94,7 +94,7 @@ class Action(enum.Enum):
     DISCARD = "DISCARD"  # copy to TRANS_CHECK_MAX_TIME_TOPIC, op record
 
 
-S, I, A = State, Input, Action
+S, I, A = State, Input, Action  # noqa: E741 - short names keep the table readable
 # (state, input) → (next state, action). A late answer after a discard still counts, as in
 # RocketMQ, whose discard leaves the half message resolvable.
 TRANSITIONS: dict[tuple[State, Input], tuple[State, Action]] = {
@@ -123,7 +123,9 @@ del S, I, A
 
 # END_TRANSACTION's commitOrRollback → input
 END_INPUTS = {
-    TRANSACTION_COMMIT_TYPE: Input.COMMIT, TRANSACTION_ROLLBACK_TYPE: Input.ROLLBACK, TRANSACTION_NOT_TYPE: Input.UNKNOWN,
+    TRANSACTION_COMMIT_TYPE: Input.COMMIT,
+    TRANSACTION_ROLLBACK_TYPE: Input.ROLLBACK,
+    TRANSACTION_NOT_TYPE: Input.UNKNOWN,
 }
 _OP_STATES = {"COMMIT": State.COMMITTED, "ROLLBACK": State.ROLLED_BACK, "DISCARD": State.DISCARDED}
 
@@ -249,7 +251,10 @@ class TransactionService:
             if half.queue_offset < self.low:
                 return ResponseCode.SUCCESS, None  # resolved long ago and forgotten
             chain = self.chains[origin] = Chain(
-                origin, half.queue_offset, half.commitlog_offset, half.store_timestamp,
+                origin,
+                half.queue_offset,
+                half.commitlog_offset,
+                half.store_timestamp,
                 _int(half.properties.get(P.TRANSACTION_CHECK_TIMES), 0),
             )
             heapq.heappush(self._pending, (chain.latest, origin))
@@ -285,16 +290,25 @@ class TransactionService:
                 props.pop(key, None)
             topic, queue_id = props.get(P.REAL_TOPIC, ""), _int(props.get(P.REAL_QID), 0)
             try:
-                topic, queue_id = route_timer(topic, queue_id, props, broker.clock_ms(),
-                                              broker.config.timer_max_delay_sec)
+                topic, queue_id = route_timer(
+                    topic, queue_id, props, broker.clock_ms(), broker.config.timer_max_delay_sec
+                )
             except TimerRefused as exc:
                 log.warning("committed transaction %d keeps no timer: %s", chain.origin, exc)
             topic, queue_id = route_delay(topic, queue_id, props, broker.schedule.max_level)
             sys_flag = (half.sys_flag & ~(TRANSACTION_TYPE_MASK | HOST_FLAGS)) | TRANSACTION_COMMIT_TYPE
             result = store.append_message(
-                topic, queue_id, half.body, flag=half.flag, properties=props, sys_flag=sys_flag,
-                born_timestamp=half.born_timestamp, born_host=half.born_host, store_host=broker.store_host,
-                reconsume_times=half.reconsume_times, prepared_transaction_offset=half.commitlog_offset,
+                topic,
+                queue_id,
+                half.body,
+                flag=half.flag,
+                properties=props,
+                sys_flag=sys_flag,
+                born_timestamp=half.born_timestamp,
+                born_host=half.born_host,
+                store_host=broker.store_host,
+                reconsume_times=half.reconsume_times,
+                prepared_transaction_offset=half.commitlog_offset,
             )
             if not result.ok:
                 return f"cannot store the committed message: {result.status.value} {result.remark}".strip()
@@ -305,14 +319,25 @@ class TransactionService:
         if action is Action.DISCARD:
             broker.topics.create_if_absent(TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
             result = store.append_message(
-                TRANS_CHECK_MAX_TIME_TOPIC, 0, half.body, flag=half.flag, properties=dict(half.properties),
-                sys_flag=half.sys_flag & ~(TRANSACTION_TYPE_MASK | HOST_FLAGS), born_timestamp=half.born_timestamp,
-                born_host=half.born_host, store_host=broker.store_host, reconsume_times=half.reconsume_times,
+                TRANS_CHECK_MAX_TIME_TOPIC,
+                0,
+                half.body,
+                flag=half.flag,
+                properties=dict(half.properties),
+                sys_flag=half.sys_flag & ~(TRANSACTION_TYPE_MASK | HOST_FLAGS),
+                born_timestamp=half.born_timestamp,
+                born_host=half.born_host,
+                store_host=broker.store_host,
+                reconsume_times=half.reconsume_times,
             )
             if not result.ok:
                 return f"cannot discard: {result.status.value}"
-            log.warning("transaction %d of %s discarded after %d checks", chain.origin,
-                        half.properties.get(P.PGROUP), chain.check_times)
+            log.warning(
+                "transaction %d of %s discarded after %d checks",
+                chain.origin,
+                half.properties.get(P.PGROUP),
+                chain.check_times,
+            )
             return await self._write_op(chain, "DISCARD")
         assert action is Action.CHECK
         return await self._check(chain, half)
@@ -322,8 +347,14 @@ class TransactionService:
         broker.topics.create_if_absent(TRANS_OP_HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
         props = {P.TAGS: REMOVE_TAG, P.TRAN_PREPARED_QUEUE_OFFSET: str(chain.origin), OP_KIND: kind}
         result = await broker.store.put_message(
-            TRANS_OP_HALF_TOPIC, 0, str(chain.latest).encode("ascii"), properties=props,
-            born_timestamp=broker.clock_ms(), store_host=broker.store_host, born_host=broker.store_host, wait=False,
+            TRANS_OP_HALF_TOPIC,
+            0,
+            str(chain.latest).encode("ascii"),
+            properties=props,
+            born_timestamp=broker.clock_ms(),
+            store_host=broker.store_host,
+            born_host=broker.store_host,
+            wait=False,
         )
         if not result.ok:
             return f"cannot write the op record: {result.status.value}"
@@ -375,9 +406,17 @@ class TransactionService:
         props[P.TRANSACTION_CHECK_TIMES] = str(chain.check_times + 1)
         props[P.TRAN_PREPARED_QUEUE_OFFSET] = str(chain.origin)
         result = await broker.store.put_message(
-            TRANS_HALF_TOPIC, 0, half.body, flag=half.flag, properties=props,
-            sys_flag=half.sys_flag & ~HOST_FLAGS, born_timestamp=half.born_timestamp, born_host=half.born_host,
-            store_host=broker.store_host, reconsume_times=half.reconsume_times, wait=False,
+            TRANS_HALF_TOPIC,
+            0,
+            half.body,
+            flag=half.flag,
+            properties=props,
+            sys_flag=half.sys_flag & ~HOST_FLAGS,
+            born_timestamp=half.born_timestamp,
+            born_host=half.born_host,
+            store_host=broker.store_host,
+            reconsume_times=half.reconsume_times,
+            wait=False,
         )
         if not result.ok:
             return f"cannot re-append the half message: {result.status.value}"
@@ -390,20 +429,31 @@ class TransactionService:
             return None
         real_topic = props.get(P.REAL_TOPIC, half.topic)
         record = encode_record(
-            topic=real_topic, body=half.body, queue_id=_int(props.get(P.REAL_QID), 0), flag=half.flag,
-            properties=props, queue_offset=chain.latest, commitlog_offset=chain.phy,
-            sys_flag=half.sys_flag & ~HOST_FLAGS, born_timestamp=half.born_timestamp, born_host=half.born_host,
-            store_timestamp=chain.store_timestamp, store_host=broker.store_host,
+            topic=real_topic,
+            body=half.body,
+            queue_id=_int(props.get(P.REAL_QID), 0),
+            flag=half.flag,
+            properties=props,
+            queue_offset=chain.latest,
+            commitlog_offset=chain.phy,
+            sys_flag=half.sys_flag & ~HOST_FLAGS,
+            born_timestamp=half.born_timestamp,
+            born_host=half.born_host,
+            store_timestamp=chain.store_timestamp,
+            store_host=broker.store_host,
             reconsume_times=half.reconsume_times,
         )
         uniq = props.get(P.UNIQ_KEY)
         header = CheckTransactionStateRequestHeader(
-            tran_state_table_offset=chain.latest, commit_log_offset=chain.phy, msg_id=uniq,
+            tran_state_table_offset=chain.latest,
+            commit_log_offset=chain.phy,
+            msg_id=uniq,
             transaction_id=props.get(P.TRANSACTION_ID) or uniq,
             offset_msg_id=make_offset_msg_id(*broker.store_host, chain.phy),
         )
-        request = RemotingCommand(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext(), record,
-                                  language=LanguageCode.JAVA)
+        request = RemotingCommand(
+            RequestCode.CHECK_TRANSACTION_STATE, header.to_ext(), record, language=LanguageCode.JAVA
+        )
         channel = random.choice(channels)
         try:
             await channel.conn.invoke_oneway(request, CHECK_TIMEOUT)  # type: ignore[attr-defined]

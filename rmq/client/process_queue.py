@@ -45,7 +45,8 @@ class ProcessQueue:
         self.last_consume_time = 0.0
 
     def __repr__(self) -> str:
-        return f"<ProcessQueue {self.msg_count} msgs {self.msg_size} B max={self.queue_offset_max}{' dropped' if self.dropped else ''}>"
+        dropped = " dropped" if self.dropped else ""
+        return f"<ProcessQueue {self.msg_count} msgs {self.msg_size} B max={self.queue_offset_max}{dropped}>"
 
     def put(self, msgs: Iterable[MessageExt]) -> int:
         """Hold newly pulled messages (ascending offsets); returns how many were new."""

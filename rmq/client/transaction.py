@@ -105,7 +105,11 @@ class TransactionProducer(Producer):
                 del router.producers[self.group]
 
     async def send_message_in_transaction(
-        self, msg: ProtocolMessage, local_transaction: LocalTransaction, arg: Any = None, *,
+        self,
+        msg: ProtocolMessage,
+        local_transaction: LocalTransaction,
+        arg: Any = None,
+        *,
         timeout: float | None = None,
     ) -> TransactionSendResult:
         """Half-send `msg`, run `local_transaction(msg, arg)`, end the transaction.
@@ -143,17 +147,22 @@ class TransactionProducer(Producer):
             log.warning("cannot end transaction %s: broker %s unknown", result.msg_id, result.message_queue.broker_name)
             return
         header = EndTransactionRequestHeader(
-            producer_group=self.group, tran_state_table_offset=result.queue_offset,
-            commit_log_offset=commitlog_offset, commit_or_rollback=state.value, msg_id=result.msg_id,
-            from_transaction_check=False, transaction_id=result.transaction_id or result.msg_id,
+            producer_group=self.group,
+            tran_state_table_offset=result.queue_offset,
+            commit_log_offset=commitlog_offset,
+            commit_or_rollback=state.value,
+            msg_id=result.msg_id,
+            from_transaction_check=False,
+            transaction_id=result.transaction_id or result.msg_id,
         )
         request = RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext())
         request.remark = remark
         try:
             await self.instance.api.invoke_oneway(addr, request, END_TIMEOUT)
         except MQClientError as exc:
-            log.warning("END_TRANSACTION for %s to %s failed (the broker will check back): %s",
-                        result.msg_id, addr, exc)
+            log.warning(
+                "END_TRANSACTION for %s to %s failed (the broker will check back): %s", result.msg_id, addr, exc
+            )
 
     async def answer_check(self, msg: MessageExt) -> tuple[TransactionState, str | None]:
         """Run the `check` callback for a half message the broker asks about."""
@@ -209,9 +218,12 @@ class _CheckRouter:
             return None
         state, remark = await producer.answer_check(msg)
         end = EndTransactionRequestHeader(
-            producer_group=group, tran_state_table_offset=header.tran_state_table_offset,
-            commit_log_offset=header.commit_log_offset, commit_or_rollback=state.value,
-            msg_id=msg.properties.get(P.UNIQ_KEY) or header.msg_id or "", from_transaction_check=True,
+            producer_group=group,
+            tran_state_table_offset=header.tran_state_table_offset,
+            commit_log_offset=header.commit_log_offset,
+            commit_or_rollback=state.value,
+            msg_id=msg.properties.get(P.UNIQ_KEY) or header.msg_id or "",
+            from_transaction_check=True,
             transaction_id=header.transaction_id,
         )
         command = RemotingCommand.request(RequestCode.END_TRANSACTION, end.to_ext())
@@ -225,8 +237,11 @@ class _CheckRouter:
 
 @asynccontextmanager
 async def open_transaction_producer(
-    group: str = DEFAULT_PRODUCER_GROUP, namesrv: str | Sequence[str] | None = None, *,
-    check: CheckListener | None = None, **options: Any,
+    group: str = DEFAULT_PRODUCER_GROUP,
+    namesrv: str | Sequence[str] | None = None,
+    *,
+    check: CheckListener | None = None,
+    **options: Any,
 ) -> AsyncIterator[TransactionProducer]:
     """`async with open_transaction_producer(...) as p:`, the functional spelling."""
     async with TransactionProducer(group, namesrv, check=check, **options) as producer:

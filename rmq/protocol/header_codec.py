@@ -116,7 +116,14 @@ def encode_json(
         parts.append(',"extFields":{')
         parts.append(",".join([enc(k) + ":" + enc(v if type(v) is str else ext_str(v)) for k, v in ext.items()]))
         parts.append("}")
-    parts += [',"flag":', str(int(flag)), ',"language":"', _LANG_NAME.get(language, "OTHER"), '","opaque":', str(int(opaque))]
+    parts += [
+        ',"flag":',
+        str(int(flag)),
+        ',"language":"',
+        _LANG_NAME.get(language, "OTHER"),
+        '","opaque":',
+        str(int(opaque)),
+    ]
     if remark is not None:
         parts += [',"remark":', enc(remark)]
     parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(int(version)), "}"]

@@ -1,4 +1,5 @@
-"""Java `.properties` text: RocketMQ config files and the *_CONFIG request bodies (GET/UPDATE_BROKER_CONFIG, ..._NAMESRV_CONFIG).
+"""Java `.properties` text: RocketMQ config files and the *_CONFIG request bodies
+(GET/UPDATE_BROKER_CONFIG, GET/UPDATE_NAMESRV_CONFIG).
 
 `parse()` follows java.util.Properties.load: `#`/`!` comments, `=`, `:` or whitespace
 between key and value, backslash line continuation and escapes (`\\t`, `\\uXXXX`...).

@@ -374,9 +374,7 @@ def encode_record(
         raise LocalProtocolError(f"topic length {len(topic_b)} not in 1..{MAX_TOPIC_LENGTH}")
     props_b = _props_bytes(properties)
     if len(props_b) > MAX_PROPERTIES_LENGTH:
-        raise LocalProtocolError(
-            f"properties length {len(props_b)} exceeds {MAX_PROPERTIES_LENGTH}"
-        )
+        raise LocalProtocolError(f"properties length {len(props_b)} exceeds {MAX_PROPERTIES_LENGTH}")
     body = bytes(body)
     size = record_size(sys_flag, len(body), len(topic_b), len(props_b))
     buf = bytearray(size)
@@ -471,9 +469,7 @@ def parse_record(buf: Buffer, offset: int) -> tuple[tuple[Any, ...], int, int, s
         raise RemoteProtocolError(f"bad topic length {topic_len} at {offset}")
     props_len = (buf[topic_end] << 8) | buf[topic_end + 1]
     if props_len > MAX_PROPERTIES_LENGTH or topic_end + 2 + props_len != rec_end:
-        raise RemoteProtocolError(
-            f"record at {offset}: size {size} does not match its parts (properties {props_len})"
-        )
+        raise RemoteProtocolError(f"record at {offset}: size {size} does not match its parts (properties {props_len})")
     topic = str(buf[p:topic_end], "utf-8", "replace")
     return fields, body_start, fields[-1], topic, topic_end + 2, rec_end
 
@@ -536,9 +532,7 @@ def peek_size_and_magic(buf: Buffer, offset: int) -> tuple[int, int]:
     return size, magic
 
 
-def decompress_body(
-    body: bytes, sys_flag: int, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE
-) -> bytes:
+def decompress_body(body: bytes, sys_flag: int, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
     """The application body: ``body`` inflated when ``sys_flag`` has COMPRESSED_FLAG.
 
     Compression type bits 0x700 of 0 (old senders) or 3 mean zlib. LZ4 and ZSTD are not supported.

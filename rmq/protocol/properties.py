@@ -123,9 +123,7 @@ def encode_properties(props: Mapping[str, str | None] | None) -> str:
     try:  # all values are strings: one C-level join
         return PROPERTY_SEPARATOR.join(map(NAME_VALUE_SEPARATOR.join, props.items()))  # type: ignore[arg-type]
     except TypeError:
-        return PROPERTY_SEPARATOR.join(
-            f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None
-        )
+        return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None)
 
 
 def split_keys(keys: str | None) -> list[str]:

@@ -51,9 +51,7 @@ def _host(flag: int) -> IfThenElse:
 
 
 def _record_length(ctx) -> int:  # type: ignore[no-untyped-def]
-    hosts = (20 if ctx.sys_flag & BORNHOST_V6_FLAG else 8) + (
-        20 if ctx.sys_flag & STOREHOST_V6_FLAG else 8
-    )
+    hosts = (20 if ctx.sys_flag & BORNHOST_V6_FLAG else 8) + (20 if ctx.sys_flag & STOREHOST_V6_FLAG else 8)
     topic_len_size = 2 if ctx.magic_code == MESSAGE_MAGIC_CODE_V2 else 1
     return (
         4 * 5 + 8 * 2 + 4 + 8 + hosts + 8 + 4 + 8

@@ -1,12 +1,12 @@
 """The Trio shell around rmq.protocol: RocketMQ remoting connections, servers, clients.
 
-    dispatcher = Dispatcher()
-    dispatcher.register(RequestCode.SEND_MESSAGE, SendProcessor(...), concurrency=16)
-    async with RemotingServer(dispatcher, ServerConfig(port=10911)) as server:
-        ...
+dispatcher = Dispatcher()
+dispatcher.register(RequestCode.SEND_MESSAGE, SendProcessor(...), concurrency=16)
+async with RemotingServer(dispatcher, ServerConfig(port=10911)) as server:
+    ...
 
-    async with RemotingClient() as client:
-        response = await client.invoke("127.0.0.1:10911", request, timeout=3.0)
+async with RemotingClient() as client:
+    response = await client.invoke("127.0.0.1:10911", request, timeout=3.0)
 """
 
 from .abc import ProcessFunction as ProcessFunction

@@ -236,4 +236,3 @@ def _one_line(exc: BaseException, *, with_type: bool) -> str:
     if with_type:
         message = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     return message[:_REMARK_LIMIT]
-

@@ -141,7 +141,7 @@ class RemotingServer:
 
     @property
     def address(self) -> str:
-        """"host:port" to connect to (127.0.0.1 when listening on every address)."""
+        """ "host:port" to connect to (127.0.0.1 when listening on every address)."""
         host = self.config.host
         if host in ("", "0.0.0.0", "::"):
             host = "127.0.0.1"

@@ -1,14 +1,14 @@
 """Helpers for tests of rmq.remoting and of the packages built on it.
 
-    async with serve_on_loopback(dispatcher) as server:       # a real server on 127.0.0.1
-        async with RemotingClient() as client:
-            response = await client.invoke(server.address, request, timeout=3)
+async with serve_on_loopback(dispatcher) as server:       # a real server on 127.0.0.1
+    async with RemotingClient() as client:
+        response = await client.invoke(server.address, request, timeout=3)
 
-    async with memory_connection_pair(server_dispatcher) as (client_side, server_side):
-        response = await client_side.invoke(request, timeout=3)   # no sockets at all
+async with memory_connection_pair(server_dispatcher) as (client_side, server_side):
+    response = await client_side.invoke(request, timeout=3)   # no sockets at all
 
-    async with raw_peer(dispatcher) as (peer, conn):             # hand-made frames in, exact frames out
-        await peer.send(request); (response,) = await peer.receive_batch()
+async with raw_peer(dispatcher) as (peer, conn):             # hand-made frames in, exact frames out
+    await peer.send(request); (response,) = await peer.receive_batch()
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ async def serve_on_loopback(
     is "127.0.0.1:port"). `config` is passed to ServerConfig (e.g. ws_port=0,
     idle_timeout=5, tls_mode=..., ssl_context=...). Shut down gracefully on exit."""
     cfg = ServerConfig(**{"host": "127.0.0.1", "port": 0, "shutdown_grace": 1.0, **config})
-    server = RemotingServer(dispatcher if dispatcher is not None else Dispatcher(), cfg, on_open=on_open, on_close=on_close)
+    server = RemotingServer(
+        dispatcher if dispatcher is not None else Dispatcher(), cfg, on_open=on_open, on_close=on_close
+    )
     async with server:
         yield server
 
@@ -66,11 +68,15 @@ async def memory_connection_pair(
 
 
 @asynccontextmanager
-async def raw_peer(dispatcher: Dispatcher | None = None, **kwargs: Any) -> AsyncIterator[tuple[CommandStream, Connection]]:
+async def raw_peer(
+    dispatcher: Dispatcher | None = None, **kwargs: Any
+) -> AsyncIterator[tuple[CommandStream, Connection]]:
     """A running Connection serving `dispatcher`, and the CommandStream of its peer, to
     send hand-made frames and read exactly what comes back. `kwargs` go to Connection."""
     left, right = trio.testing.memory_stream_pair()
-    conn = Connection(CommandStream(right), dispatcher, remote_address="memory:peer", local_address="memory:conn", **kwargs)
+    conn = Connection(
+        CommandStream(right), dispatcher, remote_address="memory:peer", local_address="memory:conn", **kwargs
+    )
     async with _running(conn):
         yield CommandStream(left), conn
 

@@ -57,6 +57,8 @@ class _Batch:
         self.event = trio.Event()
         self.done = False  # a round covering the batch has finished
         self.timed_out = False
+
+
 # Consume queues drained per logics round: a queue's first drain creates its directory and
 # file, so with tens of thousands of new queues one round must not hold the Trio thread long.
 FLUSH_QUEUES_PER_ROUND = 256
@@ -310,9 +312,7 @@ class AsyncMessageStore:
             if now - last_thorough >= thorough_every:
                 thorough = True  # stays on until a round has covered every dirty queue
                 last_thorough = now
-            plan = store.begin_flush(
-                commitlog=False, logics=True, thorough=thorough, max_queues=FLUSH_QUEUES_PER_ROUND
-            )
+            plan = store.begin_flush(commitlog=False, logics=True, thorough=thorough, max_queues=FLUSH_QUEUES_PER_ROUND)
             await trio.to_thread.run_sync(self._flush_fn, plan, limiter=self._logics_limiter)
             store.end_flush(plan)
             if plan.queues_left == 0:

@@ -160,9 +160,7 @@ class CommitLog:
             log.info("recovery stops at %d: %s", mf.start + pos, exc)
             return -1
         if meta.commitlog_offset != mf.start + pos:
-            log.info(
-                "recovery stops at %d: record says it is at %d", mf.start + pos, meta.commitlog_offset
-            )
+            log.info("recovery stops at %d: record says it is at %d", mf.start + pos, meta.commitlog_offset)
             return -1
         self.last_store_timestamp = meta.store_timestamp
         return meta.size
@@ -204,9 +202,7 @@ class CommitLog:
 
     # --- retention ------------------------------------------------------------------------
 
-    def delete_expired(
-        self, *, now: int, reserved_ms: int, force: bool, limit_offset: int, max_files: int
-    ) -> int:
+    def delete_expired(self, *, now: int, reserved_ms: int, force: bool, limit_offset: int, max_files: int) -> int:
         """Delete old files from the head; returns how many went.
 
         A file counts as last written when the next file got its first record. It goes when

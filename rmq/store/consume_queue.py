@@ -138,9 +138,7 @@ class ConsumeQueue:
             if self.max_offset == self.min_offset and not self.files.files:
                 self.min_offset = self.max_offset = self.file_end = self.synced_offset = offset
             else:
-                log.warning(
-                    "%s:%d jumps from %d to %d; padding", self.topic, self.queue_id, self.max_offset, offset
-                )
+                log.warning("%s:%d jumps from %d to %d; padding", self.topic, self.queue_id, self.max_offset, offset)
                 if self.max_offset == self.synced_offset:
                     self.first_unsynced_phy = phy
                 self.pending += CQ_BLANK_ENTRY * (offset - self.max_offset)

@@ -144,7 +144,11 @@ class Dispatcher:
                     offset = self.reput_offset = file_end
                     break
                 size, queue_id, queue_offset, sys_flag, store_ts = (
-                    fields[0], fields[3], fields[5], fields[7], fields[10]
+                    fields[0],
+                    fields[3],
+                    fields[5],
+                    fields[7],
+                    fields[10],
                 )
                 props = decode_props(str(mm[props_at:rec_end], "utf-8", "replace")) if rec_end > props_at else {}
                 tran = sys_flag & TRANSACTION_TYPE_MASK

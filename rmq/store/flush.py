@@ -64,9 +64,7 @@ class Flusher:
         self.index = index
         self.checkpoint = checkpoint
 
-    def begin(
-        self, *, commitlog: bool, logics: bool, thorough: bool, max_queues: int | None
-    ) -> FlushPlan:
+    def begin(self, *, commitlog: bool, logics: bool, thorough: bool, max_queues: int | None) -> FlushPlan:
         plan = FlushPlan()
         cl = self.commitlog
         if commitlog:

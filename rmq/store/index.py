@@ -187,9 +187,7 @@ class IndexFile:
 class IndexService:
     """The index files of a store, oldest first; builds entries and answers key queries."""
 
-    def __init__(
-        self, directory: str, hash_slot_num: int, index_num: int, clock: Callable[[], int]
-    ) -> None:
+    def __init__(self, directory: str, hash_slot_num: int, index_num: int, clock: Callable[[], int]) -> None:
         self.directory = directory
         self.hash_slot_num = hash_slot_num
         self.index_num = index_num
@@ -268,9 +266,7 @@ class IndexService:
             f = self._writable()
         return f
 
-    def query(
-        self, topic: str, key: str, max_num: int, begin: int, end: int
-    ) -> tuple[list[int], int, int]:
+    def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
         """Offsets of records indexed under ``topic#key`` within ``[begin, end]``, newest file
         first; plus the newest file's end timestamp and end offset."""
         found: list[int] = []

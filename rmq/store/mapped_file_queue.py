@@ -44,9 +44,7 @@ class MappedFileQueue:
         """
         if not os.path.isdir(self.directory):
             return
-        starts = sorted(
-            off for name in os.listdir(self.directory) if (off := file_name_to_offset(name)) is not None
-        )
+        starts = sorted(off for name in os.listdir(self.directory) if (off := file_name_to_offset(name)) is not None)
         for start in starts:
             if start % self.file_size:
                 raise StoreError(

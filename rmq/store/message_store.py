@@ -332,9 +332,7 @@ class MessageStore:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._refusal or "store is closed")
         state = self._topics.get(topic) or self._topic(topic)
         if state is None:
-            return self._refuse(
-                PutMessageStatus.MESSAGE_ILLEGAL, f"topic length must be 1..{MAX_TOPIC_LENGTH} bytes"
-            )
+            return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"topic length must be 1..{MAX_TOPIC_LENGTH} bytes")
         topic_b = state.encoded
         if len(body) > self.config.max_message_size:
             return self._refuse(
@@ -428,9 +426,7 @@ class MessageStore:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, "batch messages cannot be transactional")
         state = self._topics.get(topic) or self._topic(topic)
         if state is None:
-            return self._refuse(
-                PutMessageStatus.MESSAGE_ILLEGAL, f"topic length must be 1..{MAX_TOPIC_LENGTH} bytes"
-            )
+            return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"topic length must be 1..{MAX_TOPIC_LENGTH} bytes")
         topic_b = state.encoded
         if queue_id < 0:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"bad queue id {queue_id}")
@@ -718,9 +714,7 @@ class MessageStore:
             stats.get_message_transferred_msg_count += len(records)
         else:
             stats.get_message_times_total_miss += 1
-        return GetMessageResult(
-            status, offset + scanned, cq.min_offset, cq.max_offset, records, offsets, total
-        )
+        return GetMessageResult(status, offset + scanned, cq.min_offset, cq.max_offset, records, offsets, total)
 
     def read_consume_queue(
         self, topic: str, queue_id: int, offset: int, max_count: int = 32

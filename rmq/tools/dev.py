@@ -34,7 +34,9 @@ async def run(args: argparse.Namespace) -> None:
     store = Path(args.store).resolve()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         namesrv_config = NamesrvConfig(
-            listen_host=args.host, listen_port=args.namesrv_port, kv_config_path=str(store / "namesrv" / "kvConfig.json")
+            listen_host=args.host,
+            listen_port=args.namesrv_port,
+            kv_config_path=str(store / "namesrv" / "kvConfig.json"),
         )
         async with NamesrvServer(namesrv_config) as namesrv:
             config = BrokerConfig.load(

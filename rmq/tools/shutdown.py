@@ -39,11 +39,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds to wait for a clean stop (default 15)")
     args = parser.parse_args(argv)
 
-    targets = [(path, pid) for path, pid in running(args.kind) if args.port is None or path.stem.endswith(f"-{args.port}")]
+    targets = [
+        (path, pid) for path, pid in running(args.kind) if args.port is None or path.stem.endswith(f"-{args.port}")
+    ]
     if not targets:
         print(f"No {args.kind} running")
         return 1
-    for path, pid in targets:
+    for _, pid in targets:
         print(f"The {args.kind}({pid}) is running...")
         os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + args.timeout
@@ -54,6 +56,6 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"Send shutdown request to {args.kind}({pid}) OK")
                 del pending[path]
         time.sleep(0.05)
-    for path, pid in pending.items():
+    for pid in pending.values():
         print(f"The {args.kind}({pid}) did not stop within {args.timeout:g} s")
     return 1 if pending else 0

@@ -50,8 +50,15 @@ def broker_config(store: Path, namesrv: str | None = None, **props: str) -> Brok
 class Cluster:
     """One name server and one broker; `client` speaks the raw protocol to both."""
 
-    def __init__(self, nursery: trio.Nursery, namesrv: NamesrvServer, client: RemotingClient, store: Path,
-                 props: dict[str, str], clock_ms: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        nursery: trio.Nursery,
+        namesrv: NamesrvServer,
+        client: RemotingClient,
+        store: Path,
+        props: dict[str, str],
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.nursery = nursery
         self.clock_ms = clock_ms
         self.namesrv = namesrv
@@ -83,8 +90,15 @@ class Cluster:
         await self.stop()
         return await self.start()
 
-    async def call(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"", *,
-                   addr: str | None = None, timeout: float = 5.0) -> RemotingCommand:
+    async def call(
+        self,
+        code: int,
+        ext: dict[str, Any] | None = None,
+        body: bytes = b"",
+        *,
+        addr: str | None = None,
+        timeout: float = 5.0,
+    ) -> RemotingCommand:
         request = RemotingCommand.request(code, ext, body)
         return await self.client.invoke(addr or self.broker.address, request, timeout)
 

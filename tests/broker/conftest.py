@@ -22,13 +22,15 @@ def broker_props() -> dict[str, str]:
 
 
 @pytest.fixture
-async def cluster(request: pytest.FixtureRequest, tmp_path: Path, broker_props: dict[str, str]
-                  ) -> AsyncIterator[Cluster]:
+async def cluster(
+    request: pytest.FixtureRequest, tmp_path: Path, broker_props: dict[str, str]
+) -> AsyncIterator[Cluster]:
     config = NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=None)
     mock_time = "autojump_clock" in request.fixturenames or "mock_clock" in request.fixturenames
     async with NamesrvServer(config) as namesrv, RemotingClient() as client, trio.open_nursery() as nursery:
-        c = Cluster(nursery, namesrv, client, tmp_path / "store", broker_props,
-                    trio_wall_clock() if mock_time else None)
+        c = Cluster(
+            nursery, namesrv, client, tmp_path / "store", broker_props, trio_wall_clock() if mock_time else None
+        )
         await c.start()
         yield c
         await c.stop()

@@ -75,8 +75,9 @@ async def test_topic_admin(cluster: Cluster) -> None:
     r = await cluster.call(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Gone"})
     assert r.code == ResponseCode.TOPIC_NOT_EXIST
 
-    await cluster.call(RequestCode.UPDATE_CONSUMER_OFFSET,
-                       {"consumerGroup": "AG", "topic": "Admin", "queueId": 1, "commitOffset": 1})
+    await cluster.call(
+        RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "AG", "topic": "Admin", "queueId": 1, "commitOffset": 1}
+    )
     consume = json_body.loads((await cluster.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "AG"})).body)
     assert consume["offsetTable"][MQKey("Admin", "broker-a", 1)]["consumerOffset"] == 1
     assert consume["offsetTable"][MQKey("Admin", "broker-a", 1)]["brokerOffset"] == 1
@@ -104,11 +105,24 @@ async def test_subscription_group_admin(cluster: Cluster) -> None:
 async def test_broker_info(cluster: Cluster) -> None:
     await put(cluster, b"x", topic="Info")
     info = json_body.loads((await cluster.call(RequestCode.GET_BROKER_RUNTIME_INFO)).body)["table"]
-    for key in ("brokerVersionDesc", "putTps", "getTransferedTps", "msgPutTotalTodayNow", "msgGetTotalTodayNow",
-                "msgPutTotalYesterdayMorning", "msgPutTotalTodayMorning", "msgGetTotalYesterdayMorning",
-                "msgGetTotalTodayMorning", "sendThreadPoolQueueSize", "pullThreadPoolQueueSize",
-                "sendThreadPoolQueueHeadWaitTimeMills", "pullThreadPoolQueueHeadWaitTimeMills",
-                "pageCacheLockTimeMills", "earliestMessageTimeStamp", "commitLogDiskRatio"):
+    for key in (
+        "brokerVersionDesc",
+        "putTps",
+        "getTransferedTps",
+        "msgPutTotalTodayNow",
+        "msgGetTotalTodayNow",
+        "msgPutTotalYesterdayMorning",
+        "msgPutTotalTodayMorning",
+        "msgGetTotalYesterdayMorning",
+        "msgGetTotalTodayMorning",
+        "sendThreadPoolQueueSize",
+        "pullThreadPoolQueueSize",
+        "sendThreadPoolQueueHeadWaitTimeMills",
+        "pullThreadPoolQueueHeadWaitTimeMills",
+        "pageCacheLockTimeMills",
+        "earliestMessageTimeStamp",
+        "commitLogDiskRatio",
+    ):
         assert isinstance(info[key], str), key
     assert info["msgPutTotalTodayNow"] == "1"
     assert len(info["putTps"].split()) == 3 and float(info["putTps"].split()[0]) >= 0
@@ -134,8 +148,9 @@ async def test_send_back_goes_to_retry_then_dlq(cluster: Cluster, autojump_clock
 
     # a retried message that has used its 16 retries goes to the DLQ
     cluster.broker.subscriptions.update(SubscriptionGroupConfig("CG", retry_max_times=1))
-    r = await cluster.call(RequestCode.CONSUMER_SEND_MSG_BACK,
-                           {"group": "CG", "offset": retry.commitlog_offset, "delayLevel": 0})
+    r = await cluster.call(
+        RequestCode.CONSUMER_SEND_MSG_BACK, {"group": "CG", "offset": retry.commitlog_offset, "delayLevel": 0}
+    )
     assert r.code == 0, r.remark
     await cluster.broker.store.wait_dispatched()
     assert cluster.broker.message_store.get_max_offset_in_queue("%DLQ%CG", 0) == 1

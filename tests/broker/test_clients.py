@@ -23,12 +23,26 @@ CPP_TAG_HEARTBEAT = (
 
 JAVA_HEARTBEAT = {
     "clientID": "10.0.0.1@123#456",
-    "consumerDataSet": [{
-        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET", "consumeType": "CONSUME_ACTIVELY",
-        "groupName": "G", "messageModel": "BROADCASTING", "unitMode": False,
-        "subscriptionDataSet": [{"classFilterMode": False, "codeSet": [2598919], "expressionType": "TAG",
-                                 "subString": "TagA", "subVersion": 7, "tagsSet": ["TagA"], "topic": "T"}],
-    }],
+    "consumerDataSet": [
+        {
+            "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+            "consumeType": "CONSUME_ACTIVELY",
+            "groupName": "G",
+            "messageModel": "BROADCASTING",
+            "unitMode": False,
+            "subscriptionDataSet": [
+                {
+                    "classFilterMode": False,
+                    "codeSet": [2598919],
+                    "expressionType": "TAG",
+                    "subString": "TagA",
+                    "subVersion": 7,
+                    "tagsSet": ["TagA"],
+                    "topic": "T",
+                }
+            ],
+        }
+    ],
     "producerDataSet": [{"groupName": "P"}, {"groupName": "CLIENT_INNER_PRODUCER"}],
 }
 
@@ -38,7 +52,10 @@ def test_cpp_heartbeat_codes_are_recomputed() -> None:
     assert hb.client_id == "18253-127.0.0.1@DEFAULT"
     (consumer,) = hb.consumers
     assert (consumer.consume_type, consumer.message_model, consumer.consume_from_where) == (
-        "CONSUME_PASSIVELY", "CLUSTERING", "CONSUME_FROM_LAST_OFFSET")
+        "CONSUME_PASSIVELY",
+        "CLUSTERING",
+        "CONSUME_FROM_LAST_OFFSET",
+    )
     retry, topic = consumer.subscriptions
     assert retry.matches_all and retry.sub_version == 1795315699736
     assert topic.tags_set == ("TagA", "TagB")
@@ -58,9 +75,13 @@ def test_java_heartbeat() -> None:
 
 @pytest.mark.parametrize(
     "body",
-    [[], {"consumerDataSet": []}, {"clientID": "c", "consumerDataSet": [{"groupName": "g", "consumeType": 9}]},
-     {"clientID": "c", "consumerDataSet": [{"groupName": "g", "subscriptionDataSet": [{"subString": "*"}]}]},
-     {"clientID": "c", "producerDataSet": [{}]}],
+    [
+        [],
+        {"consumerDataSet": []},
+        {"clientID": "c", "consumerDataSet": [{"groupName": "g", "consumeType": 9}]},
+        {"clientID": "c", "consumerDataSet": [{"groupName": "g", "subscriptionDataSet": [{"subString": "*"}]}]},
+        {"clientID": "c", "producerDataSet": [{}]},
+    ],
 )
 def test_bad_heartbeats(body: object) -> None:
     with pytest.raises(RemoteProtocolError):

@@ -53,8 +53,9 @@ def test_reads_rocketmq_keys(tmp_path: Path) -> None:
 
 def test_unknown_key_is_warned_and_accepted_keys_are_not(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="rmq.broker.config"):
-        BrokerConfig.from_properties({"brokerName": "b", "brokerNmae": "typo", "pullMessageThreadPoolNums": "16"},
-                                     environ={})
+        BrokerConfig.from_properties(
+            {"brokerName": "b", "brokerNmae": "typo", "pullMessageThreadPoolNums": "16"}, environ={}
+        )
     warned = [r.getMessage() for r in caplog.records]
     assert len(warned) == 1
     assert "brokerNmae" in warned[0]
@@ -126,5 +127,10 @@ def test_properties_syntax() -> None:
 def test_public_names() -> None:
     import rmq.broker
 
-    assert sorted(rmq.broker.__all__) == ["BrokerConfig", "BrokerController", "BrokerRole", "ConfigError",
-                                          "build_dispatcher"]
+    assert sorted(rmq.broker.__all__) == [
+        "BrokerConfig",
+        "BrokerController",
+        "BrokerRole",
+        "ConfigError",
+        "build_dispatcher",
+    ]

@@ -20,11 +20,16 @@ from .cluster import Cluster
 def heartbeat(client_id: str, group: str = "G", topics: tuple[str, ...] = ("T",), producer: str | None = None) -> bytes:
     data: dict[str, Any] = {"clientID": client_id}
     if group:
-        data["consumerDataSet"] = [{
-            "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET", "consumeType": "CONSUME_PASSIVELY", "groupName": group,
-            "messageModel": "CLUSTERING", "unitMode": False,
-            "subscriptionDataSet": [{"subString": "*", "subVersion": 1, "topic": t} for t in topics],
-        }]
+        data["consumerDataSet"] = [
+            {
+                "consumeFromWhere": "CONSUME_FROM_LAST_OFFSET",
+                "consumeType": "CONSUME_PASSIVELY",
+                "groupName": group,
+                "messageModel": "CLUSTERING",
+                "unitMode": False,
+                "subscriptionDataSet": [{"subString": "*", "subVersion": 1, "topic": t} for t in topics],
+            }
+        ]
     if producer:
         data["producerDataSet"] = [{"groupName": producer}]
     return json.dumps(data).encode()
@@ -44,8 +49,9 @@ class Notified:
         return None
 
 
-async def call(client: RemotingClient, addr: str, code: int, ext: dict[str, Any] | None = None,
-               body: bytes = b"") -> RemotingCommand:
+async def call(
+    client: RemotingClient, addr: str, code: int, ext: dict[str, Any] | None = None, body: bytes = b""
+) -> RemotingCommand:
     return await client.invoke(addr, RemotingCommand.request(code, ext, body), 5)
 
 
@@ -79,8 +85,9 @@ async def test_second_consumer_triggers_notify_and_close_drops_it(cluster: Clust
         listed = await call(a, addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"})
         assert json_body.loads(listed.body) == {"consumerIdList": ["c-a"]}
 
-        r = await call(a, addr, RequestCode.UNREGISTER_CLIENT,
-                       {"clientID": "c-a", "consumerGroup": "G", "producerGroup": ""})
+        r = await call(
+            a, addr, RequestCode.UNREGISTER_CLIENT, {"clientID": "c-a", "consumerGroup": "G", "producerGroup": ""}
+        )
         assert r.code == 0
         listed = await call(a, addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G"})
         assert listed.code == ResponseCode.SYSTEM_ERROR and listed.remark == "no consumer for this group, G"
@@ -109,9 +116,20 @@ async def test_consumer_offsets(cluster: Cluster) -> None:
     assert r.ext_fields == {"offset": "42"}
     # a queue whose head left the page cache: the client decides (22)
     cluster.broker._memory_budget = -1
-    await cluster.call(RequestCode.SEND_MESSAGE, {"producerGroup": "P", "topic": "Old", "defaultTopic": "TBW102",
-                                                   "defaultTopicQueueNums": 1, "queueId": 0, "sysFlag": 0,
-                                                   "bornTimestamp": 0, "flag": 0}, b"x")
+    await cluster.call(
+        RequestCode.SEND_MESSAGE,
+        {
+            "producerGroup": "P",
+            "topic": "Old",
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": 1,
+            "queueId": 0,
+            "sysFlag": 0,
+            "bornTimestamp": 0,
+            "flag": 0,
+        },
+        b"x",
+    )
     await cluster.broker.store.wait_dispatched()
     r = await cluster.call(RequestCode.QUERY_CONSUMER_OFFSET, {**q, "topic": "Old"})
     assert r.code == ResponseCode.QUERY_NOT_FOUND

@@ -44,13 +44,16 @@ async def test_every_send_mode_then_push_consume_1000(cluster: Cluster) -> None:
     await create_topic(cluster, topic)
 
     specs = {
-        "sync": produce(ns, topic, 250, method="sync", keys="SYNC-{i}", tags="TagA", body="sync-{i}",
-                        properties={"userKey": "u{i}"}),
+        "sync": produce(
+            ns, topic, 250, method="sync", keys="SYNC-{i}", tags="TagA", body="sync-{i}", properties={"userKey": "u{i}"}
+        ),
         "oneway": produce(ns, topic, 250, method="oneway", keys="ONEWAY-{i}", tags="TagB", body="oneway-{i}"),
-        "batch": produce(ns, topic, 250, method="batch", batch_size=50, keys="BATCH-{i}", tags="TagC",
-                         body="batch-{i}"),
-        "orderly": produce(ns, topic, 250, method="orderly", sharding_key=3, keys="ORDER-{i}", tags="TagD",
-                           body="order-{i}"),
+        "batch": produce(
+            ns, topic, 250, method="batch", batch_size=50, keys="BATCH-{i}", tags="TagC", body="batch-{i}"
+        ),
+        "orderly": produce(
+            ns, topic, 250, method="orderly", sharding_key=3, keys="ORDER-{i}", tags="TagD", body="order-{i}"
+        ),
     }
     for method, spec in specs.items():
         result = (await run_scenario(spec)).check()
@@ -59,8 +62,11 @@ async def test_every_send_mode_then_push_consume_1000(cluster: Cluster) -> None:
         if method == "orderly":
             assert {s.queue_index for s in result.sends} == {3 % QUEUES}
 
-    consumed = (await run_scenario(push_consume(ns, topic, 1000, group="CG_cpp_e2e", linger=2.0, property_keys=("userKey",),
-                                                time_limit=60))).check()
+    consumed = (
+        await run_scenario(
+            push_consume(ns, topic, 1000, group="CG_cpp_e2e", linger=2.0, property_keys=("userKey",), time_limit=60)
+        )
+    ).check()
     keys = Counter(m.keys for m in consumed.messages)
     assert sum(keys.values()) == 1000, "lost or duplicated messages"
     assert set(keys.values()) == {1}
@@ -77,8 +83,9 @@ async def test_every_send_mode_then_push_consume_1000(cluster: Cluster) -> None:
             assert m.properties.get("userKey") == f"u{i}"
     # the orderly messages kept their order within their queue
     orderly = [int(m.keys.split("-")[1]) for m in consumed.messages if m.keys.startswith("ORDER-")]
-    by_offset = sorted((m.queue_offset, int(m.keys.split("-")[1])) for m in consumed.messages
-                       if m.keys.startswith("ORDER-"))
+    by_offset = sorted(
+        (m.queue_offset, int(m.keys.split("-")[1])) for m in consumed.messages if m.keys.startswith("ORDER-")
+    )
     assert [i for _, i in by_offset] == sorted(orderly)
 
 
@@ -104,8 +111,10 @@ async def test_two_consumers_split_queues_and_one_takes_over(cluster: Cluster) -
         await trio.sleep(3)
         (await run_scenario(produce(ns, topic, messages=one_per_queue("ROUND2"), method="orderly"))).check()
         with trio.move_on_after(20):
-            while sum(1 for e in a.events if e.get("event") == "message"
-                      and e.get("keys", "").startswith("ROUND2")) < 4 * QUEUES:
+            while (
+                sum(1 for e in a.events if e.get("event") == "message" and e.get("keys", "").startswith("ROUND2"))
+                < 4 * QUEUES
+            ):
                 await trio.sleep(0.2)
         a.kill()
     result_a = await a.wait()

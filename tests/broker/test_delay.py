@@ -22,10 +22,12 @@ from .test_send_pull import pull_ext, send_ext
 SCHEDULE = "SCHEDULE_TOPIC_XXXX"
 
 
-async def send_delayed(cluster: Cluster, body: bytes, level: int, topic: str = "Late", queue_id: int = 1,
-                       **props: str) -> dict[str, str]:
-    r = await cluster.call(RequestCode.SEND_MESSAGE,
-                           send_ext(topic=topic, queue_id=queue_id, props={"DELAY": str(level), **props}), body)
+async def send_delayed(
+    cluster: Cluster, body: bytes, level: int, topic: str = "Late", queue_id: int = 1, **props: str
+) -> dict[str, str]:
+    r = await cluster.call(
+        RequestCode.SEND_MESSAGE, send_ext(topic=topic, queue_id=queue_id, props={"DELAY": str(level), **props}), body
+    )
     assert r.code == ResponseCode.SUCCESS, r.remark
     return r.ext_fields
 
@@ -61,8 +63,9 @@ async def test_delivered_at_its_level_not_before(cluster: Cluster, autojump_cloc
     assert m.properties[DELIVERED_FROM] == "2:0"
 
 
-async def test_level_is_clamped_and_levels_are_independent(cluster: Cluster,
-                                                           autojump_clock: trio.testing.MockClock) -> None:
+async def test_level_is_clamped_and_levels_are_independent(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     await send_delayed(cluster, b"two hours", 99, queue_id=0)
     for i in range(5):
         await send_delayed(cluster, f"one-{i}".encode(), 1, queue_id=0)
@@ -88,8 +91,9 @@ async def test_delay_offset_file_and_admin_body(cluster: Cluster, autojump_clock
     await cluster.start()
 
 
-async def test_survives_a_restart_without_loss_or_duplicates(cluster: Cluster,
-                                                             autojump_clock: trio.testing.MockClock) -> None:
+async def test_survives_a_restart_without_loss_or_duplicates(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     for i in range(4):
         await send_delayed(cluster, f"early-{i}".encode(), 1)  # 1 s
     for i in range(4):
@@ -105,8 +109,9 @@ async def test_survives_a_restart_without_loss_or_duplicates(cluster: Cluster,
     assert bodies == [f"early-{i}".encode() for i in range(4)] + [f"late-{i}".encode() for i in range(4)]
 
 
-async def test_deliveries_the_file_missed_are_not_repeated(cluster: Cluster,
-                                                           autojump_clock: trio.testing.MockClock) -> None:
+async def test_deliveries_the_file_missed_are_not_repeated(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     """A crash after re-puts but before delayOffset.json was written: the markers count them."""
     path = cluster.store / "config" / "delayOffset.json"
     # as written before anything was delayed
@@ -129,7 +134,7 @@ async def test_a_file_from_a_java_broker_is_read(cluster: Cluster, autojump_cloc
     await send_delayed(cluster, b"b", 10)
     await cluster.stop()
     before = [b"a", b"b"][: cluster.broker.schedule.offsets.get(10, 0)]  # a stop takes virtual minutes
-    java = "{\n\t\"offsetTable\":{10:1\n\t}\n}"  # pretty-printed, no watermark: the first was delivered
+    java = '{\n\t"offsetTable":{10:1\n\t}\n}'  # pretty-printed, no watermark: the first was delivered
     (cluster.store / "config" / "delayOffset.json").write_text(java)
     await cluster.start()
     assert cluster.broker.schedule.offsets.get(10) in (1, 2)
@@ -165,8 +170,9 @@ async def test_retries_go_through_delay_levels(cluster: Cluster, autojump_clock:
 
 async def test_a_delayed_dead_letter_is_not_delayed(cluster: Cluster) -> None:
     await cluster.call(RequestCode.HEART_BEAT, body=b'{"clientID":"c","consumerDataSet":[{"groupName":"DG"}]}')
-    r = await cluster.call(RequestCode.SEND_MESSAGE,
-                           send_ext(topic="%RETRY%DG", reconsume_times=16, props={"DELAY": "3"}), b"x")
+    r = await cluster.call(
+        RequestCode.SEND_MESSAGE, send_ext(topic="%RETRY%DG", reconsume_times=16, props={"DELAY": "3"}), b"x"
+    )
     assert r.code == 0, r.remark
     await cluster.broker.store.wait_dispatched()
     (m,) = await pull_all(cluster, "%DLQ%DG", 0)
@@ -174,8 +180,9 @@ async def test_a_delayed_dead_letter_is_not_delayed(cluster: Cluster) -> None:
 
 
 @pytest.mark.parametrize("broker_props", [{"messageDelayLevel": "1s 2s"}])
-async def test_configured_levels(cluster: Cluster, autojump_clock: trio.testing.MockClock,
-                                 broker_props: dict[str, Any]) -> None:
+async def test_configured_levels(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock, broker_props: dict[str, Any]
+) -> None:
     await send_delayed(cluster, b"clamped to 2 s", 18)
     await cluster.broker.store.wait_dispatched()
     assert queued(cluster, SCHEDULE, 1) == 1

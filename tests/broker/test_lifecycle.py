@@ -84,8 +84,9 @@ async def test_metadata_and_messages_survive_a_restart(cluster: Cluster) -> None
 
 async def test_offsets_are_written_every_5_s(cluster: Cluster, autojump_clock: trio.testing.MockClock) -> None:
     path = cluster.store / "config" / "consumerOffset.json"
-    await cluster.call(RequestCode.UPDATE_CONSUMER_OFFSET,
-                       {"consumerGroup": "G", "topic": "T", "queueId": 3, "commitOffset": 9})
+    await cluster.call(
+        RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "G", "topic": "T", "queueId": 3, "commitOffset": 9}
+    )
     await trio.sleep(6)
     for _ in range(500):  # the write runs in a worker thread: give it real time
         if path.exists():
@@ -129,13 +130,19 @@ def test_print_config(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> Non
 
 def test_mqbroker_process_boots_and_stops_on_sigterm(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
-    conf.write_text("brokerName=broker-p\nlistenPort=0\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\n"
-                    "mappedFileSizeCommitLog=1048576\nmaxMessageSize=65536\n")
+    conf.write_text(
+        "brokerName=broker-p\nlistenPort=0\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\n"
+        "mappedFileSizeCommitLog=1048576\nmaxMessageSize=65536\n"
+    )
     env = {**os.environ, "RMQ_RUN_DIR": str(tmp_path / "run"), "NAMESRV_ADDR": ""}
     with open(tmp_path / "stderr.log", "w") as log:  # a file, not a pipe nobody reads
         proc = subprocess.Popen(
             [sys.executable, "-m", "rmq", "broker", "-c", str(conf), "--store", str(tmp_path / "store")],
-            stdout=subprocess.PIPE, stderr=log, text=True, env=env, cwd=Path(__file__).resolve().parents[2],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=env,
+            cwd=Path(__file__).resolve().parents[2],
         )
         try:
             assert proc.stdout is not None

@@ -30,8 +30,10 @@ pytestmark = [pytest.mark.interop, requires_cpp_client]
 
 
 async def create_topic(cluster: Cluster, topic: str, queues: int = 4) -> None:
-    r = await cluster.call(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                           {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6})
+    r = await cluster.call(
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        {"topic": topic, "readQueueNums": queues, "writeQueueNums": queues, "perm": 6},
+    )
     assert r.code == ResponseCode.SUCCESS, r.remark
 
 
@@ -63,8 +65,7 @@ async def test_failing_consumer_gets_retries_then_the_message_is_a_dead_letter(
     body = json.dumps({"groupName": group, "retryMaxTimes": 2}).encode()
     assert (await cluster.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)).code == 0
     # every delivery fails: the first, then two retries; the third failure is a dead letter
-    async with start_scenario(push_consume(ns, "CppRetry", 0, group=group, fail_first=100,
-                                           time_limit=25)) as run:
+    async with start_scenario(push_consume(ns, "CppRetry", 0, group=group, fail_first=100, time_limit=25)) as run:
         await run.wait_for("started")
         await trio.sleep(2)
         (await run_scenario(produce(ns, "CppRetry", 1, keys="DOOMED", body="doomed"))).check()
@@ -89,10 +90,12 @@ async def test_orderly_consumer_keeps_per_key_order(cluster: Cluster) -> None:
     topic = "CppOrderly"
     await create_topic(cluster, topic)
     keys, per_key = 4, 15
-    messages = make_messages(keys * per_key, keys="K{i}", body="{i}",
-                             sharding_key=lambda i: i % keys)
-    async with start_scenario(push_consume(ns, topic, keys * per_key, group="CG_cpp_orderly", orderly=True,
-                                           fail_first=3, linger=1.0, time_limit=60)) as run:
+    messages = make_messages(keys * per_key, keys="K{i}", body="{i}", sharding_key=lambda i: i % keys)
+    async with start_scenario(
+        push_consume(
+            ns, topic, keys * per_key, group="CG_cpp_orderly", orderly=True, fail_first=3, linger=1.0, time_limit=60
+        )
+    ) as run:
         await run.wait_for("started")
         await trio.sleep(2)
         (await run_scenario(produce(ns, topic, messages=messages, method="orderly"))).check()

@@ -40,8 +40,9 @@ async def test_a_live_holder_keeps_its_queues(cluster: Cluster, autojump_clock: 
     assert await lock(cluster, "c2", 0) == {0}
 
 
-async def test_a_silent_holder_loses_its_queues_after_60_s(cluster: Cluster,
-                                                           autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_silent_holder_loses_its_queues_after_60_s(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     assert await lock(cluster, "c1", 5) == {5}
     await trio.sleep(59)
     assert await lock(cluster, "c2", 5) == set()

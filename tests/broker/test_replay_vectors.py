@@ -21,8 +21,12 @@ from .cluster import Cluster
 
 ALLOWED = {
     RequestCode.SEND_MESSAGE: {ResponseCode.SUCCESS},
-    RequestCode.PULL_MESSAGE: {ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, ResponseCode.PULL_RETRY_IMMEDIATELY,
-                               ResponseCode.PULL_OFFSET_MOVED},
+    RequestCode.PULL_MESSAGE: {
+        ResponseCode.SUCCESS,
+        ResponseCode.PULL_NOT_FOUND,
+        ResponseCode.PULL_RETRY_IMMEDIATELY,
+        ResponseCode.PULL_OFFSET_MOVED,
+    },
     RequestCode.QUERY_CONSUMER_OFFSET: {ResponseCode.SUCCESS, ResponseCode.QUERY_NOT_FOUND},
     RequestCode.UPDATE_CONSUMER_OFFSET: {ResponseCode.SUCCESS},
     RequestCode.GET_MAX_OFFSET: {ResponseCode.SUCCESS},
@@ -46,7 +50,9 @@ def broker_requests(flow: Path) -> list[tuple[dict[str, Any], bytes]]:
     return out
 
 
-async def replay(address: str, requests: list[tuple[dict[str, Any], bytes]]) -> dict[int, tuple[int, dict[str, Any], bytes]]:
+async def replay(
+    address: str, requests: list[tuple[dict[str, Any], bytes]]
+) -> dict[int, tuple[int, dict[str, Any], bytes]]:
     """Send the frames in order on one connection, each after the previous one's answer
     (as the client did) except parked pulls; collect (serialize type, header, body) by opaque."""
     host, port = address.rsplit(":", 1)
@@ -101,8 +107,12 @@ async def test_replay_every_captured_request(
             assert header["code"] in ALLOWED[code], (where, header)
             assert all(isinstance(v, str) for v in header.get("extFields", {}).values()), (where, header)
             if code == RequestCode.PULL_MESSAGE:
-                assert set(header["extFields"]) == {"suggestWhichBrokerId", "nextBeginOffset", "minOffset",
-                                                    "maxOffset"}, where
+                assert set(header["extFields"]) == {
+                    "suggestWhichBrokerId",
+                    "nextBeginOffset",
+                    "minOffset",
+                    "maxOffset",
+                }, where
             if code == RequestCode.SEND_MESSAGE:
                 assert {"msgId", "queueId", "queueOffset", "MSG_REGION", "TRACE_ON"} <= set(header["extFields"])
             if code == RequestCode.GET_CONSUMER_LIST_BY_GROUP:

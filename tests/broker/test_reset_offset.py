@@ -20,11 +20,12 @@ from .test_send_pull import send_ext
 
 async def fill(cluster: Cluster) -> list[int]:
     """Two queues, three messages each, one virtual second apart; their store times."""
-    r = await cluster.call(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                           {"topic": "Back", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6})
+    r = await cluster.call(
+        RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "Back", "readQueueNums": 2, "writeQueueNums": 2, "perm": 6}
+    )
     assert r.code == 0
     times = []
-    for i in range(3):
+    for _i in range(3):
         for qid in (0, 1):
             r = await cluster.call(RequestCode.SEND_MESSAGE, send_ext(topic="Back", queue_id=qid), b"m")
             assert r.code == 0
@@ -42,8 +43,9 @@ def table_of(response: RemotingCommand) -> dict[MQKey, int]:
     return dict(json_body.loads(response.body)["offsetTable"])
 
 
-async def test_idle_group_is_reset_in_the_offset_table(cluster: Cluster,
-                                                       autojump_clock: trio.testing.MockClock) -> None:
+async def test_idle_group_is_reset_in_the_offset_table(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     times = await fill(cluster)
     for qid in (0, 1):
         cluster.broker.offsets.commit("RG", "Back", qid, 3)
@@ -63,8 +65,9 @@ async def test_idle_group_is_reset_in_the_offset_table(cluster: Cluster,
     assert set(table_of(r).values()) == {3}
 
 
-async def test_without_force_a_group_behind_keeps_its_offset(cluster: Cluster,
-                                                             autojump_clock: trio.testing.MockClock) -> None:
+async def test_without_force_a_group_behind_keeps_its_offset(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     times = await fill(cluster)
     cluster.broker.offsets.commit("RG", "Back", 0, 0)
     cluster.broker.offsets.commit("RG", "Back", 1, 3)
@@ -78,11 +81,19 @@ async def test_running_consumers_are_told(cluster: Cluster, autojump_clock: trio
     dispatchers = {name: Dispatcher() for name in seen}
     for name, dispatcher in dispatchers.items():
         dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, seen[name])
-    async with RemotingClient(dispatcher=dispatchers["java"]) as java, \
-            RemotingClient(dispatcher=dispatchers["cpp"]) as cpp:
+    async with (
+        RemotingClient(dispatcher=dispatchers["java"]) as java,
+        RemotingClient(dispatcher=dispatchers["cpp"]) as cpp,
+    ):
         for name, client, language in (("java", java, LanguageCode.JAVA), ("cpp", cpp, LanguageCode.CPP)):
-            body = json.dumps({"clientID": f"{name}-client", "consumerDataSet": [{
-                "groupName": "RG", "subscriptionDataSet": [{"topic": "Back", "subString": "*"}]}]}).encode()
+            body = json.dumps(
+                {
+                    "clientID": f"{name}-client",
+                    "consumerDataSet": [
+                        {"groupName": "RG", "subscriptionDataSet": [{"topic": "Back", "subString": "*"}]}
+                    ],
+                }
+            ).encode()
             hb = RemotingCommand(RequestCode.HEART_BEAT, body=body, language=language)
             assert (await client.invoke(cluster.broker.address, hb, 5)).code == 0
         r = await cluster.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, reset_ext(times[2]))
@@ -96,7 +107,8 @@ async def test_running_consumers_are_told(cluster: Cluster, autojump_clock: trio
     assert dict(json_body.loads(request.body)["offsetTable"]) == {MQKey("Back", "broker-a", q): 2 for q in (0, 1)}
     (cpp_request,) = seen["cpp"].requests
     assert json_body.loads(cpp_request.body)["offsetTable"] == [
-        {"brokerName": "broker-a", "queueId": q, "topic": "Back", "offset": 2} for q in (0, 1)]
+        {"brokerName": "broker-a", "queueId": q, "topic": "Back", "offset": 2} for q in (0, 1)
+    ]
 
 
 async def test_unknown_topic(cluster: Cluster) -> None:

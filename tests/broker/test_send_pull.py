@@ -20,21 +20,43 @@ from rmq.protocol.message import (
 from .cluster import Cluster
 
 
-def send_ext(topic: str = "TopicTest", queue_id: int = 0, props: dict[str, str] | None = None,
-             **fields: Any) -> dict[str, Any]:
+def send_ext(
+    topic: str = "TopicTest", queue_id: int = 0, props: dict[str, str] | None = None, **fields: Any
+) -> dict[str, Any]:
     header = SendMessageRequestHeader(
-        producer_group="PG", topic=topic, queue_id=queue_id, born_timestamp=1700000000000,
+        producer_group="PG",
+        topic=topic,
+        queue_id=queue_id,
+        born_timestamp=1700000000000,
         properties=P.encode_properties(props if props is not None else {"TAGS": "TagA", "KEYS": "k1", "WAIT": "true"}),
         **fields,
     )
     return header.to_ext()
 
 
-def pull_ext(topic: str = "TopicTest", queue_id: int = 0, offset: int = 0, *, sys_flag: int = 4,
-             subscription: str = "*", suspend: int = 0, **more: Any) -> dict[str, Any]:
-    return {"consumerGroup": "CG", "topic": topic, "queueId": queue_id, "queueOffset": offset, "maxMsgNums": 32,
-            "sysFlag": sys_flag, "commitOffset": 0, "suspendTimeoutMillis": suspend, "subVersion": 0,
-            "subscription": subscription, **more}
+def pull_ext(
+    topic: str = "TopicTest",
+    queue_id: int = 0,
+    offset: int = 0,
+    *,
+    sys_flag: int = 4,
+    subscription: str = "*",
+    suspend: int = 0,
+    **more: Any,
+) -> dict[str, Any]:
+    return {
+        "consumerGroup": "CG",
+        "topic": topic,
+        "queueId": queue_id,
+        "queueOffset": offset,
+        "maxMsgNums": 32,
+        "sysFlag": sys_flag,
+        "commitOffset": 0,
+        "suspendTimeoutMillis": suspend,
+        "subVersion": 0,
+        "subscription": subscription,
+        **more,
+    }
 
 
 async def send(cluster: Cluster, body: bytes = b"hello", **kw: Any) -> Any:
@@ -45,7 +67,12 @@ async def test_send_v1_then_pull_found(cluster: Cluster) -> None:
     first = await send(cluster, b"one")
     assert first.code == ResponseCode.SUCCESS, first.remark
     ext = first.ext_fields
-    assert (ext["queueId"], ext["queueOffset"], ext["MSG_REGION"], ext["TRACE_ON"]) == ("0", "0", "DefaultRegion", "true")
+    assert (ext["queueId"], ext["queueOffset"], ext["MSG_REGION"], ext["TRACE_ON"]) == (
+        "0",
+        "0",
+        "DefaultRegion",
+        "true",
+    )
     ip, port, phy = parse_offset_msg_id(ext["msgId"])
     assert (ip, port, phy) == ("127.0.0.1", cluster.broker.port, 0)
     second = await send(cluster, b"two")
@@ -54,8 +81,12 @@ async def test_send_v1_then_pull_found(cluster: Cluster) -> None:
 
     pulled = await cluster.call(RequestCode.PULL_MESSAGE, pull_ext())
     assert pulled.code == ResponseCode.SUCCESS
-    assert pulled.ext_fields == {"suggestWhichBrokerId": "0", "nextBeginOffset": "2", "minOffset": "0",
-                                 "maxOffset": "2"}
+    assert pulled.ext_fields == {
+        "suggestWhichBrokerId": "0",
+        "nextBeginOffset": "2",
+        "minOffset": "0",
+        "maxOffset": "2",
+    }
     messages = list(iter_records(pulled.body))
     assert [m.body for m in messages] == [b"one", b"two"]
     m = messages[0]
@@ -74,12 +105,14 @@ async def test_send_v2_short_keys_and_random_queue(cluster: Cluster) -> None:
     assert tc is not None and tc.write_queue_nums == 4 and tc.perm == 6
 
 
-@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2,
-                                  RequestCode.SEND_BATCH_MESSAGE])
+@pytest.mark.parametrize(
+    "code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE]
+)
 async def test_batch_is_decided_by_the_flag(cluster: Cluster, code: int) -> None:
     messages = [Message("TopicB", f"m{i}".encode(), 0, {"TAGS": "T", "UNIQ_KEY": f"U{i}"}) for i in range(3)]
-    header = SendMessageRequestHeader(producer_group="PG", topic="TopicB", queue_id=1, batch=True,
-                                      properties=P.encode_properties({"WAIT": "true"}))
+    header = SendMessageRequestHeader(
+        producer_group="PG", topic="TopicB", queue_id=1, batch=True, properties=P.encode_properties({"WAIT": "true"})
+    )
     ext = header.to_ext() if code == RequestCode.SEND_MESSAGE else header.to_v2_ext()
     if code == RequestCode.SEND_MESSAGE:
         ext["batch"] = "1"  # as the C++ client writes it
@@ -199,8 +232,9 @@ async def test_long_polling_wakes_on_arrival(cluster: Cluster) -> None:
     results: list[Any] = []
 
     async def parked_pull() -> None:
-        results.append(await cluster.call(RequestCode.PULL_MESSAGE, pull_ext("LP", 0, 1, sys_flag=6, suspend=15000),
-                                          timeout=30))
+        results.append(
+            await cluster.call(RequestCode.PULL_MESSAGE, pull_ext("LP", 0, 1, sys_flag=6, suspend=15000), timeout=30)
+        )
         results.append(trio.current_time())
 
     async with trio.open_nursery() as nursery:
@@ -277,9 +311,18 @@ async def test_sync_flush_send(cluster: Cluster) -> None:
 
 @pytest.mark.parametrize(
     ("status", "code"),
-    [("PUT_OK", 0), ("FLUSH_DISK_TIMEOUT", 10), ("FLUSH_SLAVE_TIMEOUT", 12), ("SLAVE_NOT_AVAILABLE", 11),
-     ("CREATE_MAPPED_FILE_FAILED", 1), ("MESSAGE_ILLEGAL", 13), ("PROPERTIES_SIZE_EXCEEDED", 13),
-     ("SERVICE_NOT_AVAILABLE", 14), ("OS_PAGECACHE_BUSY", 1), ("UNKNOWN_ERROR", 1)],
+    [
+        ("PUT_OK", 0),
+        ("FLUSH_DISK_TIMEOUT", 10),
+        ("FLUSH_SLAVE_TIMEOUT", 12),
+        ("SLAVE_NOT_AVAILABLE", 11),
+        ("CREATE_MAPPED_FILE_FAILED", 1),
+        ("MESSAGE_ILLEGAL", 13),
+        ("PROPERTIES_SIZE_EXCEEDED", 13),
+        ("SERVICE_NOT_AVAILABLE", 14),
+        ("OS_PAGECACHE_BUSY", 1),
+        ("UNKNOWN_ERROR", 1),
+    ],
 )
 def test_put_status_to_response_code(tmp_path: Any, status: str, code: int) -> None:
     from rmq.broker.controller import BrokerController
@@ -291,12 +334,24 @@ def test_put_status_to_response_code(tmp_path: Any, status: str, code: int) -> N
 
     processor = SendProcessor(BrokerController(broker_config(tmp_path)))
     stored = PutMessageStatus[status].stored
-    result = PutMessageResult(PutMessageStatus[status], "why", 0, 100, "7F00000100002A9F0000000000000000" if stored
-                              else "", 3, msg_num=1 if stored else 0)
+    result = PutMessageResult(
+        PutMessageStatus[status],
+        "why",
+        0,
+        100,
+        "7F00000100002A9F0000000000000000" if stored else "",
+        3,
+        msg_num=1 if stored else 0,
+    )
     response = processor._respond(RemotingCommand.request(RequestCode.SEND_MESSAGE), result, 2)
     assert response.code == code
     if stored:  # stored, so the client gets the full header even when the flush or slave wait failed
-        assert response.ext_fields == {"msgId": "7F00000100002A9F0000000000000000", "queueId": "2",
-                                       "queueOffset": "3", "MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+        assert response.ext_fields == {
+            "msgId": "7F00000100002A9F0000000000000000",
+            "queueId": "2",
+            "queueOffset": "3",
+            "MSG_REGION": "DefaultRegion",
+            "TRACE_ON": "true",
+        }
     else:
         assert response.remark and "why" in response.remark

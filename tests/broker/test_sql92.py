@@ -18,33 +18,81 @@ PROPS = {"a": "7", "b": "x", "c": "3.5", "neg": "-2", "flag": "true", "word": "s
 
 MATCHES = [
     # comparisons, numbers read from text
-    ("a > 5", True), ("a > 7", False), ("a >= 7", True), ("a < 10", True), ("a <= 6", False),
-    ("a = 7", True), ("a = 7.0", True), ("a <> 7", False), ("a != 8", True), ("c > 3", True), ("c < 3.6", True),
-    ("neg < 0", True), ("neg = -2", True), ("a > -1", True), ("a = +7", True), ("a = 0x7", True), ("a = 7L", True),
+    ("a > 5", True),
+    ("a > 7", False),
+    ("a >= 7", True),
+    ("a < 10", True),
+    ("a <= 6", False),
+    ("a = 7", True),
+    ("a = 7.0", True),
+    ("a <> 7", False),
+    ("a != 8", True),
+    ("c > 3", True),
+    ("c < 3.6", True),
+    ("neg < 0", True),
+    ("neg = -2", True),
+    ("a > -1", True),
+    ("a = +7", True),
+    ("a = 0x7", True),
+    ("a = 7L", True),
     ("a > 1e0", True),
     # strings
-    ("b = 'x'", True), ("b = 'y'", False), ("b <> 'y'", True), ("q = 'it''s'", True), ("TAGS = 'TagA'", True),
+    ("b = 'x'", True),
+    ("b = 'y'", False),
+    ("b <> 'y'", True),
+    ("q = 'it''s'", True),
+    ("TAGS = 'TagA'", True),
     # booleans
-    ("flag = TRUE", True), ("flag = FALSE", False), ("TRUE", True), ("FALSE", False),
+    ("flag = TRUE", True),
+    ("flag = FALSE", False),
+    ("TRUE", True),
+    ("FALSE", False),
     # AND, OR, NOT, parentheses, precedence
-    ("a > 5 AND b = 'x'", True), ("a > 5 AND b = 'y'", False), ("a > 50 OR b = 'x'", True),
-    ("NOT a = 7", False), ("NOT (a = 8)", True), ("a = 1 OR a = 2 OR a = 7", True),
-    ("a = 7 OR b = 'q' AND c > 100", True), ("(a = 7 OR b = 'q') AND c > 100", False),
-    ("not a > 5 and b = 'x'", False), ("NOT NOT a = 7", True),
+    ("a > 5 AND b = 'x'", True),
+    ("a > 5 AND b = 'y'", False),
+    ("a > 50 OR b = 'x'", True),
+    ("NOT a = 7", False),
+    ("NOT (a = 8)", True),
+    ("a = 1 OR a = 2 OR a = 7", True),
+    ("a = 7 OR b = 'q' AND c > 100", True),
+    ("(a = 7 OR b = 'q') AND c > 100", False),
+    ("not a > 5 and b = 'x'", False),
+    ("NOT NOT a = 7", True),
     # IS NULL, BETWEEN, IN
-    ("zz IS NULL", True), ("a IS NULL", False), ("a IS NOT NULL", True), ("zz IS NOT NULL", False),
-    ("a BETWEEN 7 AND 9", True), ("a BETWEEN 8 AND 9", False), ("a NOT BETWEEN 8 AND 9", True),
-    ("a NOT BETWEEN 1 AND 9", False), ("c BETWEEN 3 AND 4", True),
-    ("b IN ('x', 'y')", True), ("b IN ('y')", False), ("b NOT IN ('y', 'z')", True), ("b NOT IN ('x')", False),
+    ("zz IS NULL", True),
+    ("a IS NULL", False),
+    ("a IS NOT NULL", True),
+    ("zz IS NOT NULL", False),
+    ("a BETWEEN 7 AND 9", True),
+    ("a BETWEEN 8 AND 9", False),
+    ("a NOT BETWEEN 8 AND 9", True),
+    ("a NOT BETWEEN 1 AND 9", False),
+    ("c BETWEEN 3 AND 4", True),
+    ("b IN ('x', 'y')", True),
+    ("b IN ('y')", False),
+    ("b NOT IN ('y', 'z')", True),
+    ("b NOT IN ('x')", False),
     # missing properties never match, however the test is written
-    ("zz = 1", False), ("zz <> 1", False), ("NOT zz = 1", False), ("zz > 1", False), ("zz < 1", False),
-    ("zz BETWEEN 1 AND 2", False), ("zz NOT BETWEEN 1 AND 2", False), ("zz IN ('x')", False),
-    ("zz NOT IN ('x')", False), ("zz = 'x' OR a = 7", True), ("zz = 'x' AND a = 7", False),
+    ("zz = 1", False),
+    ("zz <> 1", False),
+    ("NOT zz = 1", False),
+    ("zz > 1", False),
+    ("zz < 1", False),
+    ("zz BETWEEN 1 AND 2", False),
+    ("zz NOT BETWEEN 1 AND 2", False),
+    ("zz IN ('x')", False),
+    ("zz NOT IN ('x')", False),
+    ("zz = 'x' OR a = 7", True),
+    ("zz = 'x' AND a = 7", False),
     ("NOT (zz = 'x' AND a = 7)", True),  # AND turns unknown into false, as RocketMQ's evaluator does
     # text that is not a number compares as unknown
-    ("word > 5", False), ("word = 7", False), ("word <> 7", False), ("b = 7", False),
+    ("word > 5", False),
+    ("word = 7", False),
+    ("word <> 7", False),
+    ("b = 7", False),
     # keywords in any case
-    ("a between 6 and 8 and b in ('x')", True), ("zz is null", True),
+    ("a between 6 and 8 and b in ('x')", True),
+    ("zz is null", True),
 ]
 
 
@@ -93,12 +141,22 @@ def broker_props() -> dict[str, str]:
 
 
 def heartbeat(expression: str, expression_type: str = "SQL92", group: str = "SQLG") -> bytes:
-    return json.dumps({"clientID": "sql-client", "consumerDataSet": [{
-        "groupName": group, "consumeType": "CONSUME_PASSIVELY", "messageModel": "CLUSTERING",
-        "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
-        "subscriptionDataSet": [{"topic": "Props", "subString": expression, "expressionType": expression_type,
-                                 "subVersion": 1}],
-    }]}).encode()
+    return json.dumps(
+        {
+            "clientID": "sql-client",
+            "consumerDataSet": [
+                {
+                    "groupName": group,
+                    "consumeType": "CONSUME_PASSIVELY",
+                    "messageModel": "CLUSTERING",
+                    "consumeFromWhere": "CONSUME_FROM_FIRST_OFFSET",
+                    "subscriptionDataSet": [
+                        {"topic": "Props", "subString": expression, "expressionType": expression_type, "subVersion": 1}
+                    ],
+                }
+            ],
+        }
+    ).encode()
 
 
 async def fill(cluster: Cluster) -> None:
@@ -145,8 +203,13 @@ async def test_a_bad_expression_is_refused_at_heartbeat(cluster: Cluster) -> Non
 
 async def test_check_client_config(cluster: Cluster) -> None:
     def body(expression: str, kind: str = "SQL92") -> bytes:
-        return json.dumps({"clientId": "c", "group": "SQLG", "subscriptionData": {
-            "topic": "Props", "subString": expression, "expressionType": kind}}).encode()
+        return json.dumps(
+            {
+                "clientId": "c",
+                "group": "SQLG",
+                "subscriptionData": {"topic": "Props", "subString": expression, "expressionType": kind},
+            }
+        ).encode()
 
     assert (await cluster.call(RequestCode.CHECK_CLIENT_CONFIG, body=body("a > 1"))).code == 0
     assert (await cluster.call(RequestCode.CHECK_CLIENT_CONFIG, body=body("TagA", "TAG"))).code == 0
@@ -159,8 +222,13 @@ async def test_disabled_property_filter(cluster: Cluster, broker_props: dict[str
     await fill(cluster)
     pulled = await pull_sql(cluster, subscription="i > 1", expressionType="SQL92")
     assert pulled.code == ResponseCode.SYSTEM_ERROR and "SQL92" in (pulled.remark or "")
-    body = json.dumps({"clientId": "c", "group": "G", "subscriptionData": {
-        "topic": "Props", "subString": "i > 1", "expressionType": "SQL92"}}).encode()
+    body = json.dumps(
+        {
+            "clientId": "c",
+            "group": "G",
+            "subscriptionData": {"topic": "Props", "subString": "i > 1", "expressionType": "SQL92"},
+        }
+    ).encode()
     assert (await cluster.call(RequestCode.CHECK_CLIENT_CONFIG, body=body)).code == ResponseCode.SYSTEM_ERROR
 
 

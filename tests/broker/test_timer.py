@@ -24,8 +24,9 @@ DAY_MS = 86_400_000
 
 async def send_timed(cluster: Cluster, body: bytes, props: dict[str, str] | None = None, **more: str) -> int:
     """Send to Timed queue 2 with `props` and `more` as properties."""
-    r = await cluster.call(RequestCode.SEND_MESSAGE, send_ext(topic="Timed", queue_id=2, props={**(props or {}), **more}),
-                           body)
+    r = await cluster.call(
+        RequestCode.SEND_MESSAGE, send_ext(topic="Timed", queue_id=2, props={**(props or {}), **more}), body
+    )
     assert r.code == ResponseCode.SUCCESS, r.remark
     return r.code
 
@@ -34,14 +35,18 @@ def bodies_in(messages: list) -> list[bytes]:  # type: ignore[type-arg]
     return [m.body for m in messages]
 
 
-@pytest.mark.parametrize(("key", "value", "due_in_ms"), [
-    ("TIMER_DELIVER_MS", "{now+3000}", 3000),
-    ("__STARTDELIVERTIME", "{now+3000}", 3000),
-    ("TIMER_DELAY_SEC", "3", 3000),
-    ("TIMER_DELAY_MS", "2500", 2500),
-])
-async def test_each_way_to_name_a_time(cluster: Cluster, autojump_clock: trio.testing.MockClock,
-                                       key: str, value: str, due_in_ms: int) -> None:
+@pytest.mark.parametrize(
+    ("key", "value", "due_in_ms"),
+    [
+        ("TIMER_DELIVER_MS", "{now+3000}", 3000),
+        ("__STARTDELIVERTIME", "{now+3000}", 3000),
+        ("TIMER_DELAY_SEC", "3", 3000),
+        ("TIMER_DELAY_MS", "2500", 2500),
+    ],
+)
+async def test_each_way_to_name_a_time(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock, key: str, value: str, due_in_ms: int
+) -> None:
     now = cluster.broker.clock_ms()
     await send_timed(cluster, b"tick", {key: value.format(**{"now+3000": now + 3000}), "UNIQ_KEY": "T1"})
     await cluster.broker.store.wait_dispatched()
@@ -74,8 +79,9 @@ async def test_a_past_time_is_delivered_at_once(cluster: Cluster) -> None:
 
 async def test_limits(cluster: Cluster) -> None:
     now = cluster.broker.clock_ms()
-    r = await cluster.call(RequestCode.SEND_MESSAGE,
-                           send_ext(topic="Timed", props={"TIMER_DELIVER_MS": str(now + 4 * 86_400_000)}), b"x")
+    r = await cluster.call(
+        RequestCode.SEND_MESSAGE, send_ext(topic="Timed", props={"TIMER_DELIVER_MS": str(now + 4 * 86_400_000)}), b"x"
+    )
     assert r.code == ResponseCode.MESSAGE_ILLEGAL
     assert "timerMaxDelaySec=259200" in (r.remark or "")
     r = await cluster.call(RequestCode.SEND_MESSAGE, send_ext(topic="Timed", props={"TIMER_DELAY_SEC": "soon"}), b"x")
@@ -101,8 +107,9 @@ async def test_the_timer_wins_over_a_delay_level(cluster: Cluster, autojump_cloc
     assert "DELAY" not in m.properties
 
 
-async def test_survives_a_restart_without_loss_or_duplicates(cluster: Cluster,
-                                                             autojump_clock: trio.testing.MockClock) -> None:
+async def test_survives_a_restart_without_loss_or_duplicates(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     now = cluster.broker.clock_ms()
     for i in range(3):
         await send_timed(cluster, f"late-{i}".encode(), TIMER_DELIVER_MS=str(now + DAY_MS + i))
@@ -121,8 +128,9 @@ async def test_survives_a_restart_without_loss_or_duplicates(cluster: Cluster,
     assert queued(cluster, "Timed", 2) == 6
 
 
-async def test_deliveries_the_file_missed_are_not_repeated(cluster: Cluster,
-                                                           autojump_clock: trio.testing.MockClock) -> None:
+async def test_deliveries_the_file_missed_are_not_repeated(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     path = cluster.store / "config" / "timerProgress.json"
     stale = b'{"commitLogOffset":%d,"done":[],"offset":0}' % cluster.broker.message_store.max_phy_offset
     now = cluster.broker.clock_ms()
@@ -140,8 +148,9 @@ async def test_deliveries_the_file_missed_are_not_repeated(cluster: Cluster,
     assert queued(cluster, "Timed", 2) == 3
 
 
-async def test_a_far_timer_is_rolled_forward(cluster: Cluster, autojump_clock: trio.testing.MockClock,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_far_timer_is_rolled_forward(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(timer, "ROLL_THRESHOLD", 4)
     now = cluster.broker.clock_ms()
     await send_timed(cluster, b"far", TIMER_DELIVER_MS=str(now + DAY_MS))

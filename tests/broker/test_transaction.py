@@ -28,7 +28,7 @@ COMMIT, ROLLBACK, UNKNOWN = 8, 12, 0
 
 # -- the table ---------------------------------------------------------------------------
 
-S, I, A = State, Input, Action
+S, I, A = State, Input, Action  # noqa: E741 - short names keep the table readable
 EXPECTED = [
     (S.HALF, I.COMMIT, S.COMMITTED, A.COMMIT),
     (S.HALF, I.ROLLBACK, S.ROLLED_BACK, A.ROLLBACK),
@@ -93,17 +93,21 @@ class Producer:
         self.checks.append((header, msg))
         if self.answer is not None:
             end = EndTransactionRequestHeader(
-                producer_group=msg.properties["PGROUP"], tran_state_table_offset=header.tran_state_table_offset,
-                commit_log_offset=header.commit_log_offset, commit_or_rollback=self.answer,
-                msg_id=header.msg_id or "", from_transaction_check=True,
+                producer_group=msg.properties["PGROUP"],
+                tran_state_table_offset=header.tran_state_table_offset,
+                commit_log_offset=header.commit_log_offset,
+                commit_or_rollback=self.answer,
+                msg_id=header.msg_id or "",
+                from_transaction_check=True,
             )
             await ctx.connection.invoke_oneway(RemotingCommand.request(RequestCode.END_TRANSACTION, end.to_ext()))
         return None
 
     async def heartbeat(self) -> None:
         body = json.dumps({"clientID": "tx-client", "producerDataSet": [{"groupName": "PG"}]}).encode()
-        r = await self.client.invoke(self.cluster.broker.address, RemotingCommand.request(RequestCode.HEART_BEAT,
-                                                                                         body=body), 5)
+        r = await self.client.invoke(
+            self.cluster.broker.address, RemotingCommand.request(RequestCode.HEART_BEAT, body=body), 5
+        )
         assert r.code == 0
 
 
@@ -119,25 +123,47 @@ async def producer(cluster: Cluster) -> AsyncIterator[Producer]:
 
 async def send_half(cluster: Cluster, body: bytes, key: str, **props: str) -> tuple[int, int]:
     """(half queue offset, CommitLog offset) of a new half message."""
-    r = await cluster.call(RequestCode.SEND_MESSAGE, send_ext(
-        topic="Pay", queue_id=1, sys_flag=4, props={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": key, **props}),
-        body)
+    r = await cluster.call(
+        RequestCode.SEND_MESSAGE,
+        send_ext(
+            topic="Pay", queue_id=1, sys_flag=4, props={"TRAN_MSG": "true", "PGROUP": "PG", "UNIQ_KEY": key, **props}
+        ),
+        body,
+    )
     assert r.code == ResponseCode.SUCCESS, r.remark
     return int(r.ext_fields["queueOffset"]), parse_offset_msg_id(r.ext_fields["msgId"])[2]
 
 
-async def end(cluster: Cluster, offsets: tuple[int, int], kind: int, key: str = "K", group: str = "PG",
-              timeout: float = 5) -> RemotingCommand:
-    header = EndTransactionRequestHeader(producer_group=group, tran_state_table_offset=offsets[0],
-                                         commit_log_offset=offsets[1], commit_or_rollback=kind, msg_id=key)
+async def end(
+    cluster: Cluster, offsets: tuple[int, int], kind: int, key: str = "K", group: str = "PG", timeout: float = 5
+) -> RemotingCommand:
+    header = EndTransactionRequestHeader(
+        producer_group=group,
+        tran_state_table_offset=offsets[0],
+        commit_log_offset=offsets[1],
+        commit_or_rollback=kind,
+        msg_id=key,
+    )
     return await cluster.call(RequestCode.END_TRANSACTION, header.to_ext(), timeout=timeout)
 
 
 async def ops(cluster: Cluster) -> list[Any]:
     await cluster.broker.store.wait_dispatched()
-    r = await cluster.call(RequestCode.PULL_MESSAGE, {
-        "consumerGroup": "CG", "topic": OP, "queueId": 0, "queueOffset": 0, "maxMsgNums": 32, "sysFlag": 4,
-        "commitOffset": 0, "suspendTimeoutMillis": 0, "subVersion": 0, "subscription": "*"})
+    r = await cluster.call(
+        RequestCode.PULL_MESSAGE,
+        {
+            "consumerGroup": "CG",
+            "topic": OP,
+            "queueId": 0,
+            "queueOffset": 0,
+            "maxMsgNums": 32,
+            "sysFlag": 4,
+            "commitOffset": 0,
+            "suspendTimeoutMillis": 0,
+            "subVersion": 0,
+            "subscription": "*",
+        },
+    )
     return list(iter_records(r.body)) if r.code == 0 else []
 
 
@@ -179,8 +205,9 @@ async def test_end_checks_the_request(cluster: Cluster, autojump_clock: trio.tes
     assert queued(cluster, "Pay", 1) == 0
 
 
-async def test_a_committed_delayed_message_waits_its_level(cluster: Cluster,
-                                                           autojump_clock: trio.testing.MockClock) -> None:
+async def test_a_committed_delayed_message_waits_its_level(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     half = await send_half(cluster, b"later", "K4", DELAY="1")
     assert (await end(cluster, half, COMMIT, "K4")).code == 0
     await cluster.broker.store.wait_dispatched()
@@ -190,8 +217,9 @@ async def test_a_committed_delayed_message_waits_its_level(cluster: Cluster,
     assert m.body == b"later"
 
 
-async def test_check_back_asks_the_producer(cluster: Cluster, producer: Producer,
-                                            autojump_clock: trio.testing.MockClock) -> None:
+async def test_check_back_asks_the_producer(
+    cluster: Cluster, producer: Producer, autojump_clock: trio.testing.MockClock
+) -> None:
     qo, phy = await send_half(cluster, b"ask me", "K5")
     producer.answer = COMMIT
     with trio.fail_after(10):
@@ -210,8 +238,9 @@ async def test_check_back_asks_the_producer(cluster: Cluster, producer: Producer
     assert len(producer.checks) == 1  # ended: never asked again
 
 
-async def test_unanswered_checks_end_in_a_discard(cluster: Cluster, producer: Producer,
-                                                  autojump_clock: trio.testing.MockClock) -> None:
+async def test_unanswered_checks_end_in_a_discard(
+    cluster: Cluster, producer: Producer, autojump_clock: trio.testing.MockClock
+) -> None:
     half = await send_half(cluster, b"forgotten", "K6")
     with trio.fail_after(60):
         while queued(cluster, "TRANS_CHECK_MAX_TIME_TOPIC", 0) == 0:

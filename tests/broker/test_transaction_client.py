@@ -55,17 +55,20 @@ async def test_local_outcomes_and_check_backs(cluster: Cluster, autojump_clock: 
         return arg  # type: ignore[no-any-return]
 
     async with TransactionProducer("TXG", cluster.namesrv.address, check=checks) as producer:
-        committed = await producer.send_message_in_transaction(Message("TxTopic", b"commit", delay_level=3),
-                                                               local, TransactionState.COMMIT)
+        committed = await producer.send_message_in_transaction(
+            Message("TxTopic", b"commit", delay_level=3), local, TransactionState.COMMIT
+        )
         assert committed.local_state is TransactionState.COMMIT
         await wait_for(cluster, 1)
         assert await all_bodies(cluster) == [b"commit"]  # the delay level was dropped from the half
 
-        rolled = await producer.send_message_in_transaction(Message("TxTopic", b"rollback"), local,
-                                                            TransactionState.ROLLBACK)
+        rolled = await producer.send_message_in_transaction(
+            Message("TxTopic", b"rollback"), local, TransactionState.ROLLBACK
+        )
         assert rolled.local_state is TransactionState.ROLLBACK
-        unknown = await producer.send_message_in_transaction(Message("TxTopic", b"ask later"), local,
-                                                             TransactionState.UNKNOWN)
+        unknown = await producer.send_message_in_transaction(
+            Message("TxTopic", b"ask later"), local, TransactionState.UNKNOWN
+        )
         failed = await producer.send_message_in_transaction(Message("TxTopic", b"boom"), local, "boom")
         assert failed.local_state is TransactionState.UNKNOWN
         assert seen == [TransactionState.COMMIT, TransactionState.ROLLBACK, TransactionState.UNKNOWN, "boom"]
@@ -81,8 +84,9 @@ async def test_local_outcomes_and_check_backs(cluster: Cluster, autojump_clock: 
         assert rolled.send_result.queue_offset != committed.send_result.queue_offset
 
 
-async def test_without_a_check_listener_checks_are_unknown(cluster: Cluster,
-                                                           autojump_clock: trio.testing.MockClock) -> None:
+async def test_without_a_check_listener_checks_are_unknown(
+    cluster: Cluster, autojump_clock: trio.testing.MockClock
+) -> None:
     async with TransactionProducer("TXG2", cluster.namesrv.address) as producer:
         await producer.send_message_in_transaction(Message("TxTopic", b"?"), lambda m, a: TransactionState.UNKNOWN)
         with trio.fail_after(30):

@@ -21,15 +21,28 @@ BIG = 5000  # past both clients' 4 KiB compression threshold
 
 async def test_cpp_producer_to_python_consumer(cluster: Cluster) -> None:
     await cluster.create_topic("CppToPy")
-    spec = produce(cluster.namesrv_addr, "CppToPy", 20, keys="K-{i} X-{i}", tags="Tag{i}",
-                   body="cpp-body-{i}", properties={"color": "c{i}"})
+    spec = produce(
+        cluster.namesrv_addr,
+        "CppToPy",
+        20,
+        keys="K-{i} X-{i}",
+        tags="Tag{i}",
+        body="cpp-body-{i}",
+        properties={"color": "c{i}"},
+    )
     (await run_scenario(spec)).check()
-    (await run_scenario(produce(cluster.namesrv_addr, "CppToPy", 1, keys="BIG", tags="Big", body="z",
-                                body_size=BIG))).check()
+    (
+        await run_scenario(produce(cluster.namesrv_addr, "CppToPy", 1, keys="BIG", tags="Big", body="z", body_size=BIG))
+    ).check()
 
     got: list[MessageExt] = []
-    consumer = PushConsumer("cg_from_cpp", cluster.namesrv_addr, handler=got.append,
-                            consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST)
+    consumer = PushConsumer(
+        "cg_from_cpp",
+        cluster.namesrv_addr,
+        handler=got.append,
+        consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+        **FAST,
+    )
     consumer.subscribe("CppToPy", "*")
     async with consumer:
         with trio.fail_after(20):
@@ -51,12 +64,16 @@ async def test_python_producer_to_cpp_consumer(cluster: Cluster) -> None:
     await cluster.create_topic("PyToCpp")
     async with Producer("pg_to_cpp", cluster.namesrv_addr) as producer:
         for i in range(20):
-            await producer.send(Message("PyToCpp", f"py-body-{i}".encode(), tags=f"Tag{i}", keys=[f"K-{i}"],
-                                        properties={"color": f"c{i}"}))
+            await producer.send(
+                Message(
+                    "PyToCpp", f"py-body-{i}".encode(), tags=f"Tag{i}", keys=[f"K-{i}"], properties={"color": f"c{i}"}
+                )
+            )
         await producer.send(Message("PyToCpp", b"y" * BIG, tags="Big", keys=["BIG"]))
 
-    spec = push_consume(cluster.namesrv_addr, "PyToCpp", 21, group="cg_to_cpp", linger=1.0,
-                        property_keys=("color",), time_limit=40)
+    spec = push_consume(
+        cluster.namesrv_addr, "PyToCpp", 21, group="cg_to_cpp", linger=1.0, property_keys=("color",), time_limit=40
+    )
     result = (await run_scenario(spec)).check()
     assert len(result.messages) == 21
     by_key = {m.keys: m for m in result.messages}

@@ -144,7 +144,7 @@ def test_encode_limits() -> None:
 def test_v2_magic_is_read() -> None:
     # 5.x v2 records carry a 2-byte topic length; build one by hand from a v1 record.
     v1 = encode_record(topic="T2", body=b"b", properties="a\x01b")
-    head = bytearray(v1[:88 + 1])
+    head = bytearray(v1[: 88 + 1])
     struct.pack_into(">iI", head, 0, len(v1) + 1, MESSAGE_MAGIC_CODE_V2)
     v2 = bytes(head) + struct.pack(">h", 2) + v1[88 + 1 + 1 :]
     got, size = decode_record(v2)
@@ -161,9 +161,14 @@ def _prop_text(max_size: int) -> st.SearchStrategy[str]:
     body=st.binary(max_size=300),
     props=st.dictionaries(_prop_text(10), _prop_text(20), max_size=5),
     ints=st.tuples(
-        st.integers(0, 2**31 - 1), st.integers(-(2**31), 2**31 - 1), st.integers(0, 2**63 - 1),
-        st.integers(0, 2**63 - 1), st.sampled_from([0, 1, 2, 4, 8, 0xC, 0x10, 0x20, 0x30, 0x301]),
-        st.integers(0, 2**62), st.integers(0, 65535), st.integers(0, 100),
+        st.integers(0, 2**31 - 1),
+        st.integers(-(2**31), 2**31 - 1),
+        st.integers(0, 2**63 - 1),
+        st.integers(0, 2**63 - 1),
+        st.sampled_from([0, 1, 2, 4, 8, 0xC, 0x10, 0x20, 0x30, 0x301]),
+        st.integers(0, 2**62),
+        st.integers(0, 65535),
+        st.integers(0, 100),
     ),
 )
 def test_round_trip_property(topic: str, body: bytes, props: dict[str, str], ints: tuple[int, ...]) -> None:
@@ -289,9 +294,7 @@ def test_batch_body_from_cpp_client_vector() -> None:
     assert [m.properties for m in msgs] == [e["properties"] for e in expected]
     assert all(m.topic == "TopicTest" for m in msgs)
     # Our encoding differs only by the trailing \x02 the C++ client adds to properties.
-    again = encode_batch_body(
-        [Message(m.topic, m.body, m.flag, m.properties) for m in msgs]
-    )
+    again = encode_batch_body([Message(m.topic, m.body, m.flag, m.properties) for m in msgs])
     assert decode_batch_body(again) == [Message("", m.body, m.flag, m.properties) for m in msgs]
 
 

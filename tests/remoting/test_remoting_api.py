@@ -61,4 +61,6 @@ def test_importing_protocol_does_not_pull_in_remoting() -> None:
     import sys
 
     code = "import rmq.protocol, sys; assert 'trio' not in sys.modules and 'rmq.remoting' not in sys.modules"
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(rmq.__file__).parents[1]))
+    subprocess.run(
+        [sys.executable, "-c", code], check=True, cwd=str(__import__("pathlib").Path(rmq.__file__).parents[1])
+    )

@@ -142,7 +142,9 @@ async def test_server_initiated_request_answered_by_client_processor() -> None:
         # the server knows a connection once it has sent its first bytes (a heartbeat, in RocketMQ)
         await client.invoke(server.address, RemotingCommand.request(RequestCode.HEART_BEAT), 3)
         (conn,) = server.connections
-        resp = await conn.invoke(RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {"producerGroup": "g"}), 3)
+        resp = await conn.invoke(
+            RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, {"producerGroup": "g"}), 3
+        )
         assert resp.ext_fields == {"producerGroup": "g"}
         await conn.invoke_oneway(RemotingCommand.request(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED))
         resp = await conn.invoke(RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO), 3)
@@ -201,7 +203,10 @@ async def test_protocol_error_closes_only_that_connection(caplog: pytest.LogCapt
 
 async def test_idle_connection_is_closed(autojump_clock: trio.testing.MockClock) -> None:
     closed: list[Connection] = []
-    async with serve_on_loopback(echo_dispatcher(), on_close=closed.append) as server, RemotingClient(ClientConfig(idle_timeout=None)) as client:
+    async with (
+        serve_on_loopback(echo_dispatcher(), on_close=closed.append) as server,
+        RemotingClient(ClientConfig(idle_timeout=None)) as client,
+    ):
         conn = await client.connection(server.address)
         start = trio.current_time()
         for _ in range(3):  # traffic every 100 s keeps it open
@@ -240,7 +245,9 @@ async def test_graceful_shutdown_finishes_in_flight() -> None:
         async with RemotingClient() as client:
 
             async def call() -> None:
-                results.append(await client.invoke(server.address, RemotingCommand.request(RequestCode.SEND_MESSAGE), 5))
+                results.append(
+                    await client.invoke(server.address, RemotingCommand.request(RequestCode.SEND_MESSAGE), 5)
+                )
 
             nursery.start_soon(call)
             await started.wait()
@@ -258,7 +265,11 @@ async def test_shutdown_grace_cuts_slow_requests(autojump_clock: trio.testing.Mo
 
     d = Dispatcher()
     d.register(RequestCode.PULL_MESSAGE, forever)
-    async with serve_on_loopback(d, shutdown_grace=2.0) as server, RemotingClient() as client, trio.open_nursery() as nursery:
+    async with (
+        serve_on_loopback(d, shutdown_grace=2.0) as server,
+        RemotingClient() as client,
+        trio.open_nursery() as nursery,
+    ):
 
         async def call() -> None:
             with pytest.raises(RemotingConnectError):

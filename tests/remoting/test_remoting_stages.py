@@ -112,7 +112,9 @@ async def websocket_pair(nursery: trio.Nursery) -> tuple[WebSocketStream, WebSoc
 
     async with trio.open_nursery() as handshake:
         handshake.start_soon(server)
-        client = await connect_websocket(nursery, client_raw, host="test", resource="/rocketmq", max_message_size=1 << 21)
+        client = await connect_websocket(
+            nursery, client_raw, host="test", resource="/rocketmq", max_message_size=1 << 21
+        )
     return client, accepted[0]
 
 

@@ -34,7 +34,12 @@ async def test_ws_roundtrips_and_pipelining() -> None:
             for stype in (SerializeType.JSON, SerializeType.ROCKETMQ):
                 req = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"k": "v"}, b"x" * 70000, serialize_type=stype)
                 resp = await client.invoke(url, req, 3)
-                assert (resp.code, resp.ext_fields, len(resp.body), resp.serialize_type) == (0, {"k": "v"}, 70000, stype)
+                assert (resp.code, resp.ext_fields, len(resp.body), resp.serialize_type) == (
+                    0,
+                    {"k": "v"},
+                    70000,
+                    stype,
+                )
 
             results: list[int] = []
 

@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from .spark_fixtures import StoreWriter
 
 from spark.java import JavaMissing, check_java
+
+from .spark_fixtures import StoreWriter
 
 
 @pytest.fixture(scope="session")

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from .spark_fixtures import DAY_MS, StoreWriter, fill, read_parquet, tear_tail, write_garbage
-from .test_store_scan import crash_store
 
 from rmq.protocol.message import make_offset_msg_id
 from spark import export
 from spark.store_scan import list_segments
+
+from .spark_fixtures import DAY_MS, StoreWriter, fill, read_parquet, tear_tail, write_garbage
+from .test_store_scan import crash_store
 
 pytestmark = pytest.mark.spark
 
@@ -33,7 +34,7 @@ def test_export_round_trip(spark_session: Any, store_writer: Any, tmp_path: Path
 
     rows = read_parquet(out)
     assert result.rows == len(rows) == len(w.sent)
-    for row, sent in zip(rows, w.sent):
+    for row, sent in zip(rows, w.sent, strict=False):
         assert row["topic"] == sent.topic
         assert row["body"] == sent.body
         assert row["compression"] is None
@@ -136,7 +137,8 @@ def test_rmq_export_parquet_command(java: int, store_writer: Any, tmp_path: Path
     out = tmp_path / "out"
     repo = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
-        [sys.executable, "-m", "rmq", "export", "parquet", "--store", str(w.root), "--out", str(out), "--master", "local[1]"],
+        [sys.executable, "-m", "rmq", "export", "parquet", "--store", str(w.root), "--out", str(out)]
+        + ["--master", "local[1]"],
         capture_output=True, text=True, timeout=600, cwd=repo, check=False,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from .spark_live import LiveCluster
 
 from rmq.client import Message
+
+from .spark_live import LiveCluster
 
 pytestmark = pytest.mark.spark
 
@@ -125,9 +126,9 @@ def test_stream_restarted_from_its_checkpoint_loses_and_repeats_nothing(
 
 
 def test_export_command_from_a_live_cluster(spark_session: Any, cluster: LiveCluster, tmp_path: Path) -> None:
-    from .spark_fixtures import read_parquet
-
     from spark import export
+
+    from .spark_fixtures import read_parquet
 
     results = cluster.send(messages(0, 30))
     cluster.wait_route(TOPIC)

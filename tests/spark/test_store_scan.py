@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pyarrow as pa
-from .spark_fixtures import FILE_SIZE, StoreWriter, fill, tear_tail, write_garbage
 
 from rmq.protocol.message import decompress_body
 from spark.rows import batches
 from spark.schema import arrow_schema
 from spark.store_scan import DEFAULT_SPLIT_SIZE, list_segments, plan_splits, scan_split
+
+from .spark_fixtures import FILE_SIZE, StoreWriter, fill, tear_tail, write_garbage
 
 
 def _offsets(root: Path, split_size: int, **kw: object) -> list[int]:
@@ -39,7 +40,7 @@ def test_messages_decode_to_what_was_sent(store_writer) -> None:
     w.close()
     got = [m for s in plan_splits(w.root) for m in scan_split(s)]
     assert len(got) == len(w.sent)
-    for m, sent in zip(got, w.sent):
+    for m, sent in zip(got, w.sent, strict=False):
         assert (m.topic, m.queue_id, m.queue_offset, m.store_timestamp) == (
             sent.topic, sent.queue_id, sent.queue_offset, sent.store_ms,
         )  # fmt: skip

@@ -145,9 +145,7 @@ def _msg(body: bytes):
     return Message("", body, 0, {})
 
 
-async def test_batches_time_out_in_order_and_then_complete(
-    open_store, autojump_clock: trio.testing.MockClock
-) -> None:
+async def test_batches_time_out_in_order_and_then_complete(open_store, autojump_clock: trio.testing.MockClock) -> None:
     store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=1000)
     gate = threading.Event()
     slow = CountingFlush(store, gate)

@@ -25,9 +25,7 @@ ROUNDS = 20
 
 def _run_round(root: Path, round_no: int, rng: random.Random) -> list[str]:
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen(
-        [sys.executable, str(WRITER), str(root), str(round_no)], stdout=subprocess.PIPE, env=env
-    )
+    proc = subprocess.Popen([sys.executable, str(WRITER), str(root), str(round_no)], stdout=subprocess.PIPE, env=env)
     try:
         if rng.random() < 0.2:
             # Sometimes kill while it is still opening (recovery interrupted).

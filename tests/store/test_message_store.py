@@ -369,6 +369,7 @@ def test_offset_by_time(open_store, clock: FakeClock) -> None:
         clock.now = T0 + t
         _put(store)
     store.dispatch_pending()
+
     def find(t: int) -> int:
         return store.get_offset_in_queue_by_time("T", 0, T0 + t)
 
@@ -397,9 +398,7 @@ def test_query_message(open_store, clock: FakeClock) -> None:
     offsets = []
     for i in range(40):
         clock.advance(1000)
-        r = store.put_message(
-            "T", i % 2, b"%d" % i, properties={"KEYS": f"order-{i % 5} all", "UNIQ_KEY": f"ID{i}"}
-        )
+        r = store.put_message("T", i % 2, b"%d" % i, properties={"KEYS": f"order-{i % 5} all", "UNIQ_KEY": f"ID{i}"})
         offsets.append((r.wrote_offset, r.store_timestamp))
     store.dispatch_pending()
     assert len(store.index.files) > 3

@@ -445,5 +445,3 @@ async def test_admin_api_no_route(servers: Servers) -> None:
         info = await a.cluster_info()
         assert info.masters(CLUSTER) == [("broker-a", servers.addr)]
         assert info.broker_name_of(servers.addr) == "broker-a"
-
-

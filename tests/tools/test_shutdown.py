@@ -32,7 +32,9 @@ def test_mqshutdown_stops_a_running_name_server(tmp_path: Path) -> None:
     port = _free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "rmq", "namesrv", "--host", "127.0.0.1", "-p", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     try:
         _wait_listening(port)
@@ -41,7 +43,10 @@ def test_mqshutdown_stops_a_running_name_server(tmp_path: Path) -> None:
         # the exited-but-unreaped process for a running one
         done = subprocess.run(
             [sys.executable, "-m", "rmq", "shutdown", "namesrv", "--timeout", "10"],
-            env=env, capture_output=True, text=True, timeout=30,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=30,
         )
         assert done.returncode == 0, done.stdout + done.stderr
         assert f"Send shutdown request to namesrv({server.pid}) OK" in done.stdout
@@ -55,7 +60,8 @@ def test_mqshutdown_stops_a_running_name_server(tmp_path: Path) -> None:
 
 def test_mqshutdown_with_nothing_running(tmp_path: Path) -> None:
     env = {**os.environ, "RMQ_RUN_DIR": str(tmp_path / "run")}
-    done = subprocess.run([sys.executable, "-m", "rmq", "shutdown", "broker"], env=env,
-                          capture_output=True, text=True, timeout=30)
+    done = subprocess.run(
+        [sys.executable, "-m", "rmq", "shutdown", "broker"], env=env, capture_output=True, text=True, timeout=30
+    )
     assert done.returncode == 1
     assert "No broker running" in done.stdout

@@ -40,7 +40,7 @@ class SqlFilterError(ValueError):
     """A malformed expression; `position` is the 0-based character index of the problem."""
 
     def __init__(self, message: str, position: int, expression: str) -> None:
-        near = expression[position:position + 20]
+        near = expression[position : position + 20]
         where = f'near "{near}"' if near else "at the end"
         super().__init__(f"{message} at position {position} ({where}) in SQL92 expression {expression!r}")
         self.position = position

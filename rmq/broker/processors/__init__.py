@@ -36,8 +36,9 @@ def build_dispatcher(broker: BrokerController, vip: bool = False) -> Dispatcher:
     if not vip:
         dispatcher.register(PullProcessor.CODES, PullProcessor(broker), concurrency=PULL_CONCURRENCY)
     clients = ClientManageProcessor(broker)
-    dispatcher.register((RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG),
-                        clients)
+    dispatcher.register(
+        (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG), clients
+    )
     dispatcher.register(
         (RequestCode.GET_CONSUMER_LIST_BY_GROUP, RequestCode.QUERY_CONSUMER_OFFSET, RequestCode.UPDATE_CONSUMER_OFFSET),
         clients,

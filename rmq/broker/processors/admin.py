@@ -128,8 +128,9 @@ class AdminProcessor:
             result.index_last_update_timestamp, result.index_last_update_phy_offset
         ).to_ext()
         if not result.records:
-            return fail(request, ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct",
-                        ext)
+            return fail(
+                request, ResponseCode.QUERY_NOT_FOUND, "can not find message, maybe time range not correct", ext
+            )
         return ok(request, ext, result.body)
 
     # -- topics ---------------------------------------------------------------------------
@@ -145,12 +146,23 @@ class AdminProcessor:
         if broker.topics.is_system_topic(h.topic):
             return fail(request, ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
         if h.read_queue_nums < 0 or h.write_queue_nums < 0 or not 0 <= h.perm <= 15:
-            return fail(request, ResponseCode.SYSTEM_ERROR,
-                        f"bad topic config: readQueueNums {h.read_queue_nums}, writeQueueNums "
-                        f"{h.write_queue_nums}, perm {h.perm}")
-        broker.topics.update(TopicConfig(
-            h.topic, h.read_queue_nums, h.write_queue_nums, h.perm, h.topic_filter_type, h.topic_sys_flag or 0, h.order
-        ))
+            return fail(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"bad topic config: readQueueNums {h.read_queue_nums}, writeQueueNums "
+                f"{h.write_queue_nums}, perm {h.perm}",
+            )
+        broker.topics.update(
+            TopicConfig(
+                h.topic,
+                h.read_queue_nums,
+                h.write_queue_nums,
+                h.perm,
+                h.topic_filter_type,
+                h.topic_sys_flag or 0,
+                h.order,
+            )
+        )
         return ok(request)
 
     def delete_topic(self, request: RemotingCommand) -> RemotingCommand:
@@ -179,7 +191,9 @@ class AdminProcessor:
             high = store.get_max_offset_in_queue(topic, qid)
             last = store.get_message_store_timestamp(topic, qid, high - 1) if high > 0 else 0
             table[MQKey(topic, broker.config.broker_name, qid)] = {
-                "lastUpdateTimestamp": max(last, 0), "maxOffset": high, "minOffset": max(low, 0),
+                "lastUpdateTimestamp": max(last, 0),
+                "maxOffset": high,
+                "minOffset": max(low, 0),
             }
         return ok(request, body=json_body.dumps({"offsetTable": table}))
 

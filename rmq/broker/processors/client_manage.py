@@ -64,8 +64,11 @@ class ClientManageProcessor:
             for sub in consumer.subscriptions:
                 why = _filter_error(sub)
                 if why is not None:
-                    return fail(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                                f"group {consumer.group_name}, topic {sub.topic}: {why}")
+                    return fail(
+                        request,
+                        ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                        f"group {consumer.group_name}, topic {sub.topic}: {why}",
+                    )
         conn = ctx.connection
         language = _language_name(request.language)
         for consumer in hb.consumers:
@@ -74,7 +77,9 @@ class ClientManageProcessor:
             if group_config is not None:
                 notify = group_config.notify_consumer_ids_changed_enable
                 broker.topics.create_if_absent(
-                    retry_topic(consumer.group_name), group_config.retry_queue_nums, PERM_READ | PERM_WRITE,
+                    retry_topic(consumer.group_name),
+                    group_config.retry_queue_nums,
+                    PERM_READ | PERM_WRITE,
                     FLAG_UNIT_SUB if consumer.unit_mode else 0,
                 )
             changed = broker.clients.register_consumer(
@@ -97,8 +102,11 @@ class ClientManageProcessor:
         if sub.is_tag_type:
             return ok(request)
         if not self.broker.config.enable_property_filter:
-            return fail(request, ResponseCode.SYSTEM_ERROR,
-                        f"The broker does not support consumer to filter message by {sub.expression_type}")
+            return fail(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type}",
+            )
         why = _filter_error(sub)
         if why is not None:
             return fail(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, why)

@@ -27,6 +27,6 @@ def json_of(request: RemotingCommand, what: str) -> Any:
 
 
 def host_port(address: str) -> tuple[str, int]:
-    """"ip:port" → (ip, port); IPv6 literals may come bracketed."""
+    """ "ip:port" → (ip, port); IPv6 literals may come bracketed."""
     host, _, port = address.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port) if port.isdigit() else 0

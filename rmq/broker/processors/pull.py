@@ -72,7 +72,9 @@ class PullProcessor:
             # clients read the four offsets of every pull answer; an error leaves them as asked
             store = broker.message_store
             checked.ext_fields = PullMessageResponseHeader(
-                MASTER_ID, header.queue_offset, store.get_min_offset_in_queue(header.topic, header.queue_id),
+                MASTER_ID,
+                header.queue_offset,
+                store.get_min_offset_in_queue(header.topic, header.queue_id),
                 store.get_max_offset_in_queue(header.topic, header.queue_id),
             ).to_ext()
             return checked
@@ -98,25 +100,32 @@ class PullProcessor:
         broker = self.broker
         config = broker.config
         if not config.broker_permission & PERM_READ:
-            return fail(request, ResponseCode.NO_PERMISSION,
-                               f"the broker[{config.broker_ip1}] pulling message is forbidden")
+            return fail(
+                request, ResponseCode.NO_PERMISSION, f"the broker[{config.broker_ip1}] pulling message is forbidden"
+            )
         group = header.consumer_group
         group_config = broker.subscriptions.find_or_create(group)
         if group_config is None:
-            return fail(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                               f"subscription group [{group}] does not exist, {APPLY_TOPIC_URL}")
+            return fail(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist, {APPLY_TOPIC_URL}",
+            )
         if not group_config.consume_enable:
             return fail(request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
         tc = broker.topics.get(header.topic)
         if tc is None:
-            return fail(request, ResponseCode.TOPIC_NOT_EXIST,
-                               f"topic[{header.topic}] not exist, apply first please! {APPLY_TOPIC_URL}")
+            return fail(
+                request,
+                ResponseCode.TOPIC_NOT_EXIST,
+                f"topic[{header.topic}] not exist, apply first please! {APPLY_TOPIC_URL}",
+            )
         if not tc.readable:
-            return fail(request, ResponseCode.NO_PERMISSION,
-                               f"the topic[{header.topic}] pulling message is forbidden")
+            return fail(request, ResponseCode.NO_PERMISSION, f"the topic[{header.topic}] pulling message is forbidden")
         if not 0 <= header.queue_id < tc.read_queue_nums:
             return fail(
-                request, ResponseCode.SYSTEM_ERROR,
+                request,
+                ResponseCode.SYSTEM_ERROR,
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{ctx.remote_address}]",
             )
@@ -125,38 +134,57 @@ class PullProcessor:
         else:
             info = broker.clients.consumer_group(group)
             if info is None:
-                return fail(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                                   f"the consumer's group info not exist {APPLY_TOPIC_URL}")
+                return fail(
+                    request,
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's group info not exist {APPLY_TOPIC_URL}",
+                )
             if not group_config.consume_broadcast_enable and info.message_model == "BROADCASTING":
-                return fail(request, ResponseCode.NO_PERMISSION,
-                                   f"the consumer group[{group}] can not consume by broadcast way")
+                return fail(
+                    request, ResponseCode.NO_PERMISSION, f"the consumer group[{group}] can not consume by broadcast way"
+                )
             found = info.subscriptions.get(header.topic)
             if found is None:
-                return fail(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
-                                   f"the consumer's subscription not exist {APPLY_TOPIC_URL}")
+                return fail(
+                    request,
+                    ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                    f"the consumer's subscription not exist {APPLY_TOPIC_URL}",
+                )
             if found.sub_version < header.sub_version:
-                return fail(request, ResponseCode.SUBSCRIPTION_NOT_LATEST,
-                                   "the consumer's subscription not latest")
+                return fail(request, ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
             sub = found
         if sub.is_tag_type:
             return sub, group_config, None
         if not config.enable_property_filter or sub.expression_type != EXPRESSION_SQL92:
-            return fail(request, ResponseCode.SYSTEM_ERROR,
-                        f"The broker does not support consumer to filter message by {sub.expression_type}")
+            return fail(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"The broker does not support consumer to filter message by {sub.expression_type}",
+            )
         try:
             return sub, group_config, compile_sql92(sub.sub_string)
         except SqlFilterError as exc:
-            return fail(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}")
+            return fail(
+                request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, f"parse the consumer's subscription failed: {exc}"
+            )
 
     def _pull(
-        self, request: RemotingCommand, header: PullMessageRequestHeader, sub: SubscriptionData,
-        group_config: SubscriptionGroupConfig, sql: SqlFilter | None = None,
+        self,
+        request: RemotingCommand,
+        header: PullMessageRequestHeader,
+        sub: SubscriptionData,
+        group_config: SubscriptionGroupConfig,
+        sql: SqlFilter | None = None,
     ) -> RemotingCommand:
         """Read the queue once and build the response (never parks)."""
         broker = self.broker
         result = broker.message_store.get_message(
-            header.topic, header.queue_id, header.queue_offset, header.max_msg_nums,
-            max_bytes=header.max_msg_bytes, tags_codes=None if sub.matches_all or sql else sub.code_set,
+            header.topic,
+            header.queue_id,
+            header.queue_offset,
+            header.max_msg_nums,
+            max_bytes=header.max_msg_bytes,
+            tags_codes=None if sub.matches_all or sql else sub.code_set,
         )
         if sql is not None and result.records:
             _filter_records(result, sql)
@@ -165,8 +193,10 @@ class PullProcessor:
         if result.suggest_pulling_from_slave and broker.config.slave_read_enable:
             suggest = group_config.which_broker_when_consume_slowly
         ext = PullMessageResponseHeader(
-            suggest_which_broker_id=suggest, next_begin_offset=next_offset,
-            min_offset=result.min_offset, max_offset=result.max_offset,
+            suggest_which_broker_id=suggest,
+            next_begin_offset=next_offset,
+            min_offset=result.min_offset,
+            max_offset=result.max_offset,
         ).to_ext()
         if code == ResponseCode.SUCCESS:
             broker.stats.get_total += result.message_count

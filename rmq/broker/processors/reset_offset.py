@@ -60,8 +60,11 @@ class ResetOffsetProcessor:
         header = ResetOffsetRequestHeader.from_ext(request.ext_fields)
         tc = broker.topics.get(header.topic)
         if tc is None:
-            return fail(request, ResponseCode.SYSTEM_ERROR,
-                        f"[reset-offset] reset offset failed, no topic in this broker. topic={header.topic}")
+            return fail(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"[reset-offset] reset offset failed, no topic in this broker. topic={header.topic}",
+            )
         table: dict[MQKey, int] = {}
         for queue_id in range(tc.write_queue_nums):
             target = offset_at_time(broker.message_store, header.topic, queue_id, header.timestamp)
@@ -74,12 +77,19 @@ class ResetOffsetProcessor:
         channels = broker.clients.consumer_channels(header.group)
         if channels:
             await self._tell_consumers(header, table, channels)
-        log.info("offsets of group %s on %s reset to time %d for %d queues (%d consumers told)",
-                 header.group, header.topic, header.timestamp, len(table), len(channels))
+        log.info(
+            "offsets of group %s on %s reset to time %d for %d queues (%d consumers told)",
+            header.group,
+            header.topic,
+            header.timestamp,
+            len(table),
+            len(channels),
+        )
         return ok(request, body=json_body.dumps({"offsetTable": table}))
 
-    async def _tell_consumers(self, header: ResetOffsetRequestHeader, table: dict[MQKey, int],
-                              channels: list[Any]) -> None:
+    async def _tell_consumers(
+        self, header: ResetOffsetRequestHeader, table: dict[MQKey, int], channels: list[Any]
+    ) -> None:
         ext = ResetOffsetRequestHeader(header.topic, header.group, header.timestamp, header.is_force).to_ext()
         as_map = json_body.dumps({"offsetTable": table})
         as_list = json_body.dumps({"offsetTable": [{**mq.to_json(), "offset": off} for mq, off in table.items()]})

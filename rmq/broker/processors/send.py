@@ -84,12 +84,16 @@ _PUT_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
     PutMessageStatus.FLUSH_SLAVE_TIMEOUT: (ResponseCode.FLUSH_SLAVE_TIMEOUT, None),
     PutMessageStatus.SLAVE_NOT_AVAILABLE: (ResponseCode.SLAVE_NOT_AVAILABLE, None),
     PutMessageStatus.CREATE_MAPPED_FILE_FAILED: (
-        ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."),
+        ResponseCode.SYSTEM_ERROR,
+        "create mapped file failed, server is busy or broken.",
+    ),
     PutMessageStatus.MESSAGE_ILLEGAL: (ResponseCode.MESSAGE_ILLEGAL, MESSAGE_ILLEGAL_REMARK),
     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED: (ResponseCode.MESSAGE_ILLEGAL, MESSAGE_ILLEGAL_REMARK),
     PutMessageStatus.SERVICE_NOT_AVAILABLE: (ResponseCode.SERVICE_NOT_AVAILABLE, SERVICE_NOT_AVAILABLE_REMARK),
     PutMessageStatus.OS_PAGECACHE_BUSY: (
-        ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"),
+        ResponseCode.SYSTEM_ERROR,
+        "[PC_SYNCHRONIZED]broker busy, start flow control for a while",
+    ),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
 
@@ -201,7 +205,7 @@ class SendProcessor:
         """A `%RETRY%` message that used up its retries goes to the group's DLQ."""
         if not dest.topic.startswith(RETRY_PREFIX):
             return
-        group = dest.topic[len(RETRY_PREFIX):]
+        group = dest.topic[len(RETRY_PREFIX) :]
         max_times = self._max_reconsume_times(request, self._group(group), header.max_reconsume_times)
         if (header.reconsume_times or 0) >= max_times:
             dest.config = self._dlq(group)
@@ -238,9 +242,17 @@ class SendProcessor:
         wait = props.pop(P.WAIT, None) != "false"  # not stored (saves 9 bytes), but obeyed
         props[P.CLUSTER] = broker.config.broker_cluster_name
         result = await broker.store.put_message(
-            dest.topic, dest.queue_id, request.body, flag=header.flag, properties=props, sys_flag=sys_flag,
-            born_timestamp=header.born_timestamp, born_host=host_port(ctx.remote_address),
-            store_host=broker.store_host, reconsume_times=header.reconsume_times or 0, wait=wait,
+            dest.topic,
+            dest.queue_id,
+            request.body,
+            flag=header.flag,
+            properties=props,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=host_port(ctx.remote_address),
+            store_host=broker.store_host,
+            reconsume_times=header.reconsume_times or 0,
+            wait=wait,
         )
         return self._respond(request, result, queue_id)  # the chosen queue, as RocketMQ answers
 
@@ -253,8 +265,9 @@ class SendProcessor:
             return
         if broker.config.timer_wheel_enable:
             try:
-                topic, queue_id = route_timer(dest.topic, dest.queue_id, props, broker.clock_ms(),
-                                              broker.config.timer_max_delay_sec)
+                topic, queue_id = route_timer(
+                    dest.topic, dest.queue_id, props, broker.clock_ms(), broker.config.timer_max_delay_sec
+                )
             except TimerRefused as exc:
                 raise Refused(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
             if topic != dest.topic:
@@ -302,9 +315,16 @@ class SendProcessor:
         wait = extra.pop(P.WAIT, None) != "false"
         extra[P.CLUSTER] = broker.config.broker_cluster_name
         result = await broker.store.put_messages(
-            topic, queue_id, messages, extra_properties=extra, sys_flag=sys_flag,
-            born_timestamp=header.born_timestamp, born_host=host_port(ctx.remote_address),
-            store_host=broker.store_host, reconsume_times=header.reconsume_times or 0, wait=wait,
+            topic,
+            queue_id,
+            messages,
+            extra_properties=extra,
+            sys_flag=sys_flag,
+            born_timestamp=header.born_timestamp,
+            born_host=host_port(ctx.remote_address),
+            store_host=broker.store_host,
+            reconsume_times=header.reconsume_times or 0,
+            wait=wait,
         )
         return self._respond(request, result, queue_id)
 
@@ -316,8 +336,11 @@ class SendProcessor:
         self.broker.stats.put_total += max(result.msg_num, 1)
         config = self.broker.config
         header = SendMessageResponseHeader(
-            msg_id=result.msg_id, queue_id=queue_id, queue_offset=result.queue_offset,
-            msg_region=config.region_id, trace_on="true" if config.trace_on else "false",
+            msg_id=result.msg_id,
+            queue_id=queue_id,
+            queue_offset=result.queue_offset,
+            msg_region=config.region_id,
+            trace_on="true" if config.trace_on else "false",
         )
         return request.make_response(code, remark, header.to_ext())
 
@@ -357,9 +380,17 @@ class SendProcessor:
             props[P.ORIGIN_MESSAGE_ID] = msg.offset_msg_id
         props[P.CLUSTER] = broker.config.broker_cluster_name
         result = await broker.store.put_message(
-            topic, queue_id, msg.body, flag=msg.flag, properties=props, sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp, born_host=msg.born_host, store_host=broker.store_host,
-            reconsume_times=msg.reconsume_times + 1, wait=True,
+            topic,
+            queue_id,
+            msg.body,
+            flag=msg.flag,
+            properties=props,
+            sys_flag=msg.sys_flag,
+            born_timestamp=msg.born_timestamp,
+            born_host=msg.born_host,
+            store_host=broker.store_host,
+            reconsume_times=msg.reconsume_times + 1,
+            wait=True,
         )
         if not result.ok:
             code, remark = _PUT_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, None))

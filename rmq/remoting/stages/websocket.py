@@ -15,15 +15,15 @@ RemotingConnectError, never left to crash the caller's nursery.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import operator
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-import importlib
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
+
+from ..errors import RemotingConnectError
 
 if TYPE_CHECKING:
     import trio_websocket
@@ -38,7 +38,6 @@ def _load() -> None:
     if trio_websocket is None:
         trio_websocket = importlib.import_module("trio_websocket")
 
-from ..errors import RemotingConnectError
 
 log = logging.getLogger("rmq.remoting.websocket")
 
