@@ -20,7 +20,7 @@ from collections.abc import AsyncIterator
 import trio
 
 from rmq.store import StoreError
-from rmq.tools.rundir import pid_file
+from rmq.rundir import pid_file
 
 from .config import BrokerConfig, ConfigError
 from .controller import BrokerController

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from rmq.protocol import javaprops as properties
-from rmq.tools.rundir import pid_file
+from rmq.rundir import pid_file
 
 from .config import ConfigError, NamesrvConfig
 from .server import NamesrvServer

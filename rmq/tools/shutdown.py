@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from .rundir import running
+from rmq.rundir import running
 
 
 def _running(path: Path, pid: int) -> bool:
