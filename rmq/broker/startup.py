@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator
 
 import trio
 
-from rmq.store import StoreError
 from rmq.rundir import pid_file
+from rmq.store import StoreError
 
 from .config import BrokerConfig, ConfigError
 from .controller import BrokerController
