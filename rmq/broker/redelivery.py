@@ -19,11 +19,18 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
 from rmq.store import MessageStore
+
+if TYPE_CHECKING:
+    from rmq.protocol.message import MessageExt
+    from rmq.store.results import PutMessageResult
+
+    from .controller import BrokerController
 
 # The store sets host flags from the hosts it is given; never copy them from a record.
 HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
@@ -76,3 +83,27 @@ def scan_markers(store: MessageStore, start: int, key: str, skip_topic: str) -> 
                 found.append(value)
         pos += meta.size
     return found
+
+
+async def put_to_real_destination(
+    broker: BrokerController, msg: MessageExt, real_topic: str, props: dict[str, str]
+) -> PutMessageResult:
+    """Re-put a parked message into `real_topic` / its REAL_QID with `props`, keeping body,
+    flags, born time and host and reconsume count; the store host becomes this broker."""
+    try:
+        real_qid = int(props.get(P.REAL_QID, "0"))
+    except ValueError:
+        real_qid = 0
+    return await broker.store.put_message(
+        real_topic,
+        real_qid,
+        msg.body,
+        flag=msg.flag,
+        properties=props,
+        sys_flag=msg.sys_flag & ~HOST_FLAGS,
+        born_timestamp=msg.born_timestamp,
+        born_host=msg.born_host,
+        store_host=broker.store_host,
+        reconsume_times=msg.reconsume_times,
+        wait=False,
+    )

@@ -30,7 +30,7 @@ from rmq.protocol import body as json_body
 from rmq.protocol import properties as P
 
 from .jsonfile import read_json, write_atomic
-from .redelivery import HOST_FLAGS, Watermark, scan_markers
+from .redelivery import Watermark, put_to_real_destination, scan_markers
 from .topics import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
@@ -224,25 +224,9 @@ class ScheduleService:
         props = dict(msg.properties)
         props.pop(P.DELAY, None)
         props[DELIVERED_FROM] = f"{level}:{queue_offset}"
-        try:
-            real_qid = int(props.get(P.REAL_QID, "0"))
-        except ValueError:
-            real_qid = 0
         assert self._watermark is not None
         with self._watermark.delivering(level):
-            result = await broker.store.put_message(
-                real_topic,
-                real_qid,
-                msg.body,
-                flag=msg.flag,
-                properties=props,
-                sys_flag=msg.sys_flag & ~HOST_FLAGS,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host,
-                store_host=broker.store_host,
-                reconsume_times=msg.reconsume_times,
-                wait=False,
-            )
+            result = await put_to_real_destination(broker, msg, real_topic, props)
             if not result.ok:
                 log.warning(
                     "delay level %d: cannot deliver to %s (%s), retrying in %.0f s",

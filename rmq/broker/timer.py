@@ -34,7 +34,7 @@ from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
 
 from .jsonfile import read_json, write_atomic
-from .redelivery import HOST_FLAGS, Watermark, scan_markers
+from .redelivery import HOST_FLAGS, Watermark, put_to_real_destination, scan_markers
 from .topics import TIMER_TOPIC
 
 if TYPE_CHECKING:
@@ -288,25 +288,9 @@ class TimerService:
         props.pop(TIMER_OUT_MS, None)
         props.pop(ROLLED_FROM, None)
         props[DELIVERED_FROM] = str(offset)
-        try:
-            real_qid = int(props.get(P.REAL_QID, "0"))
-        except ValueError:
-            real_qid = 0
         assert self._watermark is not None
         with self._watermark.delivering(TIMER_TOPIC):
-            result = await broker.store.put_message(
-                real_topic,
-                real_qid,
-                msg.body,
-                flag=msg.flag,
-                properties=props,
-                sys_flag=msg.sys_flag & ~HOST_FLAGS,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host,
-                store_host=broker.store_host,
-                reconsume_times=msg.reconsume_times,
-                wait=False,
-            )
+            result = await put_to_real_destination(broker, msg, real_topic, props)
             if not result.ok:
                 log.warning(
                     "timer: cannot deliver to %s (%s), retrying in %.0f s",

@@ -11,12 +11,14 @@ timer deadlines) follows Trio's clock, so virtual seconds pass for both alike.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import trio
+import trio.testing
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
@@ -45,6 +47,25 @@ def broker_config(store: Path, namesrv: str | None = None, **props: str) -> Brok
         base["namesrvAddr"] = namesrv
     base.update(props)
     return BrokerConfig.from_properties(base, environ={})
+
+
+@contextlib.contextmanager
+def calm_clock() -> Iterator[None]:
+    """Under autojump_clock, jump only after 20 ms of real idleness while this block runs.
+
+    autojump moves virtual time whenever every task waits, also while an fsync runs in a
+    worker thread; a broker stop or start does several, and on a loaded machine the clock
+    raced through hours (42 h was seen), delivering timers a test expected still waiting.
+    """
+    clock = trio.lowlevel.current_clock()
+    if not isinstance(clock, trio.testing.MockClock) or clock.autojump_threshold != 0:
+        yield
+        return
+    clock.autojump_threshold = 0.02
+    try:
+        yield
+    finally:
+        clock.autojump_threshold = 0
 
 
 class Cluster:
@@ -77,12 +98,14 @@ class Cluster:
             self.broker = BrokerController(self.config)
         else:
             self.broker = BrokerController(self.config, clock_ms=self.clock_ms)
-        await self.nursery.start(self.broker.serve)
+        with calm_clock():
+            await self.nursery.start(self.broker.serve)
         return self.broker
 
     async def stop(self) -> None:
-        self.broker.shutdown()
-        await self.broker.wait_stopped()
+        with calm_clock():
+            self.broker.shutdown()
+            await self.broker.wait_stopped()
         for addr in list(self.client.connections):
             self.client.close_connection(addr)
 
