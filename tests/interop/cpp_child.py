@@ -56,9 +56,25 @@ _OUT: Any = None
 # Properties read from every received message in addition to the spec's property_keys.
 # The C API has no way to enumerate a message's properties, so only named keys are seen.
 DEFAULT_PROPERTY_KEYS = (
-    "KEYS", "TAGS", "UNIQ_KEY", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
-    "ORIGIN_MESSAGE_ID", "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME",
-    "MIN_OFFSET", "MAX_OFFSET", "TRAN_MSG", "PGROUP", "CLUSTER", "MSG_REGION", "TRACE_ON",
+    "KEYS",
+    "TAGS",
+    "UNIQ_KEY",
+    "WAIT",
+    "DELAY",
+    "RETRY_TOPIC",
+    "REAL_TOPIC",
+    "REAL_QID",
+    "ORIGIN_MESSAGE_ID",
+    "RECONSUME_TIME",
+    "MAX_RECONSUME_TIMES",
+    "CONSUME_START_TIME",
+    "MIN_OFFSET",
+    "MAX_OFFSET",
+    "TRAN_MSG",
+    "PGROUP",
+    "CLUSTER",
+    "MSG_REGION",
+    "TRACE_ON",
 )
 
 _LOG_LEVELS = {"fatal": 1, "error": 2, "warn": 3, "info": 4, "debug": 5, "trace": 6}
@@ -214,15 +230,17 @@ class Produce(Scenario):
             msg.set_property(key, value)
         if m.get("delay_level") is not None:
             msg.set_delay_time_level(int(m["delay_level"]))
-        msg._rmq_sharding_key = int(m["sharding_key"] if m.get("sharding_key") is not None
-                                    else self.spec.get("sharding_key", 0))
+        msg._rmq_sharding_key = int(
+            m["sharding_key"] if m.get("sharding_key") is not None else self.spec.get("sharding_key", 0)
+        )
         return msg
 
     def _out_of_time(self, index: int, method: str) -> bool:
         if self.remaining() > 0:
             return False
-        emit("error", where=f"{method} send {index}", error="time limit reached before this send",
-             error_type="TimeLimit")
+        emit(
+            "error", where=f"{method} send {index}", error="time limit reached before this send", error_type="TimeLimit"
+        )
         return True
 
     def send_each(self, producer: Any, messages: list[Any], method: str) -> bool:
@@ -256,11 +274,22 @@ class Produce(Scenario):
                     arg = ctypes.cast(ctypes.pointer(key), ctypes.c_void_p)
                     if method == "orderly":
                         cres = ffi._CSendResult()
-                        client.ffi_check(dll.SendMessageOrderly(
-                            producer._handle, msg, callback, arg,
-                            int(self.spec.get("retry_times", 3)), ctypes.pointer(cres)))
-                        record.update(ok=True, status=client.SendStatus(cres.sendStatus).name,
-                                      msg_id=cres.msgId.decode("utf-8", "replace"), offset=cres.offset)
+                        client.ffi_check(
+                            dll.SendMessageOrderly(
+                                producer._handle,
+                                msg,
+                                callback,
+                                arg,
+                                int(self.spec.get("retry_times", 3)),
+                                ctypes.pointer(cres),
+                            )
+                        )
+                        record.update(
+                            ok=True,
+                            status=client.SendStatus(cres.sendStatus).name,
+                            msg_id=cres.msgId.decode("utf-8", "replace"),
+                            offset=cres.offset,
+                        )
                     else:
                         client.ffi_check(dll.SendMessageOnewayOrderly(producer._handle, msg, callback, arg))
                         record.update(ok=True, status=None, msg_id=None, offset=None)
@@ -282,7 +311,7 @@ class Produce(Scenario):
         for index, start in enumerate(range(0, len(messages), size)):
             if self._out_of_time(index, "batch"):
                 return False
-            chunk = messages[start:start + size]
+            chunk = messages[start : start + size]
             record: dict[str, Any] = {"method": "batch", "index": index, "count": len(chunk)}
             t = time.monotonic()
             try:
@@ -309,15 +338,34 @@ class Produce(Scenario):
             t = time.monotonic()
 
             def on_success(res: Any, index: int = index, t: float = t) -> None:
-                emit("send", method="async", index=index, count=1, ok=True, status=res.status.name,
-                     msg_id=res.msg_id, offset=res.offset, elapsed=round(time.monotonic() - t, 4))
+                emit(
+                    "send",
+                    method="async",
+                    index=index,
+                    count=1,
+                    ok=True,
+                    status=res.status.name,
+                    msg_id=res.msg_id,
+                    offset=res.offset,
+                    elapsed=round(time.monotonic() - t, 4),
+                )
                 completed.release()
 
             def on_exception(exc: Exception, index: int = index, t: float = t) -> None:
                 with lock:
                     outcome["ok"] = False
-                emit("send", method="async", index=index, count=1, ok=False, status=None, msg_id=None,
-                     offset=None, elapsed=round(time.monotonic() - t, 4), **_error_fields(exc))
+                emit(
+                    "send",
+                    method="async",
+                    index=index,
+                    count=1,
+                    ok=False,
+                    status=None,
+                    msg_id=None,
+                    offset=None,
+                    elapsed=round(time.monotonic() - t, 4),
+                    **_error_fields(exc),
+                )
                 completed.release()
 
             try:
@@ -325,12 +373,26 @@ class Produce(Scenario):
                 issued += 1
             except Exception as exc:  # noqa: BLE001
                 outcome["ok"] = False
-                emit("send", method="async", index=index, count=1, ok=False, status=None, msg_id=None,
-                     offset=None, elapsed=round(time.monotonic() - t, 4), **_error_fields(exc))
+                emit(
+                    "send",
+                    method="async",
+                    index=index,
+                    count=1,
+                    ok=False,
+                    status=None,
+                    msg_id=None,
+                    offset=None,
+                    elapsed=round(time.monotonic() - t, 4),
+                    **_error_fields(exc),
+                )
         for waited in range(issued):
             if not completed.acquire(timeout=max(0.0, self.remaining())):
-                emit("error", where="async send", error_type="TimeLimit",
-                     error=f"{issued - waited} async sends not completed within the time limit")
+                emit(
+                    "error",
+                    where="async send",
+                    error_type="TimeLimit",
+                    error=f"{issued - waited} async sends not completed within the time limit",
+                )
                 return False
         with lock:
             return outcome["ok"]
@@ -379,8 +441,7 @@ class PushConsume(Scenario):
                         state["consumed"] += 1
                         if want and state["consumed"] >= want:
                             reached.set()
-                emit("message", delivery=delivery,
-                     result="RECONSUME_LATER" if status else "CONSUME_SUCCESS", **record)
+                emit("message", delivery=delivery, result="RECONSUME_LATER" if status else "CONSUME_SUCCESS", **record)
                 return status
             except BaseException as exc:  # noqa: BLE001 - must not unwind into C++
                 with lock:
@@ -402,8 +463,12 @@ class PushConsume(Scenario):
         if got_all and spec.get("linger"):
             time.sleep(max(0.0, min(float(spec["linger"]), self.remaining())))
         if want and not got_all:
-            emit("error", where="push consume", error_type="TimeLimit",
-                 error=f"consumed {state['consumed']} of {want} messages within the time limit")
+            emit(
+                "error",
+                where="push consume",
+                error_type="TimeLimit",
+                error=f"consumed {state['consumed']} of {want} messages within the time limit",
+            )
         t = time.monotonic()
         consumer.shutdown()
         emit("shutdown", elapsed=round(time.monotonic() - t, 4))
@@ -420,7 +485,11 @@ class PushConsume(Scenario):
 
 class PullConsume(Scenario):
     _STATUS: ClassVar[dict[int, str]] = {
-        0: "FOUND", 1: "NO_NEW_MSG", 2: "NO_MATCHED_MSG", 3: "OFFSET_ILLEGAL", 4: "BROKER_TIMEOUT",
+        0: "FOUND",
+        1: "NO_NEW_MSG",
+        2: "NO_MATCHED_MSG",
+        3: "OFFSET_ILLEGAL",
+        4: "BROKER_TIMEOUT",
     }
 
     def run(self) -> int:
@@ -456,17 +525,23 @@ class PullConsume(Scenario):
 
         mq_array = ctypes.POINTER(ffi._CMessageQueue)()
         size = ctypes.c_int()
-        client.ffi_check(dll.FetchSubscriptionMessageQueues(
-            handle, topic, ctypes.pointer(mq_array), ctypes.pointer(size)))
+        client.ffi_check(
+            dll.FetchSubscriptionMessageQueues(handle, topic, ctypes.pointer(mq_array), ctypes.pointer(size))
+        )
         try:
             queues = [mq_array[i] for i in range(size.value)]
-            emit("queues", queues=[{"topic": _text(q.topic), "broker_name": _text(q.brokerName),
-                                    "queue_id": q.queueId} for q in queues])
+            emit(
+                "queues",
+                queues=[
+                    {"topic": _text(q.topic), "broker_name": _text(q.brokerName), "queue_id": q.queueId} for q in queues
+                ],
+            )
             if not queues:
                 # FetchSubscriptionMessageQueues reports success with no queues when the name
                 # server cannot be reached or does not know the topic.
-                emit("error", where="pull", error_type="NoQueues",
-                     error=f"no message queues for topic {spec['topic']!r}")
+                emit(
+                    "error", where="pull", error_type="NoQueues", error=f"no message queues for topic {spec['topic']!r}"
+                )
                 return False
             offsets = {i: start_offsets.get(q.queueId, 0) for i, q in enumerate(queues)}
             total = 0
@@ -475,8 +550,12 @@ class PullConsume(Scenario):
                 for i, mq in enumerate(queues):
                     while True:
                         if self.remaining() <= 0:
-                            emit("error", where="pull", error_type="TimeLimit",
-                                 error=f"pulled {total} messages within the time limit")
+                            emit(
+                                "error",
+                                where="pull",
+                                error_type="TimeLimit",
+                                error=f"pulled {total} messages within the time limit",
+                            )
                             return False
                         status, count, moved = self.pull_once(handle, mq, expression, offsets, i, max_num)
                         total += count
@@ -495,8 +574,9 @@ class PullConsume(Scenario):
         finally:
             client.ffi_check(dll.ReleaseSubscriptionMessageQueue(mq_array))
 
-    def pull_once(self, handle: int, mq: Any, expression: bytes, offsets: dict[int, int],
-                  index: int, max_num: int) -> tuple[str, int, bool]:
+    def pull_once(
+        self, handle: int, mq: Any, expression: bytes, offsets: dict[int, int], index: int, max_num: int
+    ) -> tuple[str, int, bool]:
         """One synchronous Pull; returns (status, messages found, whether the offset moved)."""
         dll = self.dll
         offset = offsets[index]
@@ -505,9 +585,18 @@ class PullConsume(Scenario):
         try:
             status = self._STATUS.get(res.pullStatus, str(res.pullStatus))
             count = int(res.size) if status == "FOUND" else 0
-            emit("pull", queue_id=mq.queueId, broker_name=_text(mq.brokerName), offset=offset,
-                 status=status, next_begin_offset=res.nextBeginOffset, min_offset=res.minOffset,
-                 max_offset=res.maxOffset, count=count, elapsed=round(time.monotonic() - t, 4))
+            emit(
+                "pull",
+                queue_id=mq.queueId,
+                broker_name=_text(mq.brokerName),
+                offset=offset,
+                status=status,
+                next_begin_offset=res.nextBeginOffset,
+                min_offset=res.minOffset,
+                max_offset=res.maxOffset,
+                count=count,
+                elapsed=round(time.monotonic() - t, 4),
+            )
             for j in range(count):
                 emit("message", delivery=None, result="PULLED", **self.message_record(res.msgFoundList[j]))
             if status == "BROKER_TIMEOUT":
@@ -519,7 +608,9 @@ class PullConsume(Scenario):
 
 
 _SCENARIOS: dict[str, type[Produce | PushConsume | PullConsume]] = {
-    "produce": Produce, "push_consume": PushConsume, "pull_consume": PullConsume,
+    "produce": Produce,
+    "push_consume": PushConsume,
+    "pull_consume": PullConsume,
 }
 
 

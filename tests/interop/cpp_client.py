@@ -107,9 +107,25 @@ SHUTDOWN_GRACE = 15.0
 
 #: Properties read from every received message (the C API cannot list them).
 DEFAULT_PROPERTY_KEYS = (
-    "KEYS", "TAGS", "UNIQ_KEY", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID",
-    "ORIGIN_MESSAGE_ID", "RECONSUME_TIME", "MAX_RECONSUME_TIMES", "CONSUME_START_TIME",
-    "MIN_OFFSET", "MAX_OFFSET", "TRAN_MSG", "PGROUP", "CLUSTER", "MSG_REGION", "TRACE_ON",
+    "KEYS",
+    "TAGS",
+    "UNIQ_KEY",
+    "WAIT",
+    "DELAY",
+    "RETRY_TOPIC",
+    "REAL_TOPIC",
+    "REAL_QID",
+    "ORIGIN_MESSAGE_ID",
+    "RECONSUME_TIME",
+    "MAX_RECONSUME_TIMES",
+    "CONSUME_START_TIME",
+    "MIN_OFFSET",
+    "MAX_OFFSET",
+    "TRAN_MSG",
+    "PGROUP",
+    "CLUSTER",
+    "MSG_REGION",
+    "TRACE_ON",
 )
 
 _CLIENT_LOG_LIMIT = 1 << 20  # keep the last 1 MiB of the C++ client's log in a result
@@ -134,7 +150,11 @@ def unavailable_reason() -> str | None:
         try:
             proc = subprocess.run(  # noqa: S603 - sys.executable with a fixed script
                 [sys.executable, "-c", code],
-                capture_output=True, timeout=60, stdin=subprocess.DEVNULL, cwd=home, check=False,
+                capture_output=True,
+                timeout=60,
+                stdin=subprocess.DEVNULL,
+                cwd=home,
+                check=False,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"cannot probe the rocketmq C++ client: {exc!r}"
@@ -146,7 +166,8 @@ def unavailable_reason() -> str | None:
 
 #: ``pytestmark = [pytest.mark.interop, requires_cpp_client]``
 requires_cpp_client = pytest.mark.skipif(
-    unavailable_reason() is not None, reason=str(unavailable_reason()),
+    unavailable_reason() is not None,
+    reason=str(unavailable_reason()),
 )
 
 
@@ -215,15 +236,17 @@ def make_messages(
     for i in range(count):
         raw = body if isinstance(body, bytes) else body.format(i=i).encode("utf-8")
         key = sharding_key(i) if callable(sharding_key) else sharding_key
-        out.append(MessageSpec(
-            body=_sized(raw, body_size),
-            keys=None if keys is None else keys.format(i=i),
-            tags=None if tags is None else tags.format(i=i),
-            properties={k: v.format(i=i) for k, v in (properties or {}).items()},
-            delay_level=delay_level,
-            sharding_key=key,
-            topic=topic,
-        ))
+        out.append(
+            MessageSpec(
+                body=_sized(raw, body_size),
+                keys=None if keys is None else keys.format(i=i),
+                tags=None if tags is None else tags.format(i=i),
+                properties={k: v.format(i=i) for k, v in (properties or {}).items()},
+                delay_level=delay_level,
+                sharding_key=key,
+                topic=topic,
+            )
+        )
     return tuple(out)
 
 
@@ -360,8 +383,9 @@ def produce(
     credentials, time_limit, ...).
     """
     if messages is None:
-        messages = make_messages(count, body=body, keys=keys, tags=tags, properties=properties,
-                                 delay_level=delay_level, body_size=body_size)
+        messages = make_messages(
+            count, body=body, keys=keys, tags=tags, properties=properties, delay_level=delay_level, body_size=body_size
+        )
     return ProduceSpec(namesrv=namesrv, topic=topic, messages=tuple(messages), method=method, **options)
 
 
@@ -399,10 +423,18 @@ class SendOutcome:
     @classmethod
     def from_event(cls, e: Mapping[str, Any]) -> SendOutcome:
         return cls(
-            method=e["method"], index=e["index"], count=e.get("count", 1), ok=e["ok"],
-            status=e.get("status"), msg_id=e.get("msg_id"), offset=e.get("offset"),
-            queue_index=e.get("queue_index"), queue_count=e.get("queue_count"),
-            error=e.get("error"), error_type=e.get("error_type"), elapsed=e.get("elapsed", 0.0),
+            method=e["method"],
+            index=e["index"],
+            count=e.get("count", 1),
+            ok=e["ok"],
+            status=e.get("status"),
+            msg_id=e.get("msg_id"),
+            offset=e.get("offset"),
+            queue_index=e.get("queue_index"),
+            queue_count=e.get("queue_count"),
+            error=e.get("error"),
+            error_type=e.get("error_type"),
+            elapsed=e.get("elapsed", 0.0),
         )
 
 
@@ -435,12 +467,22 @@ class ReceivedMessage:
     @classmethod
     def from_event(cls, e: Mapping[str, Any]) -> ReceivedMessage:
         return cls(
-            topic=e["topic"], tags=e["tags"], keys=e["keys"], body=base64.b64decode(e["body_b64"]),
-            msg_id=e["msg_id"], queue_id=e["queue_id"], queue_offset=e["queue_offset"],
-            commit_log_offset=e["commit_log_offset"], reconsume_times=e["reconsume_times"],
-            delay_time_level=e["delay_time_level"], store_size=e["store_size"],
-            born_timestamp=e["born_timestamp"], store_timestamp=e["store_timestamp"],
-            properties=dict(e["properties"]), result=e["result"], delivery=e.get("delivery"),
+            topic=e["topic"],
+            tags=e["tags"],
+            keys=e["keys"],
+            body=base64.b64decode(e["body_b64"]),
+            msg_id=e["msg_id"],
+            queue_id=e["queue_id"],
+            queue_offset=e["queue_offset"],
+            commit_log_offset=e["commit_log_offset"],
+            reconsume_times=e["reconsume_times"],
+            delay_time_level=e["delay_time_level"],
+            store_size=e["store_size"],
+            born_timestamp=e["born_timestamp"],
+            store_timestamp=e["store_timestamp"],
+            properties=dict(e["properties"]),
+            result=e["result"],
+            delivery=e.get("delivery"),
         )
 
 
@@ -500,8 +542,10 @@ class ScenarioResult:
 
     def describe(self, *, log_tail_lines: int = 40) -> str:
         state = "timed out and was killed" if self.timed_out else f"exited with {self.returncode}"
-        lines = [f"C++ client {self.spec.scenario} {state} after {self.duration:.2f}s"
-                 f" (spec time_limit {self.spec.time_limit}s)"]
+        lines = [
+            f"C++ client {self.spec.scenario} {state} after {self.duration:.2f}s"
+            f" (spec time_limit {self.spec.time_limit}s)"
+        ]
         lines += ["events:"] + ([f"  {json.dumps(e)[:400]}" for e in self.events] or ["  (none)"])
         if self.stray_stdout:
             lines += ["stray stdout:"] + [f"  {s[:400]}" for s in self.stray_stdout[-20:]]
@@ -597,7 +641,10 @@ def _kill_after(spec: Spec, kill_after: float | None) -> float:
 
 
 def run_sync(
-    spec: Spec, *, kill_after: float | None = None, work_dir: str | os.PathLike[str] | None = None,
+    spec: Spec,
+    *,
+    kill_after: float | None = None,
+    work_dir: str | os.PathLike[str] | None = None,
 ) -> ScenarioResult:
     """Run ``spec`` in a child and wait for it; SIGKILL it after ``kill_after`` seconds.
 
@@ -612,8 +659,12 @@ def run_sync(
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(  # noqa: S603 - our own script with sys.executable
-            _command(spec, wd.path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=wd.path, env=_child_env(),
+            _command(spec, wd.path),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=wd.path,
+            env=_child_env(),
         )
     except BaseException:
         wd.discard()
@@ -636,9 +687,15 @@ def run_sync(
     lines.close()
     log, kept = wd.finish()
     return ScenarioResult(
-        spec=spec, returncode=proc.returncode, timed_out=timed_out, duration=duration,
-        events=lines.events, stray_stdout=lines.stray,
-        stderr=err.decode("utf-8", errors="replace")[-_STDERR_LIMIT:], client_log=log, work_dir=kept,
+        spec=spec,
+        returncode=proc.returncode,
+        timed_out=timed_out,
+        duration=duration,
+        events=lines.events,
+        stray_stdout=lines.stray,
+        stderr=err.decode("utf-8", errors="replace")[-_STDERR_LIMIT:],
+        client_log=log,
+        work_dir=kept,
     )
 
 
@@ -696,8 +753,10 @@ class ScenarioRun:
                     break
                 await self._changed.wait()
         why = "the child ended" if self._stdout_closed else f"{timeout}s passed"
-        raise ScenarioFailed(f"no {event!r} event from the C++ client before {why}; events so far:\n"
-                             + "\n".join(f"  {json.dumps(e)[:400]}" for e in self._lines.events))
+        raise ScenarioFailed(
+            f"no {event!r} event from the C++ client before {why}; events so far:\n"
+            + "\n".join(f"  {json.dumps(e)[:400]}" for e in self._lines.events)
+        )
 
     async def wait(self) -> ScenarioResult:
         """Wait until the child exits (or is killed at ``kill_after``); the result."""
@@ -748,10 +807,15 @@ class ScenarioRun:
                 duration = trio.current_time() - self._t0
                 log, kept = await trio.to_thread.run_sync(self._wd.finish)
                 self._result = ScenarioResult(
-                    spec=self.spec, returncode=self._proc.returncode, timed_out=self._timed_out,
-                    duration=duration, events=list(self._lines.events), stray_stdout=list(self._lines.stray),
+                    spec=self.spec,
+                    returncode=self._proc.returncode,
+                    timed_out=self._timed_out,
+                    duration=duration,
+                    events=list(self._lines.events),
+                    stray_stdout=list(self._lines.stray),
                     stderr=self._stderr.decode("utf-8", errors="replace")[-_STDERR_LIMIT:],
-                    client_log=log, work_dir=kept,
+                    client_log=log,
+                    work_dir=kept,
                 )
                 self._stdout_closed = True
                 self._notify()
@@ -760,7 +824,10 @@ class ScenarioRun:
 
 @asynccontextmanager
 async def start_scenario(
-    spec: Spec, *, kill_after: float | None = None, work_dir: str | os.PathLike[str] | None = None,
+    spec: Spec,
+    *,
+    kill_after: float | None = None,
+    work_dir: str | os.PathLike[str] | None = None,
 ) -> AsyncIterator[ScenarioRun]:
     """Start ``spec`` in a child; the block runs while it does.
 
@@ -771,8 +838,12 @@ async def start_scenario(
     wd = _WorkDir(work_dir)
     try:
         proc = await trio.lowlevel.open_process(
-            _command(spec, wd.path), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE, cwd=wd.path, env=_child_env(),
+            _command(spec, wd.path),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=wd.path,
+            env=_child_env(),
         )
     except BaseException:
         wd.discard()
@@ -784,7 +855,10 @@ async def start_scenario(
 
 
 async def run_scenario(
-    spec: Spec, *, kill_after: float | None = None, work_dir: str | os.PathLike[str] | None = None,
+    spec: Spec,
+    *,
+    kill_after: float | None = None,
+    work_dir: str | os.PathLike[str] | None = None,
 ) -> ScenarioResult:
     """Async :func:`run_sync`: run ``spec`` in a child while other Trio tasks keep running."""
     async with start_scenario(spec, kill_after=kill_after, work_dir=work_dir) as run:
