@@ -17,8 +17,10 @@ it, delivery would be at-least-once.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rmq.protocol import properties as P
@@ -26,11 +28,17 @@ from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
 from rmq.store import MessageStore
 
+from .jsonfile import write_atomic
+
 if TYPE_CHECKING:
     from rmq.protocol.message import MessageExt
     from rmq.store.results import PutMessageResult
 
     from .controller import BrokerController
+
+# CommitLog bytes a restart may have to scan past the file's watermark before the file is
+# rewritten anyway, even with no new deliveries.
+RESCAN_BUDGET = 16 * 1024 * 1024
 
 # The store sets host flags from the hosts it is given; never copy them from a record.
 HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
@@ -107,3 +115,36 @@ async def put_to_real_destination(
         reconsume_times=msg.reconsume_times,
         wait=False,
     )
+
+
+class ProgressFile(abc.ABC):
+    """The persistence both services share: a JSON progress file written atomically.
+
+    A subclass sets `path`, `dirty`, `_watermark` and `_persisted_mark` and implements
+    `encode()`; the file is rewritten when something changed or the watermark moved far.
+    """
+
+    path: Path
+    dirty: bool
+    _watermark: Watermark | None
+    _persisted_mark: int
+
+    @abc.abstractmethod
+    def encode(self) -> bytes:
+        """The file's content: each service knows its own shape."""
+
+    def take_snapshot(self) -> bytes | None:
+        """The file's content if it should be written now, else None."""
+        if self._watermark is None:
+            return None
+        mark = self._watermark.current()
+        if not self.dirty and mark - self._persisted_mark < RESCAN_BUDGET:
+            return None
+        self.dirty = False
+        self._persisted_mark = mark
+        return self.encode()
+
+    def persist(self) -> None:
+        if self._watermark is not None:
+            write_atomic(self.path, self.encode())
+            self.dirty = False

@@ -30,7 +30,7 @@ from rmq.protocol import body as json_body
 from rmq.protocol import properties as P
 
 from .jsonfile import read_json, write_atomic
-from .redelivery import Watermark, put_to_real_destination, scan_markers
+from .redelivery import RESCAN_BUDGET, ProgressFile, Watermark, put_to_real_destination, scan_markers
 from .topics import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
@@ -42,7 +42,6 @@ log = logging.getLogger("rmq.broker.schedule")
 DELIVERED_FROM = "__SCHEDULE_FROM"
 READ_BATCH = 64  # consume-queue entries read per look
 PERSIST_INTERVAL = 1.0  # seconds between writes of delayOffset.json (when it changed)
-RESCAN_BUDGET = 16 * 1024 * 1024  # CommitLog bytes a restart may have to scan before we rewrite anyway
 RETRY_AFTER_ERROR = 10.0  # seconds (DELAY_FOR_A_PERIOD)
 
 
@@ -71,7 +70,7 @@ def route_delay(topic: str, queue_id: int, props: dict[str, str], levels: int) -
     return SCHEDULE_TOPIC, level - 1
 
 
-class ScheduleService:
+class ScheduleService(ProgressFile):
     """Delivery of delayed messages; `load()` once the store is open, then run `run`."""
 
     def __init__(self, broker: BrokerController) -> None:
@@ -126,22 +125,6 @@ class ScheduleService:
         assert self._watermark is not None
         table = dict(sorted(self.offsets.items()))
         return json_body.dumps({"commitLogOffset": self._watermark.current(), "offsetTable": table}, legacy=True)
-
-    def take_snapshot(self) -> bytes | None:
-        """The file's content if it should be written now, else None."""
-        if self._watermark is None:
-            return None
-        mark = self._watermark.current()
-        if not self.dirty and mark - self._persisted_mark < RESCAN_BUDGET:
-            return None
-        self.dirty = False
-        self._persisted_mark = mark
-        return self.encode()
-
-    def persist(self) -> None:
-        if self._watermark is not None:
-            write_atomic(self.path, self.encode())
-            self.dirty = False
 
     # -- store arrivals ----------------------------------------------------------------
 

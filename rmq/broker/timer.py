@@ -34,7 +34,7 @@ from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
 
 from .jsonfile import read_json, write_atomic
-from .redelivery import HOST_FLAGS, Watermark, put_to_real_destination, scan_markers
+from .redelivery import HOST_FLAGS, RESCAN_BUDGET, ProgressFile, Watermark, put_to_real_destination, scan_markers
 from .topics import TIMER_TOPIC
 
 if TYPE_CHECKING:
@@ -48,7 +48,6 @@ ROLLED_FROM = "__TIMER_ROLLED_FROM"  # on a rolled copy: the offset it replaces
 ROLL_THRESHOLD = 8192  # delivered offsets above `low` before the entry at `low` is rolled
 READ_BATCH = 256  # timer-queue entries read between checkpoints
 PERSIST_INTERVAL = 1.0  # seconds
-RESCAN_BUDGET = 16 * 1024 * 1024  # CommitLog bytes a restart may scan before we rewrite anyway
 RETRY_AFTER_ERROR = 10.0  # seconds
 
 
@@ -100,7 +99,7 @@ def route_timer(topic: str, queue_id: int, props: dict[str, str], now_ms: int, m
     return TIMER_TOPIC, 0
 
 
-class TimerService:
+class TimerService(ProgressFile):
     """Delivery of timer messages; `load()` once the store is open, then run `run`."""
 
     def __init__(self, broker: BrokerController) -> None:
@@ -165,21 +164,6 @@ class TimerService:
                 "done": _ranges(self.done),
             }
         )
-
-    def take_snapshot(self) -> bytes | None:
-        if self._watermark is None:
-            return None
-        mark = self._watermark.current()
-        if not self.dirty and mark - self._persisted_mark < RESCAN_BUDGET:
-            return None
-        self.dirty = False
-        self._persisted_mark = mark
-        return self.encode()
-
-    def persist(self) -> None:
-        if self._watermark is not None:
-            write_atomic(self.path, self.encode())
-            self.dirty = False
 
     # -- reading the timer queue --------------------------------------------------------
 
