@@ -18,10 +18,13 @@ it, delivery would be at-least-once.
 from __future__ import annotations
 
 import abc
+import logging
 from collections.abc import Hashable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+import trio
 
 from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
@@ -35,6 +38,10 @@ if TYPE_CHECKING:
     from rmq.store.results import PutMessageResult
 
     from .controller import BrokerController
+
+log = logging.getLogger("rmq.broker.redelivery")
+
+PERSIST_INTERVAL = 1.0  # seconds between writes of a progress file that changed
 
 # CommitLog bytes a restart may have to scan past the file's watermark before the file is
 # rewritten anyway, even with no new deliveries.
@@ -128,6 +135,7 @@ class ProgressFile(abc.ABC):
     dirty: bool
     _watermark: Watermark | None
     _persisted_mark: int
+    _changed: trio.Event  # set when progress changed or the watermark fell far behind
 
     @abc.abstractmethod
     def encode(self) -> bytes:
@@ -148,3 +156,17 @@ class ProgressFile(abc.ABC):
         if self._watermark is not None:
             write_atomic(self.path, self.encode())
             self.dirty = False
+
+    async def _persist_loop(self) -> None:
+        """Write the file at most every PERSIST_INTERVAL while it changes; idle brokers do not tick."""
+        while True:
+            await self._changed.wait()
+            self._changed = trio.Event()
+            await trio.sleep(PERSIST_INTERVAL)
+            data = self.take_snapshot()
+            if data is not None:
+                try:
+                    await trio.to_thread.run_sync(write_atomic, self.path, data)
+                except OSError as exc:
+                    self.dirty = True
+                    log.error("cannot write %s: %s", self.path, exc)

@@ -29,7 +29,7 @@ import trio
 from rmq.protocol import body as json_body
 from rmq.protocol import properties as P
 
-from .jsonfile import read_json, write_atomic
+from .jsonfile import read_json
 from .redelivery import RESCAN_BUDGET, ProgressFile, Watermark, put_to_real_destination, scan_markers
 from .topics import SCHEDULE_TOPIC
 
@@ -41,7 +41,6 @@ log = logging.getLogger("rmq.broker.schedule")
 # On each delivered message: "<level>:<queue offset>" of the entry it came from.
 DELIVERED_FROM = "__SCHEDULE_FROM"
 READ_BATCH = 64  # consume-queue entries read per look
-PERSIST_INTERVAL = 1.0  # seconds between writes of delayOffset.json (when it changed)
 RETRY_AFTER_ERROR = 10.0  # seconds (DELAY_FOR_A_PERIOD)
 
 
@@ -144,19 +143,6 @@ class ScheduleService(ProgressFile):
                 nursery.start_soon(self._deliver_level, level)
             nursery.start_soon(self._persist_loop)
             task_status.started()
-
-    async def _persist_loop(self) -> None:
-        while True:
-            await self._changed.wait()  # idle brokers do not tick
-            self._changed = trio.Event()
-            await trio.sleep(PERSIST_INTERVAL)
-            data = self.take_snapshot()
-            if data is not None:
-                try:
-                    await trio.to_thread.run_sync(write_atomic, self.path, data)
-                except OSError as exc:
-                    self.dirty = True
-                    log.error("cannot write %s: %s", self.path, exc)
 
     async def _deliver_level(self, level: int) -> None:
         broker = self.broker

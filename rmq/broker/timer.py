@@ -33,7 +33,7 @@ from rmq.protocol import body as json_body
 from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
 
-from .jsonfile import read_json, write_atomic
+from .jsonfile import read_json
 from .redelivery import HOST_FLAGS, RESCAN_BUDGET, ProgressFile, Watermark, put_to_real_destination, scan_markers
 from .topics import TIMER_TOPIC
 
@@ -47,7 +47,6 @@ DELIVERED_FROM = "__TIMER_FROM"  # on a delivered message: its timer-queue offse
 ROLLED_FROM = "__TIMER_ROLLED_FROM"  # on a rolled copy: the offset it replaces
 ROLL_THRESHOLD = 8192  # delivered offsets above `low` before the entry at `low` is rolled
 READ_BATCH = 256  # timer-queue entries read between checkpoints
-PERSIST_INTERVAL = 1.0  # seconds
 RETRY_AFTER_ERROR = 10.0  # seconds
 
 
@@ -218,19 +217,6 @@ class TimerService(ProgressFile):
             nursery.start_soon(self._persist_loop)
             task_status.started()
             await self._deliver_loop()
-
-    async def _persist_loop(self) -> None:
-        while True:
-            await self._changed.wait()  # idle brokers do not tick
-            self._changed = trio.Event()
-            await trio.sleep(PERSIST_INTERVAL)
-            data = self.take_snapshot()
-            if data is not None:
-                try:
-                    await trio.to_thread.run_sync(write_atomic, self.path, data)
-                except OSError as exc:
-                    self.dirty = True
-                    log.error("cannot write %s: %s", self.path, exc)
 
     async def _deliver_loop(self) -> None:
         clock = self.broker.clock_ms
