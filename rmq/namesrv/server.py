@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import trio
 
 from rmq.remoting import Connection, RemotingServer, ServerConfig, TlsMode
+from rmq.remoting.service import Service
 
 from .config import ConfigError, NamesrvConfig
 from .kvconfig import KVConfigManager
@@ -28,12 +29,12 @@ from .processors import NamesrvState, build_dispatcher
 from .route_info import RouteInfoManager
 
 if TYPE_CHECKING:
-    from types import TracebackType
+    pass
 
 log = logging.getLogger("rmq.namesrv")
 
 
-class NamesrvServer:
+class NamesrvServer(Service):
     """One name server: routing state, KV config, the remoting server, the scan loop.
 
     Args:
@@ -53,7 +54,6 @@ class NamesrvServer:
             build_dispatcher(self.state), _server_config(config, ssl_context), on_close=self._connection_closed
         )
         self._nursery: trio.Nursery | None = None
-        self._owned: Any = None
 
     @property
     def config(self) -> NamesrvConfig:
@@ -117,29 +117,6 @@ class NamesrvServer:
     async def aclose(self) -> None:
         """Shut down gracefully and wait until every connection is closed."""
         await self.remoting.aclose()
-
-    async def __aenter__(self) -> NamesrvServer:
-        manager = trio.open_nursery()
-        nursery = await manager.__aenter__()
-        try:
-            await nursery.start(self.serve)
-        except BaseException:
-            # close the nursery as if nothing happened, then raise the error unwrapped
-            nursery.cancel_scope.cancel()
-            await manager.__aexit__(None, None, None)
-            raise
-        self._owned = (manager, nursery)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        manager, nursery = self._owned
-        if exc_type is None:
-            self.shutdown()
-        else:
-            nursery.cancel_scope.cancel()
-        return await manager.__aexit__(exc_type, exc, tb)  # type: ignore[no-any-return]
 
     # -- liveness ---------------------------------------------------------------------
 

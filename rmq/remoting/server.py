@@ -28,8 +28,6 @@ import functools
 import logging
 import ssl
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
 
 import trio
 
@@ -38,6 +36,7 @@ from rmq.protocol import DEFAULT_MAX_FRAME_SIZE
 from .connection import DEFAULT_MAX_IN_FLIGHT, DEFAULT_OUTBOX_SIZE, Connection
 from .dispatcher import Dispatcher
 from .errors import RemotingConnectError
+from .service import Service
 from .stages.codec import CommandStream
 from .stages.idle import DEFAULT_IDLE_TIMEOUT, IdleStream
 from .stages.tls import DEFAULT_HANDSHAKE_TIMEOUT, TlsMode, negotiate
@@ -98,7 +97,7 @@ class ServerConfig:
             raise ValueError("ws_path must start with '/'")
 
 
-class RemotingServer:
+class RemotingServer(Service):
     """Serves RocketMQ remoting on TCP (and optionally WebSocket) with one Dispatcher.
 
     Use as `async with RemotingServer(dispatcher, config) as server:` or
@@ -129,7 +128,6 @@ class RemotingServer:
         self.ws_port: int | None = None
         self._connections: dict[str, Connection] = {}
         self._accept_nursery: trio.Nursery | None = None
-        self._owned_nursery: Any = None
         self._serving = False
         self._shutting_down = False
         self._stopped = trio.Event()
@@ -221,31 +219,6 @@ class RemotingServer:
         self.shutdown()
         if self._serving:
             await self._stopped.wait()
-
-    async def __aenter__(self) -> Self:
-        manager = trio.open_nursery()
-        nursery = await manager.__aenter__()
-        try:
-            await nursery.start(self.serve)
-        except BaseException:
-            nursery.cancel_scope.cancel()
-            await manager.__aexit__(None, None, None)
-            raise
-        self._owned_nursery = (manager, nursery)
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        manager, nursery = self._owned_nursery
-        if exc_type is None:
-            self.shutdown()
-        else:
-            nursery.cancel_scope.cancel()
-        # The body's exception is not handed to the nursery, so it propagates as it was
-        # raised instead of wrapped in an ExceptionGroup (strict nurseries).
-        await manager.__aexit__(None, None, None)
-        return None
 
     # -- per connection ---------------------------------------------------------------
 

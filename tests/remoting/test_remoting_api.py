@@ -27,7 +27,7 @@ PUBLIC = {
     "ServerConfig",
     "TlsMode",
 }
-SUBMODULES = {"abc", "client", "connection", "dispatcher", "errors", "outbox", "server", "stages", "testing"}
+SUBMODULES = {"abc", "client", "connection", "dispatcher", "errors", "outbox", "server", "service", "stages", "testing"}
 
 
 def test_public_names() -> None:
