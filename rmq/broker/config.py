@@ -103,6 +103,14 @@ class BrokerConfig:
     vip_channel_enable: bool = True  # serve listen_port - 2 as RocketMQ's fast channel
     server_channel_max_idle_time_seconds: int = 120
 
+    # replication (master/slave HA, PROTOCOL.md 9)
+    ha_master_address: str = ""  # a slave's master HA address; "" = learn it from the name server
+    ha_send_heartbeat_interval: int = 5000  # ms between a slave's reports when idle
+    ha_housekeeping_interval: int = 20_000  # ms of silence after which an HA connection closes
+    ha_transfer_batch_size: int = 32 * 1024  # bytes of CommitLog per chunk
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024  # bytes: SYNC_MASTER answers 11 beyond this
+    access_message_in_memory_max_ratio: int = 40  # percent of RAM behind the log end "in memory"
+
     # store
     store_path_root_dir: Path = field(default_factory=lambda: Path.home() / "store")
     store_path_commit_log: Path | None = None  # None = <root>/commitlog
@@ -166,6 +174,13 @@ class BrokerConfig:
     def is_slave(self) -> bool:
         return self.broker_role is BrokerRole.SLAVE
 
+    @property
+    def ha_port(self) -> int:
+        """The HA port to bind: haListenPort, else listenPort + 1 (0 = any, with listenPort 0)."""
+        if self.ha_listen_port:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
+
     # -- reading ------------------------------------------------------------------------
 
     @classmethod
@@ -183,10 +198,6 @@ class BrokerConfig:
                     log.warning("broker.conf: unknown key %r ignored", key)
                 continue
             kwargs[spec.attr] = spec.parse(key, raw.strip())
-        if kwargs.get("broker_role", BrokerRole.ASYNC_MASTER) is not BrokerRole.SLAVE and kwargs.get("broker_id"):
-            # RocketMQ (BrokerStartup) forces a master's id to 0 rather than refusing it
-            log.warning("broker.conf: brokerId=%s ignored, a master's brokerId is 0", kwargs["broker_id"])
-            kwargs["broker_id"] = MASTER_ID
         if "namesrv_addr" not in kwargs and environ.get("NAMESRV_ADDR"):
             kwargs["namesrv_addr"] = _SPECS["namesrvAddr"].parse("NAMESRV_ADDR", environ["NAMESRV_ADDR"])
         config = cls(**kwargs)
@@ -228,9 +239,25 @@ class BrokerConfig:
         if not (0 <= self.ha_listen_port <= 65535):
             raise bad("haListenPort", f"{self.ha_listen_port} is not a port number")
         if self.is_slave and self.broker_id <= 0:
-            raise bad("brokerId", "a SLAVE's brokerId must be > 0")
+            raise bad("brokerId", f"a SLAVE's brokerId must be > 0, not {self.broker_id} (brokerRole=SLAVE)")
         if not self.is_slave and self.broker_id != MASTER_ID:
-            raise bad("brokerId", f"a master's brokerId must be 0, not {self.broker_id}")
+            raise bad(
+                "brokerId",
+                f"a master's brokerId must be 0, not {self.broker_id} (brokerRole={self.broker_role.value})",
+            )
+        if self.listen_port and self.ha_port in (
+            self.listen_port,
+            self.listen_port - 2 if self.vip_channel_enable else -1,
+        ):
+            raise bad("haListenPort", f"{self.ha_port} collides with listenPort {self.listen_port} or its VIP port")
+        if self.ha_master_address:
+            host, sep, port = self.ha_master_address.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+                raise bad("haMasterAddress", f"{self.ha_master_address!r} is not host:port")
+            if not self.is_slave:
+                raise bad("haMasterAddress", "only a SLAVE follows a master (brokerRole is not SLAVE)")
+        if not 0 < self.access_message_in_memory_max_ratio <= 100:
+            raise bad("accessMessageInMemoryMaxRatio", "must be a percentage in 1..100")
         if not _NAME.fullmatch(self.broker_name):
             raise bad("brokerName", f"{self.broker_name!r} must be letters, digits, '-', '_' or '.'")
         if not _NAME.fullmatch(self.broker_cluster_name):
@@ -252,6 +279,10 @@ class BrokerConfig:
             "timer_max_delay_sec",
             "transaction_check_interval",
             "transaction_time_out",
+            "ha_send_heartbeat_interval",
+            "ha_housekeeping_interval",
+            "ha_transfer_batch_size",
+            "ha_slave_fallbehind_max",
         ):
             if getattr(self, name) <= 0:
                 raise bad(_camel(name), "must be > 0")
@@ -304,9 +335,8 @@ ACCEPTED_KEYS = frozenset(
     warmMapedFileEnable mapedFileSizeCommitLog mapedFileSizeConsumeQueue cleanResourceInterval
     deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval destroyMapedFileIntervalForcibly
     redeleteHangedFileInterval cleanFileForciblyEnable diskFallRecorded checkCRCOnRecover
-    accessMessageInMemoryMaxRatio messageIndexEnable messageIndexSafe maxHashSlotNum maxIndexNum
-    haSendHeartbeatInterval haHousekeepingInterval haTransferBatchSize haMasterAddress
-    haSlaveFallbehindMax slaveTimeout offsetCheckInSlave debugLockEnable duplicationEnable
+    messageIndexEnable messageIndexSafe maxHashSlotNum maxIndexNum
+    slaveTimeout offsetCheckInSlave debugLockEnable duplicationEnable
     rocketmqHome aclEnable storePathConsumeQueue storePathIndex storeCheckpoint abortFile
     fetchNamesrvAddrByAddressServer filterServerNums filterSupportRetry enableCalcFilterBitMap
     enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt

@@ -45,7 +45,10 @@ from rmq.store import MessageStore, StoreConfig, wall_clock_ms
 from rmq.store.aio import AsyncMessageStore
 
 from .client_manager import ClientManager
-from .config import BrokerConfig
+from .config import BrokerConfig, BrokerRole
+from .ha.master import HAService
+from .ha.slave import HAClient
+from .ha.sync import SlaveSynchronize
 from .jsonfile import write_atomic
 from .long_polling import PullWaiters
 from .offsets import ConsumerOffsetManager
@@ -67,16 +70,16 @@ NOTIFY_TIMEOUT = 3.0  # seconds to queue a NOTIFY_CONSUMER_IDS_CHANGED on one co
 UNREGISTER_TIMEOUT = 3.0  # seconds the shutdown waits for the name servers
 SHUTDOWN_GRACE = 2.0  # seconds connections get to finish in-flight requests
 MAX_IN_FLIGHT = 16384  # per connection: a consumer parks one pull per queue it owns
-ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO = 0.4  # of physical memory (accessMessageInMemoryMaxRatio)
 
 
-def _memory_budget() -> int:
-    """Bytes of CommitLog behind its end still considered in the page cache."""
+def _memory_budget(percent: int) -> int:
+    """Bytes of CommitLog behind its end still considered in the page cache
+    (accessMessageInMemoryMaxRatio percent of physical memory)."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
         total = 8 * 1024**3
-    return int(total * ACCESS_MESSAGE_IN_MEMORY_MAX_RATIO)
+    return total * percent // 100
 
 
 class BrokerController:
@@ -115,7 +118,9 @@ class BrokerController:
         self.port: int = 0
         self.vip_port: int | None = None
         self.registration: Registration | None = None
-        self._memory_budget = _memory_budget()
+        self._memory_budget = _memory_budget(config.access_message_in_memory_max_ratio)
+        self.ha: HAService | HAClient | None = None  # replication: master service or slave client
+        self.slave_sync: SlaveSynchronize | None = None
         self._nursery: trio.Nursery | None = None
         self._servers: list[RemotingServer] = []
         self._stop = trio.Event()
@@ -137,7 +142,9 @@ class BrokerController:
 
     @property
     def ha_address(self) -> str:
-        return f"{self.config.advertised_ip2}:{self.config.ha_listen_port or self.port + 1}"
+        """brokerIP2:haPort, sent to name servers as haServerAddr (slaves connect there)."""
+        port = self.ha.port if isinstance(self.ha, HAService) and self.ha.port else self.config.ha_port
+        return f"{self.config.advertised_ip2}:{port or self.port + 1}"
 
     def _identity(self) -> tuple[str, str, str, str, int]:
         c = self.config
@@ -213,6 +220,7 @@ class BrokerController:
         self.timers.load()
         self.transactions.load()
         await self._start_servers(nursery)
+        await self._start_replication(nursery, namesrv_client)
         self.topics.persist()
         self.stats.sample()
         self.registration = Registration(
@@ -221,6 +229,7 @@ class BrokerController:
             self._identity,
             self.topics.wrapper,
             register_period(config.register_name_server_period),
+            on_registered=self._registered,
         )
         await nursery.start(self.registration.run)
         nursery.start_soon(self._housekeeping)
@@ -229,6 +238,28 @@ class BrokerController:
             await nursery.start(self.schedule.run)
             await nursery.start(self.timers.run)
             await nursery.start(self.transactions.run)
+
+    async def _start_replication(self, nursery: trio.Nursery, client: RemotingClient) -> None:
+        """A master serves its HA port; a slave follows its master and copies its metadata."""
+        config = self.config
+        if config.is_slave:
+            self.ha = HAClient(self)
+            self.slave_sync = SlaveSynchronize(self, client)
+            await nursery.start(self.ha.run)
+            await nursery.start(self.slave_sync.run)
+            return
+        service = HAService(self)
+        self.ha = service
+        await nursery.start(service.run)
+        self.store.replication = service
+        self.store.sync_replication = config.broker_role is BrokerRole.SYNC_MASTER
+
+    def _registered(self, master_addr: str | None, ha_addr: str | None) -> None:
+        if isinstance(self.ha, HAClient):
+            known = bool(self.ha.master_addr)
+            self.ha.update_master(master_addr, ha_addr)
+            if not known and self.ha.master_addr and self.slave_sync is not None:
+                self.slave_sync.trigger()
 
     def _server_config(self, port: int) -> ServerConfig:
         return ServerConfig(

@@ -55,6 +55,17 @@ class ConsumerOffsetManager:
         self.dirty = False
         return self.encode()
 
+    def sync_from_master(self, obj: Any) -> None:
+        """A slave takes its master's offsets (GET_ALL_CONSUMER_OFFSET body), as RocketMQ's
+        SlaveSynchronize does. Raises ValueError if malformed."""
+        try:
+            table = self._decode(obj)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"bad consumer offsets from master: {exc}") from None
+        if table != self._table:
+            self._table = table
+            self.dirty = True
+
     # -- offsets --------------------------------------------------------------------------
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:

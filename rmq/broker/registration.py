@@ -44,6 +44,8 @@ class Registration:
         brokerId) at call time (the address is known only once the port is bound).
       topic_wrapper: callable returning the TopicConfigSerializeWrapper to send.
       period: seconds between rounds.
+      on_registered: told (masterAddr, haServerAddr) from each successful registration's
+        answer; a slave learns its master there.
     """
 
     def __init__(
@@ -53,12 +55,14 @@ class Registration:
         identity: Callable[[], tuple[str, str, str, str, int]],
         topic_wrapper: Callable[[], dict[str, Any]],
         period: float,
+        on_registered: Callable[[str | None, str | None], None] | None = None,
     ) -> None:
         self._client = client
         self.namesrv_addrs = namesrv_addrs
         self._identity = identity
         self._topic_wrapper = topic_wrapper
         self._period = period
+        self._on_registered = on_registered
         self._wake = trio.Event()
         self.rounds = 0  # completed registration rounds, for tests and statistics
 
@@ -124,3 +128,6 @@ class Registration:
             log.warning("%s with name server %s refused: code %d %s", what, namesrv, response.code, response.remark)
         else:
             log.debug("%s with name server %s OK", what, namesrv)
+            if self._on_registered is not None and what == "register":
+                ext = response.ext_fields
+                self._on_registered(ext.get("masterAddr") or None, ext.get("haServerAddr") or None)

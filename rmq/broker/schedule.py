@@ -125,6 +125,17 @@ class ScheduleService(ProgressFile):
         table = dict(sorted(self.offsets.items()))
         return json_body.dumps({"commitLogOffset": self._watermark.current(), "offsetTable": table}, legacy=True)
 
+    def sync_from_master(self, raw: bytes) -> None:
+        """A slave takes its master's delivery progress (GET_ALL_DELAY_OFFSET body); it is
+        written to delayOffset.json at the next persist. Raises ValueError if malformed."""
+        try:
+            offsets, _ = _decode(json_body.loads(raw))
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"bad delay offsets from master: {exc}") from None
+        if offsets != self.offsets:
+            self.offsets = offsets
+            self.dirty = True
+
     # -- store arrivals ----------------------------------------------------------------
 
     def arriving(self, topic: str, queue_id: int, *_: Any) -> None:

@@ -143,6 +143,20 @@ class SubscriptionGroupManager:
     def __iter__(self) -> Iterator[SubscriptionGroupConfig]:
         return iter(list(self._table.values()))
 
+    def sync_from_master(self, obj: Any) -> bool:
+        """A slave takes its master's groups (GET_ALL_SUBSCRIPTIONGROUP_CONFIG body) when the
+        data version differs; returns whether it changed. Raises ValueError if malformed."""
+        try:
+            version, table = self._decode(obj)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"bad subscription groups from master: {exc}") from None
+        if DataVersion.same(self.data_version, version):
+            return False
+        self._table = table
+        self.data_version.load(version)
+        self.persist()
+        return True
+
     def _changed(self) -> None:
         self.data_version.next_version()
         self.persist()

@@ -142,6 +142,10 @@ class DataVersion:
         self.counter = int(obj.get("counter", 0))
         self.timestamp = int(obj.get("timestamp", self.timestamp))
 
+    @staticmethod
+    def same(mine: DataVersion, theirs: dict[str, Any]) -> bool:
+        return mine.counter == int(theirs.get("counter", -1)) and mine.timestamp == int(theirs.get("timestamp", -1))
+
 
 def wall_ms() -> int:
     return int(time.time() * 1000)
@@ -219,6 +223,23 @@ class TopicConfigManager:
         self.data_version.next_version()
         self.persist()
         self.on_change()
+
+    def sync_from_master(self, obj: Any) -> bool:
+        """A slave takes its master's table (GET_ALL_TOPIC_CONFIG body) when the master's data
+        version differs from ours; returns whether it changed. Raises ValueError if malformed."""
+        try:
+            version, table = self._decode(obj)
+        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"bad topic table from master: {exc}") from None
+        if DataVersion.same(self.data_version, version):
+            return False
+        self._table.clear()
+        self._add_builtin_topics()
+        self._table.update(table)
+        self.data_version.load(version)
+        self.persist()
+        self.on_change()
+        return True
 
     # -- queries --------------------------------------------------------------------------
 

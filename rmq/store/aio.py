@@ -17,6 +17,10 @@ that waits on the disk runs in worker threads, one at a time per kind, through
 * Reput: woken by every append, builds consume queue and index entries and calls the
   ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records.
 * Retention: every ``clean_resource_interval`` ms measures the disk and deletes expired files.
+* Replica watchdog (SYNC_MASTER): appends that must wait for a slave's ack park on a
+  ``_ReplicaWait`` in append order; ``replica_acked`` wakes every wait the ack covers (one ack
+  covers many messages: the group commit of replication), and the watchdog wakes those still
+  waiting ``sync_flush_timeout`` after their append with FLUSH_SLAVE_TIMEOUT.
 
 Leaving ``async with`` (or cancelling ``run``) dispatches and syncs what is left; it does not
 close the MessageStore, which its opener owns.
@@ -59,6 +63,30 @@ class _Batch:
         self.timed_out = False
 
 
+class _ReplicaWait:
+    """One append waiting until a slave has acked the CommitLog up to ``end``."""
+
+    __slots__ = ("deadline", "end", "event", "timed_out")
+
+    def __init__(self, end: int, deadline: float) -> None:
+        self.end = end
+        self.deadline = deadline
+        self.event = trio.Event()
+        self.timed_out = False
+
+
+class Replication:
+    """The HA master service as the store sees it (the broker implements it)."""
+
+    def appended(self) -> None:
+        """New CommitLog bytes: push them to the slaves. Called on every append; cheap."""
+
+    def unavailable(self, end_offset: int) -> str | None:
+        """Why no slave can ack ``end_offset`` soon (none connected, or too far behind), or
+        None when a SYNC_MASTER wait makes sense."""
+        raise NotImplementedError
+
+
 # Consume queues drained per logics round: a queue's first drain creates its directory and
 # file, so with tens of thousands of new queues one round must not hold the Trio thread long.
 FLUSH_QUEUES_PER_ROUND = 256
@@ -99,6 +127,13 @@ class AsyncMessageStore:
         self._reput_done = trio.Event()
         self._running = False
         self.flush_rounds = 0  # CommitLog sync rounds run: group commit makes this << appends
+        # Set by a master broker; with sync_replication (SYNC_MASTER), appends that want to
+        # wait also wait for a slave's ack.
+        self.replication: Replication | None = None
+        self.sync_replication = False
+        self.replicated_offset = 0  # the highest CommitLog offset a slave has acked
+        self._replica_waits: deque[_ReplicaWait] = deque()
+        self._replica_wait_added = trio.Event()
 
     # --- lifetime -------------------------------------------------------------------------
 
@@ -110,6 +145,7 @@ class AsyncMessageStore:
                 nursery.start_soon(self._batch_watchdog)
                 nursery.start_soon(self._logics_flusher)
                 nursery.start_soon(self._reput_loop)
+                nursery.start_soon(self._replica_watchdog)
                 if self._retention:
                     nursery.start_soon(self._retention_loop)
                 self._running = True
@@ -220,7 +256,20 @@ class AsyncMessageStore:
         if not result.ok:
             return result
         self._reput_wanted.set()
-        if self.store.sync_flush and wants_wait(wait, props):
+        waits = wants_wait(wait, props)
+        replica: _ReplicaWait | None = None
+        refused: str | None = None  # why SYNC_MASTER cannot wait for a slave
+        replication = self.replication
+        if replication is not None:
+            replication.appended()
+            if waits and self.sync_replication:
+                refused = replication.unavailable(result.end_offset)
+                if refused is None and self.replicated_offset < result.end_offset:
+                    timeout = self.store.config.sync_flush_timeout / 1000
+                    replica = _ReplicaWait(result.end_offset, trio.current_time() + timeout)
+                    self._replica_waits.append(replica)
+                    self._replica_wait_added.set()
+        if self.store.sync_flush and waits:
             if not self._running:
                 raise RuntimeError("AsyncMessageStore is not running")
             batch = self._open_batch
@@ -235,7 +284,42 @@ class AsyncMessageStore:
             if batch.timed_out and self._flushed < result.end_offset:
                 result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
                 result.remark = f"not synced within sync_flush_timeout={self.store.config.sync_flush_timeout} ms"
+        if refused is not None:  # the slave's verdict wins over the disk's, as in RocketMQ
+            result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            result.remark = refused
+        if replica is not None:
+            await replica.event.wait()
+            if replica.timed_out and self.replicated_offset < replica.end:
+                result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+                result.remark = (
+                    f"no slave acked offset {replica.end} within syncFlushTimeout="
+                    f"{self.store.config.sync_flush_timeout} ms"
+                )
         return result
+
+    def append_replica(self, offset: int, data: bytes | memoryview) -> None:
+        """An HA slave's append of its master's bytes (see ``MessageStore.append_replica``);
+        the reput task then dispatches them."""
+        self.store.append_replica(offset, data)
+        if data:
+            self._reput_wanted.set()
+
+    def replica_acked(self, offset: int) -> None:
+        """A slave has everything below ``offset``: wake the appends that waited for it."""
+        if offset <= self.replicated_offset:
+            return
+        self.replicated_offset = offset
+        waits = self._replica_waits
+        while waits and waits[0].end <= offset:
+            waits.popleft().event.set()
+
+    def fail_replica_waits(self) -> None:
+        """No slave left (the last one disconnected): end every wait now as timed out rather
+        than let senders hang until the deadline."""
+        while self._replica_waits:
+            w = self._replica_waits.popleft()
+            w.timed_out = True
+            w.event.set()
 
     def _finish_batches(self, count: int) -> None:
         for _ in range(count):
@@ -298,6 +382,22 @@ class AsyncMessageStore:
             if not batch.done:
                 batch.timed_out = True
                 batch.event.set()  # stays queued: the round that syncs it still finishes it
+
+    async def _replica_watchdog(self) -> None:
+        waits = self._replica_waits
+        while True:
+            if not waits:
+                self._replica_wait_added = trio.Event()
+                await self._replica_wait_added.wait()
+                continue
+            head = waits[0]
+            await trio.sleep_until(head.deadline)
+            # Deadlines grow along the queue: every wait due by now is at its front.
+            now = trio.current_time()
+            while waits and waits[0].deadline <= now:
+                w = waits.popleft()
+                w.timed_out = True
+                w.event.set()
 
     async def _logics_flusher(self) -> None:
         store = self.store

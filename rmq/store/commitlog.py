@@ -19,11 +19,14 @@ from collections.abc import Iterator
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
     BORNHOST_V6_FLAG,
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     RecordMeta,
     decode_record_meta,
     peek_size_and_magic,
 )
 
+from .errors import StoreError
 from .formats import BLANK, BLANK_MAGIC, file_name_to_offset
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
@@ -34,6 +37,9 @@ _SYSFLAG_POS = 36
 _BORN_TS_POS = 40
 _STORE_TS_POS_V4 = 56  # store timestamp follows an 8-byte IPv4 born host
 _STORE_TS_END_V6 = _STORE_TS_POS_V4 + 12 + 8  # every record is at least this long
+_PHY_POS, _PHY_END = 28, 36  # the record's own CommitLog offset
+_MIN_RECORD = _PHY_END
+_MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 
 
 class CommitLog:
@@ -79,6 +85,96 @@ class CommitLog:
             mf = self.files.create()
             pos = 0
         return mf, pos
+
+    # --- replication ----------------------------------------------------------------------
+
+    def transfer_data(self, offset: int, max_bytes: int) -> bytes | None:
+        """Up to ``max_bytes`` written bytes from ``offset``, never past the end of its file
+        (what an HA master sends in one chunk). ``b""`` at the write position; None when
+        ``offset`` is not stored (before the first file or past the write position)."""
+        if offset == self.max_offset:
+            return b""
+        mf = self.files.find(offset)
+        if mf is None:
+            return None
+        pos = offset - mf.start
+        end = min(mf.wrote, pos + max_bytes)
+        if pos >= end:
+            return None if pos > mf.wrote else b""
+        return mf.mm[pos:end]
+
+    def is_record_start(self, offset: int) -> bool:
+        """Whether a record or an end-of-file blank begins at ``offset`` (or it is the write
+        position): where an HA slave may ask to be served from."""
+        if offset == self.max_offset:
+            return True
+        mf = self.files.find(offset)
+        if mf is None:
+            return False
+        return self._boundary_step(mf, offset - mf.start, mf.wrote) is not None
+
+    def _boundary_step(self, mf: MappedFile, pos: int, limit: int) -> int | None:
+        """Length of the record or blank at ``pos`` judged from its header alone (0 when the
+        header is not all below ``limit`` yet); None when the bytes are no record of this log
+        (bad magic or size, or a record that says it lives elsewhere)."""
+        if pos + BLANK.size > limit:
+            return 0
+        size, magic = peek_size_and_magic(mf.mm, pos)
+        if magic == BLANK_MAGIC:
+            return size if size == mf.size - pos else None
+        if magic not in _MESSAGE_MAGICS or size < _MIN_RECORD or pos + size > mf.size:
+            return None
+        if pos + _PHY_END > limit:
+            return 0
+        phy = int.from_bytes(mf.mm[pos + _PHY_POS : pos + _PHY_END], "big", signed=True)
+        return size if phy == mf.start + pos else None
+
+    def append_replica(self, offset: int, data: bytes | memoryview, next_record: int) -> int:
+        """Append an HA master's bytes verbatim at ``offset`` (the slave's side).
+
+        ``offset`` must be the write position, or a file boundary when the log is empty
+        (a new slave starts at the master's last file). ``data`` must not cross a file end.
+        ``next_record`` is where the next record header is due (the write position after
+        recovery); the new bytes are checked record header by record header from there, and
+        written only if every complete header is one this log could hold at that place.
+        Returns the new ``next_record``.
+
+        Raises:
+            StoreError: the bytes do not continue this log (it diverged from the master's),
+                and nothing was written.
+            OSError: a new file cannot be created.
+        """
+        if not data:
+            return next_record
+        last = self.files.last()
+        if last is None:
+            if offset % self.file_size:
+                raise StoreError(f"replica data for an empty CommitLog must start at a file boundary, not {offset}")
+            last = self.files.create(offset)
+            next_record = offset
+        elif offset != self.max_offset:
+            raise StoreError(f"replica data at {offset} does not continue the CommitLog ending at {self.max_offset}")
+        elif last.wrote >= last.size:
+            last = self.files.create()
+        pos = offset - last.start
+        end = pos + len(data)
+        if end > last.size:
+            raise StoreError(f"replica data at {offset} of {len(data)} bytes crosses the end of file {last.path}")
+        mm = last.mm
+        mm[pos:end] = data
+        cursor = next_record - last.start
+        while cursor < end:
+            step = self._boundary_step(last, cursor, end)
+            if step is None:
+                mm[pos:end] = bytes(end - pos)  # take the bytes back: nothing beyond wrote is valid
+                raise StoreError(
+                    f"replica data does not continue this CommitLog: no record of it starts at {last.start + cursor}"
+                )
+            if step == 0:
+                break
+            cursor += step
+        last.wrote = end
+        return last.start + cursor
 
     # --- reading --------------------------------------------------------------------------
 

@@ -227,6 +227,7 @@ class MessageStore:
             if state is not None:
                 state.offsets[queue_id] = cq.max_offset
         self.dispatcher.listener = listener
+        self._replica_next = end  # where an HA slave expects the next record header
         self._closed = False
         self.flush()
         self.check_disk()
@@ -495,6 +496,34 @@ class MessageStore:
             PutMessageStatus.PUT_OK, "", first_phy, total, ",".join(ids), first_queue_offset,
             store_ts, len(encoded),
         )  # fmt: skip
+
+    # --- replication (HA) -----------------------------------------------------------------
+
+    def transfer_data(self, offset: int, max_bytes: int) -> bytes | None:
+        """An HA master's next chunk: see ``CommitLog.transfer_data``."""
+        return self.commitlog.transfer_data(offset, max_bytes)
+
+    def is_record_start(self, offset: int) -> bool:
+        return self.commitlog.is_record_start(offset)
+
+    def append_replica(self, offset: int, data: bytes | memoryview) -> None:
+        """Append a master's CommitLog bytes verbatim at ``offset`` (an HA slave's store).
+
+        The normal dispatch then builds consume queues and the index from them. An empty
+        store starts at ``offset`` (a file boundary), as a new RocketMQ slave starts at its
+        master's last file.
+
+        Raises:
+            StoreError: the bytes do not continue this log; nothing was written.
+            OSError: a new CommitLog file cannot be created.
+        """
+        if self._closed:
+            raise StoreError("store is closed")
+        empty = not self.commitlog.files.files
+        self._replica_next = self.commitlog.append_replica(offset, data, self._replica_next)
+        if empty and data:
+            self.dispatcher.reput_offset = offset
+        self._stats.put_message_size_total += len(data)
 
     def put_message(
         self,

@@ -89,9 +89,43 @@ def test_slave_needs_positive_broker_id() -> None:
     assert c.is_slave
 
 
-def test_master_broker_id_is_forced_to_0() -> None:
-    c = BrokerConfig.from_properties({"brokerName": "b", "brokerId": "3", "brokerRole": "SYNC_MASTER"}, environ={})
-    assert c.broker_id == 0
+def test_contradictory_roles_and_ids_are_refused_with_the_key_named() -> None:
+    with pytest.raises(ConfigError, match="brokerId.*master's brokerId must be 0.*SYNC_MASTER"):
+        BrokerConfig.from_properties({"brokerName": "b", "brokerId": "3", "brokerRole": "SYNC_MASTER"}, environ={})
+    with pytest.raises(ConfigError, match="brokerId.*SLAVE's brokerId must be > 0"):
+        BrokerConfig.from_properties({"brokerName": "b", "brokerRole": "SLAVE"}, environ={})
+    with pytest.raises(ConfigError, match="haMasterAddress.*only a SLAVE"):
+        BrokerConfig.from_properties({"brokerName": "b", "haMasterAddress": "1.2.3.4:10912"}, environ={})
+    with pytest.raises(ConfigError, match="haMasterAddress"):
+        BrokerConfig.from_properties(
+            {"brokerName": "b", "brokerRole": "SLAVE", "brokerId": "1", "haMasterAddress": "nope"}, environ={}
+        )
+    with pytest.raises(ConfigError, match="haListenPort"):
+        BrokerConfig.from_properties({"brokerName": "b", "listenPort": "10911", "haListenPort": "10911"}, environ={})
+    with pytest.raises(ConfigError, match="haTransferBatchSize"):
+        BrokerConfig.from_properties({"brokerName": "b", "haTransferBatchSize": "0"}, environ={})
+
+
+def test_ha_keys_are_read() -> None:
+    c = BrokerConfig.from_properties(
+        {
+            "brokerName": "b",
+            "brokerRole": "SLAVE",
+            "brokerId": "2",
+            "listenPort": "10921",
+            "haMasterAddress": "10.0.0.1:10912",
+            "haSendHeartbeatInterval": "1000",
+            "haHousekeepingInterval": "8000",
+            "haTransferBatchSize": "65536",
+            "haSlaveFallbehindMax": "1024",
+            "accessMessageInMemoryMaxRatio": "30",
+            "slaveReadEnable": "true",
+        },
+        environ={},
+    )
+    assert (c.broker_id, c.ha_port, c.ha_master_address) == (2, 10922, "10.0.0.1:10912")
+    assert (c.ha_send_heartbeat_interval, c.ha_housekeeping_interval, c.ha_transfer_batch_size) == (1000, 8000, 65536)
+    assert (c.ha_slave_fallbehind_max, c.access_message_in_memory_max_ratio, c.slave_read_enable) == (1024, 30, True)
 
 
 def test_namesrv_addr_env_is_the_fallback() -> None:

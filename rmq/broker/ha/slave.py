@@ -1,0 +1,208 @@
+"""The slave's side of HA replication (RocketMQ 4.x HAService.HAClient).
+
+The slave connects to its master's HA address (haMasterAddress, else the haServerAddr the
+name server returns when the slave registers), reports its CommitLog end, and appends the
+chunks the master streams back verbatim at the same offsets; the store's normal dispatch
+builds consume queues and the index from them. It reports again after every read that
+advanced its log, and every haSendHeartbeatInterval. A connection silent for
+haHousekeepingInterval is closed; a lost master is retried every RETRY_INTERVAL.
+
+Divergence: a chunk that does not continue this slave's log (another offset than its end,
+or bytes that are no record of it) means the two logs have parted. The slave then stops
+replicating with an error saying so, keeps serving reads of what it has, and writes nothing
+more: copying on would corrupt its store. Bytes that break the HA protocol only close the
+connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.ha import ChunkDecoder, encode_report
+from rmq.store import StoreError
+
+from ..processors.common import host_port
+from . import unwrapped
+from .rate import ByteRate
+
+if TYPE_CHECKING:
+    from rmq.store import MessageStore
+
+    from ..controller import BrokerController
+
+log = logging.getLogger("rmq.broker.ha")
+
+RETRY_INTERVAL = 5.0  # seconds between connection attempts (RocketMQ's HAClient waits 5 s)
+CONNECT_TIMEOUT = 3.0
+RECEIVE_SIZE = 256 * 1024
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class HAClient:
+    """Keeps a slave's CommitLog a copy of its master's."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.fixed_address = bool(self.config.ha_master_address)
+        self.master_ha_addr = self.config.ha_master_address  # "" until known
+        self.master_addr = ""  # the master's broker address, from the name server
+        self.connected = False
+        self.diverged: str | None = None
+        self.last_read_ms = 0
+        self.last_write_ms = 0
+        self.last_master_offset = 0  # the end of the last chunk the master sent
+        self.reconnects = 0
+        self.rate = ByteRate()
+        self._address_changed = trio.Event()
+        self._advanced = trio.Event()  # the log grew: report at once
+        self._session: trio.CancelScope | None = None
+
+    @property
+    def store(self) -> MessageStore:
+        return self.broker.message_store
+
+    def update_master(self, master_addr: str | None, ha_addr: str | None) -> None:
+        """What the name server said about our master when we registered."""
+        if master_addr:
+            self.master_addr = master_addr
+        if ha_addr and not self.fixed_address and ha_addr != self.master_ha_addr:
+            log.info("HA master address is now %s", ha_addr)
+            self.master_ha_addr = ha_addr
+            if self._session is not None:
+                self._session.cancel()  # reconnect to the new one
+            self._address_changed.set()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        task_status.started()
+        while self.diverged is None:
+            if not self.master_ha_addr:
+                self._address_changed = trio.Event()
+                with trio.move_on_after(RETRY_INTERVAL):
+                    await self._address_changed.wait()
+                continue
+            try:
+                await self._session_once(self.master_ha_addr)
+            except StoreError as exc:
+                self.diverged = str(exc)
+                log.error(
+                    "HA replication from %s STOPPED: this slave's CommitLog has diverged from its master's: %s. "
+                    "It keeps serving what it holds; to copy the master again, move its store aside and "
+                    "start it with an empty one.",
+                    self.master_ha_addr, exc,
+                )  # fmt: skip
+                break
+            except ProtocolError as exc:
+                log.warning("HA master %s sent bad data, closing: %s", self.master_ha_addr, exc)
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+                log.info("HA master %s unreachable or lost: %s", self.master_ha_addr, exc)
+            finally:
+                self.connected = False
+            self.reconnects += 1
+            await trio.sleep(RETRY_INTERVAL)
+        await trio.sleep_forever()
+
+    async def _session_once(self, address: str) -> None:
+        host, port = host_port(address)
+        with trio.fail_after(CONNECT_TIMEOUT):
+            stream = await trio.open_tcp_stream(host, port)
+        async with stream, unwrapped(), trio.open_nursery() as nursery:
+            self.connected = True
+            self._session = nursery.cancel_scope
+            log.info("HA connected to master %s, reporting offset %d", address, self.store.max_phy_offset)
+            try:
+                nursery.start_soon(self._report_loop, stream, nursery.cancel_scope)
+                await self._read_loop(stream)
+                nursery.cancel_scope.cancel()
+            finally:
+                self._session = None
+
+    async def _report_loop(self, stream: trio.SocketStream, scope: trio.CancelScope) -> None:
+        """Report now, then whenever the log advanced, and at least every heartbeat interval.
+        A report that cannot be sent for haHousekeepingInterval closes the connection."""
+        heartbeat = self.config.ha_send_heartbeat_interval / 1000
+        housekeeping = self.config.ha_housekeeping_interval / 1000
+        while True:
+            self._advanced = trio.Event()
+            with trio.move_on_after(housekeeping) as timer:
+                await stream.send_all(encode_report(self.store.max_phy_offset))
+            if timer.cancelled_caught:
+                log.warning("HA master took no report for %.0f s: closing", housekeeping)
+                scope.cancel()
+                return
+            self.last_write_ms = _now_ms()
+            with trio.move_on_after(heartbeat):
+                await self._advanced.wait()
+
+    async def _read_loop(self, stream: trio.SocketStream) -> None:
+        decoder = ChunkDecoder()
+        store = self.broker.store
+        idle = self.config.ha_housekeeping_interval / 1000
+        while True:
+            with trio.move_on_after(idle) as timer:
+                data = await stream.receive_some(RECEIVE_SIZE)
+            if timer.cancelled_caught:
+                log.warning("HA master silent for %.0f s: closing", idle)
+                return
+            if not data:
+                log.info("HA master closed the connection")
+                return
+            self.last_read_ms = _now_ms()
+            self.rate.add(len(data))
+            decoder.feed(data)
+            moved = False
+            for offset, chunk in decoder:
+                mine = self.store.max_phy_offset
+                if mine and offset != mine:
+                    raise StoreError(f"the master sent data at offset {offset}, this slave's CommitLog ends at {mine}")
+                store.append_replica(offset, chunk)
+                self.last_master_offset = offset + len(chunk)
+                moved = moved or bool(chunk)
+            if moved:
+                self._advanced.set()
+
+    # -- status --------------------------------------------------------------------------
+
+    def runtime_info(self) -> dict[str, Any]:
+        """RocketMQ 5.x's HARuntimeInfo of a slave."""
+        return {
+            "master": False,
+            "masterCommitLogMaxOffset": 0,
+            "inSyncSlaveNums": 0,
+            "haConnectionInfo": [],
+            "haClientRuntimeInfo": {
+                "masterAddr": self.master_ha_addr,
+                "transferredByteInSecond": self.rate.per_second(),
+                "maxOffset": self.store.max_phy_offset,
+                "lastReadTimestamp": self.last_read_ms,
+                "lastWriteTimestamp": self.last_write_ms,
+                "masterFlushOffset": self.last_master_offset,
+                "isActivated": self.connected and self.diverged is None,
+            },
+        }
+
+    async def status_fields(self) -> dict[str, str]:
+        """Extra GET_BROKER_RUNTIME_INFO keys of a slave: where its master stands and how far
+        behind it is (asked of the master now; empty when it cannot be reached)."""
+        mine = self.store.max_phy_offset
+        fields = {
+            "masterAddr": self.master_addr,
+            "haMasterAddress": self.master_ha_addr,
+            "haConnected": "true" if self.connected else "false",
+            "haLastReadTimestamp": str(self.last_read_ms),
+            "haDiverged": self.diverged or "",
+        }
+        sync = self.broker.slave_sync
+        master_end = await sync.master_max_offset() if sync is not None and self.master_addr else None
+        if master_end is not None:
+            fields["masterPutWhere"] = str(master_end)
+            fields["slaveFallBehind"] = str(max(0, master_end - mine))
+        return fields

@@ -1,0 +1,155 @@
+"""Master/slave replication in one process: real sockets, real stores (the multi-process and
+SIGKILL tests are in test_ha_processes.py)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from rmq.broker.controller import BrokerController
+from rmq.client import Message, Producer
+from rmq.namesrv.config import NamesrvConfig
+from rmq.namesrv.server import NamesrvServer
+
+from ..cluster import broker_config
+
+
+@pytest.fixture
+async def namesrv() -> AsyncIterator[NamesrvServer]:
+    async with NamesrvServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=None)) as ns:
+        yield ns
+
+
+async def start(nursery: trio.Nursery, store: Path, namesrv: NamesrvServer, **props: str) -> BrokerController:
+    broker = BrokerController(broker_config(store, namesrv.address, **props))
+    await nursery.start(broker.serve)
+    return broker
+
+
+async def caught_up(master: BrokerController, slave: BrokerController, timeout: float = 10) -> None:
+    with trio.fail_after(timeout):
+        while slave.message_store.max_phy_offset != master.message_store.max_phy_offset:
+            await trio.sleep(0.01)
+        await slave.store.wait_dispatched()
+
+
+def commitlog_bytes(broker: BrokerController, start: int, end: int) -> bytes:
+    out = b""
+    offset = start
+    while offset < end:
+        chunk = broker.message_store.transfer_data(offset, end - offset)
+        assert chunk
+        out += chunk
+        offset += len(chunk)
+    return out
+
+
+async def test_slave_copies_the_master_byte_for_byte(tmp_path: Path, namesrv: NamesrvServer) -> None:
+    async with trio.open_nursery() as nursery:
+        master = await start(nursery, tmp_path / "m", namesrv, brokerRole="ASYNC_MASTER")
+        slave = await start(nursery, tmp_path / "s", namesrv, brokerRole="SLAVE", brokerId="1")
+        async with Producer("PG", namesrv=namesrv.address) as producer:
+            for i in range(200):
+                await producer.send(Message("HaTopic", f"body-{i}".encode() * 20, keys=f"k{i}", tags="T"))
+        await caught_up(master, slave)
+        end = master.message_store.max_phy_offset
+        assert commitlog_bytes(slave, 0, end) == commitlog_bytes(master, 0, end)
+        for q in range(4):
+            assert slave.message_store.get_max_offset_in_queue(
+                "HaTopic", q
+            ) == master.message_store.get_max_offset_in_queue("HaTopic", q)
+        assert slave.message_store.query_message("HaTopic", "k7", 10, 0, 2**62).records
+        assert isinstance(slave.ha.runtime_info(), dict)
+        info = master.ha.runtime_info()
+        assert info["master"] and info["inSyncSlaveNums"] == 1
+        assert info["haConnectionInfo"][0]["slaveAckOffset"] == end
+        master.shutdown()
+        slave.shutdown()
+
+
+async def test_sync_master_answers_after_the_slave_acks(tmp_path: Path, namesrv: NamesrvServer) -> None:
+    async with trio.open_nursery() as nursery:
+        master = await start(nursery, tmp_path / "m", namesrv, brokerRole="SYNC_MASTER", syncFlushTimeout="1000")
+        async with Producer("PG", namesrv=namesrv.address, retry_times=0) as producer:
+            # no slave yet: the message is stored, the answer says no slave has it
+            result = await producer.send(Message("SyncTopic", b"lonely"))
+            assert result.status.value == "SLAVE_NOT_AVAILABLE"
+            slave = await start(nursery, tmp_path / "s", namesrv, brokerRole="SLAVE", brokerId="1")
+            with trio.fail_after(10):
+                while not master.ha.connections or min(c.ack_offset for c in master.ha.connections) < 0:
+                    await trio.sleep(0.01)
+            for i in range(50):
+                result = await producer.send(Message("SyncTopic", f"m{i}".encode()))
+                assert result.status.value == "SEND_OK"
+                assert slave.message_store.max_phy_offset >= master.message_store.max_phy_offset
+            # the slave goes away: waits end at once rather than hang
+            slave.shutdown()
+            await slave.wait_stopped()
+            result = await producer.send(Message("SyncTopic", b"after"))
+            assert result.status.value in ("SLAVE_NOT_AVAILABLE", "FLUSH_SLAVE_TIMEOUT")
+        master.shutdown()
+
+
+async def test_slave_syncs_metadata_and_refuses_writes(tmp_path: Path, namesrv: NamesrvServer) -> None:
+    async with trio.open_nursery() as nursery:
+        master = await start(nursery, tmp_path / "m", namesrv)
+        master.topics.create_if_absent("OnlyOnMaster", 3, 6)
+        master.offsets.commit("CG", "OnlyOnMaster", 1, 42)
+        slave = await start(nursery, tmp_path / "s", namesrv, brokerRole="SLAVE", brokerId="1")
+        with trio.fail_after(10):
+            while slave.slave_sync.rounds == 0:
+                await trio.sleep(0.05)
+        assert slave.topics.get("OnlyOnMaster") is not None
+        assert slave.offsets.query("CG", "OnlyOnMaster", 1) == 42
+        assert slave.ha.master_addr == master.address
+        master.shutdown()
+        slave.shutdown()
+
+
+async def test_slave_restarted_catches_up_from_its_own_offset(tmp_path: Path, namesrv: NamesrvServer) -> None:
+    async with trio.open_nursery() as nursery:
+        master = await start(nursery, tmp_path / "m", namesrv)
+        slave = await start(nursery, tmp_path / "s", namesrv, brokerRole="SLAVE", brokerId="1")
+        async with Producer("PG", namesrv=namesrv.address) as producer:
+            for _ in range(50):
+                await producer.send(Message("R", b"x" * 500))
+            await caught_up(master, slave)
+            slave.shutdown()
+            await slave.wait_stopped()
+            before = slave.message_store  # closed; its end offset is where the new one resumes
+            for _ in range(50):
+                await producer.send(Message("R", b"y" * 500))
+            slave = await start(nursery, tmp_path / "s", namesrv, brokerRole="SLAVE", brokerId="1")
+            await caught_up(master, slave)
+        conn = next(iter(master.ha.connections))
+        assert conn.transfer_from == before.commitlog.max_offset > 0
+        master.shutdown()
+        slave.shutdown()
+
+
+async def test_empty_slave_starts_at_the_masters_last_file(tmp_path: Path, namesrv: NamesrvServer) -> None:
+    async with trio.open_nursery() as nursery:
+        master = await start(nursery, tmp_path / "m", namesrv)
+        async with Producer("PG", namesrv=namesrv.address) as producer:
+            while len(master.message_store.commitlog.files.files) < 3:
+                await producer.send(Message("Big", b"z" * 60_000))
+        slave = await start(nursery, tmp_path / "s", namesrv, brokerRole="SLAVE", brokerId="1")
+        await caught_up(master, slave)
+        last = master.message_store.commitlog.files.files[-1].start
+        assert slave.message_store.min_phy_offset == last
+        end = master.message_store.max_phy_offset
+        assert commitlog_bytes(slave, last, end) == commitlog_bytes(master, last, end)
+        # its consume queues start where the master's last file does
+        ms = slave.message_store
+        queues = [q for q in range(4) if ms.get_max_offset_in_queue("Big", q)]
+        assert queues
+        for q in queues:
+            low = ms.get_min_offset_in_queue("Big", q)
+            assert low > 0  # the queue starts where the copied part of the log does
+            assert ms.get_max_offset_in_queue("Big", q) == master.message_store.get_max_offset_in_queue("Big", q)
+            assert ms.get_message("Big", q, low, 32).status.name == "FOUND"
+        master.shutdown()
+        slave.shutdown()
