@@ -619,7 +619,11 @@ def main(argv: list[str]) -> None:
     try:
         if len(argv) != 2:
             raise ValueError("usage: cpp_child.py '<json spec>'")
-        spec = json.loads(argv[1])
+        arg = argv[1]
+        if arg.startswith("@"):  # a spec too long for the command line is passed as a file
+            with open(arg[1:], encoding="utf-8") as f:
+                arg = f.read()
+        spec = json.loads(arg)
         scenario_cls = _SCENARIOS[spec["scenario"]]
     except Exception as exc:  # noqa: BLE001
         emit("error", where="arguments", **_error_fields(exc))

@@ -627,7 +627,12 @@ class _Lines:
 
 
 def _command(spec: Spec, home: Path) -> list[str]:
-    return [sys.executable, "-X", "faulthandler", str(CHILD_SCRIPT), json.dumps(spec.to_child(home))]
+    text = json.dumps(spec.to_child(home))
+    if len(text) > 64 * 1024:  # Linux caps one argument at 128 KiB
+        path = home / "spec.json"
+        path.write_text(text, encoding="utf-8")
+        text = f"@{path}"
+    return [sys.executable, "-X", "faulthandler", str(CHILD_SCRIPT), text]
 
 
 def _child_env() -> dict[str, str]:

@@ -85,9 +85,13 @@ class HAClient:
         task_status.started()
         while self.diverged is None:
             if not self.master_ha_addr:
+                # No master registered yet when we last registered: ask again sooner than the
+                # registration period, so a slave started before its master follows it quickly.
                 self._address_changed = trio.Event()
                 with trio.move_on_after(RETRY_INTERVAL):
                     await self._address_changed.wait()
+                if not self.master_ha_addr and self.broker.registration is not None:
+                    self.broker.registration.trigger()
                 continue
             try:
                 await self._session_once(self.master_ha_addr)

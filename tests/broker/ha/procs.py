@@ -1,0 +1,171 @@
+"""Brokers as real processes (`python -m rmq broker -c broker.conf`), for tests that kill them
+with SIGKILL or pause them with SIGSTOP. The name server runs in the test's own process.
+
+    b = BrokerProcess(tmp_path / "a-m", namesrv, "broker-a", role="SYNC_MASTER")
+    b.start()            # returns once the broker printed its boot line
+    b.kill()             # SIGKILL; the store stays on disk as the crash left it
+    b.start()            # the same store and ports again
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from rmq.store.commitlog import iter_commitlog
+
+ROOT = Path(__file__).resolve().parents[3]
+COMMITLOG_SIZE = 1024 * 1024
+
+
+def free_port_block(size: int = 4) -> int:
+    """A port p with p-2 .. p+size-1 all free now (a broker uses listenPort-2, listenPort, +1)."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base < 1100 or base + size > 65000:
+            continue
+        socks = []
+        try:
+            for p in range(base - 2, base + size):
+                t = socket.socket()
+                socks.append(t)
+                t.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no free block of ports")
+
+
+class BrokerProcess:
+    def __init__(
+        self,
+        store: Path,
+        namesrv: str,
+        name: str,
+        *,
+        role: str = "ASYNC_MASTER",
+        broker_id: int | None = None,
+        port: int | None = None,
+        flush: str = "ASYNC_FLUSH",
+        **extra: str,
+    ) -> None:
+        self.store = store
+        self.name = name
+        self.role = role
+        self.port = port or free_port_block()
+        self.proc: subprocess.Popen[str] | None = None
+        props = {
+            "brokerClusterName": "HaCluster",
+            "brokerName": name,
+            "brokerId": str(broker_id if broker_id is not None else (1 if role == "SLAVE" else 0)),
+            "brokerRole": role,
+            "namesrvAddr": namesrv,
+            "brokerIP1": "127.0.0.1",
+            "bindAddress": "127.0.0.1",
+            "listenPort": str(self.port),
+            "storePathRootDir": str(store),
+            "flushDiskType": flush,
+            "mappedFileSizeCommitLog": str(COMMITLOG_SIZE),
+            "mappedFileSizeConsumeQueue": str(3000 * 20),
+            "maxMessageSize": str(256 * 1024),
+            "registerNameServerPeriod": "10000",
+            **extra,
+        }
+        store.mkdir(parents=True, exist_ok=True)
+        self.conf = store.parent / f"{store.name}.conf"
+        self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.log_path = store.parent / f"{store.name}.log"
+
+    @property
+    def address(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def ha_address(self) -> str:
+        return f"127.0.0.1:{self.port + 1}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def start(self, timeout: float = 30.0) -> None:
+        env = {**os.environ, "RMQ_RUN_DIR": str(self.store.parent / "run"), "PYTHONUNBUFFERED": "1"}
+        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the process's lifetime
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rmq", "broker", "-c", str(self.conf)],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        log.close()
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if "boot success" in line:
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        raise RuntimeError(f"broker {self.name} did not start; its log:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text()[-6000:]
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no flush, the abort file stays."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGCONT)
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def commitlog(self) -> dict[int, bytes]:
+        """Every record on disk, by offset (read-only; works on a killed broker's store)."""
+        return dict(iter_commitlog(str(self.store / "commitlog"), COMMITLOG_SIZE))
+
+    def commitlog_range(self, start: int, end: int) -> bytes:
+        out = bytearray()
+        directory = self.store / "commitlog"
+        for name in sorted(os.listdir(directory)):
+            base = int(name)
+            if base + COMMITLOG_SIZE <= start or base >= end:
+                continue
+            with open(directory / name, "rb") as f:
+                data = f.read()
+            lo, hi = max(start, base) - base, min(end, base + COMMITLOG_SIZE) - base
+            out += data[lo:hi]
+        return bytes(out)
