@@ -134,6 +134,7 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    GET_BROKER_HA_STATUS = 907  # RocketMQ 5.x: HARuntimeInfo of a master or slave
 
 
 class ResponseCode(enum.IntEnum):

@@ -66,7 +66,6 @@ class AdminProcessor:
             RequestCode.UPDATE_AND_CREATE_TOPIC: self.create_topic,
             RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
             RequestCode.GET_ALL_TOPIC_CONFIG: self.all_topics,
-            RequestCode.GET_BROKER_RUNTIME_INFO: self.runtime_info,
             RequestCode.GET_TOPIC_STATS_INFO: self.topic_stats,
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
@@ -78,14 +77,23 @@ class AdminProcessor:
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
             RequestCode.GET_BROKER_CONFIG: self.broker_config,
+            RequestCode.GET_BROKER_HA_STATUS: self.ha_status,
         }
 
     @property
     def codes(self) -> tuple[int, ...]:
-        return tuple(self._handlers)
+        return (*self._handlers, RequestCode.GET_BROKER_RUNTIME_INFO)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.GET_BROKER_RUNTIME_INFO:
+            return await self.runtime_info(request)
         return self._handlers[request.code](request)
+
+    def ha_status(self, request: RemotingCommand) -> RemotingCommand:
+        ha = self.broker.ha
+        if ha is None:
+            return fail(request, ResponseCode.SYSTEM_ERROR, "replication is not running on this broker")
+        return ok(request, body=json_body.dumps(ha.runtime_info()))
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -286,7 +294,7 @@ class AdminProcessor:
         version = json_body.dumps(self.broker.topics.data_version.to_json()).decode()
         return ok(request, {"version": version}, text.encode("utf-8"))
 
-    def runtime_info(self, request: RemotingCommand) -> RemotingCommand:
+    async def runtime_info(self, request: RemotingCommand) -> RemotingCommand:
         broker = self.broker
         store = broker.message_store
         stats = broker.stats
@@ -330,7 +338,11 @@ class AdminProcessor:
             "bootTimestamp": str(int(broker.boot_time * 1000)),
             "runtime": f"[ {days} days, {hours} hours, {minutes} minutes, {seconds} seconds ]",
             "pid": str(os.getpid()),
+            "brokerRole": broker.config.broker_role.value,
+            "brokerId": str(broker.config.broker_id),
         }
+        if broker.ha is not None:
+            table.update(await broker.ha.status_fields())
         return ok(request, body=json_body.dumps({"table": table}))
 
 

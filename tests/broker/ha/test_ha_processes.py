@@ -25,8 +25,6 @@ from .procs import BrokerProcess
 
 pytestmark = [pytest.mark.slow]
 
-HA_STATUS = 907  # GET_BROKER_HA_STATUS, as RocketMQ 5.x numbers it
-
 
 @pytest.fixture
 async def namesrv() -> AsyncIterator[NamesrvServer]:
@@ -67,10 +65,10 @@ async def wait_caught_up(master: BrokerProcess, slave: BrokerProcess, timeout: f
 
 
 async def wait_connected(master: BrokerProcess, slaves: int = 1, timeout: float = 20) -> None:
-    """Until the master's GET_BROKER_HA_STATUS shows ``slaves`` connected slaves."""
+    """Until the master's GET_BROKER_RequestCode.GET_BROKER_HA_STATUS shows ``slaves`` connected slaves."""
     with trio.fail_after(timeout):
         while True:
-            info = await call(master.address, HA_STATUS)
+            info = await call(master.address, RequestCode.GET_BROKER_HA_STATUS)
             if info.code == ResponseCode.SUCCESS:
                 conns = json_body.loads(info.body)["haConnectionInfo"]
                 if sum(1 for c in conns if c["slaveAckOffset"] >= 0) >= slaves:
@@ -178,7 +176,7 @@ async def test_async_master_lag_is_bounded_and_vanishes(
             await producer.send(Message("HaAsync", b"after-%d" % i))
     slave.start()
     await wait_caught_up(master, slave)
-    info = await call(master.address, HA_STATUS)
+    info = await call(master.address, RequestCode.GET_BROKER_HA_STATUS)
     conns = json_body.loads(info.body)["haConnectionInfo"]
     assert conns and conns[0]["transferFromWhere"] > 0
 
