@@ -387,6 +387,8 @@ class PushConsumer(ConsumerBase):
                 )
             except MQClientError as exc:
                 log.info("pull from %s failed: %s", mq, exc)
+                state.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
+                await self.instance.route_failed(mq.topic)
                 await trio.sleep(cfg.pull_error_delay)
                 continue
             state.broker_id = result.suggest_which_broker_id

@@ -41,6 +41,7 @@ from .route import MASTER_ID, BrokerData, TopicRoute, brokers_of
 log = logging.getLogger("rmq.client.instance")
 
 UNREGISTER_TIMEOUT = 3.0
+ROUTE_RETRY_INTERVAL = 1.0  # seconds between route refreshes a failing topic may cause
 
 
 class Member(Protocol):
@@ -82,6 +83,7 @@ class ClientInstance:
         self.namesrv = config.namesrv
         self.routes: dict[str, TopicRoute] = {}
         self.brokers: dict[str, BrokerData] = {}
+        self._route_retried: dict[str, float] = {}
         self.broker_versions: dict[str, int] = {}
         self._ns_index = random.randrange(len(self.namesrv)) if self.namesrv else 0
         self._members: list[Member] = []
@@ -196,6 +198,19 @@ class ClientInstance:
     def master_addr(self, broker_name: str) -> str | None:
         bd = self.brokers.get(broker_name)
         return bd.master_addr if bd is not None else None
+
+    async def route_failed(self, topic: str) -> None:
+        """A call to a broker of `topic` failed: fetch its route again now, at most once per
+        ROUTE_RETRY_INTERVAL, so that a dead master's queues move to its slave (or a new
+        master) without waiting for the 30 s poll."""
+        now = trio.current_time()
+        if now - self._route_retried.get(topic, -ROUTE_RETRY_INTERVAL) < ROUTE_RETRY_INTERVAL:
+            return
+        self._route_retried[topic] = now
+        try:
+            await self.update_route(topic)
+        except MQClientError as exc:
+            log.info("route refresh of %s after a failure failed: %s", topic, exc)
 
     def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
         """Address of `broker_id` of `broker_name`, else its master, else any of its brokers."""

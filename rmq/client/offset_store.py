@@ -98,13 +98,22 @@ class RemoteOffsetStore(_Table):
             raise MQClientError(f"the broker {mq.broker_name} does not exist")
         return addr
 
+    async def _read_addr(self, mq: MessageQueue) -> str:
+        """Offsets are read from the master, or from a slave while the master is gone (a slave
+        copies its master's offsets every 10 s); they are only ever committed to the master."""
+        if self.instance.master_addr(mq.broker_name) is None:
+            addr = self.instance.broker_addr(mq.broker_name)
+            if addr is not None:
+                return addr
+        return await self._addr(mq)
+
     async def read(self, mq: MessageQueue, how: ReadType) -> int:
         if how is not ReadType.STORE:
             offset = self.table.get(mq)
             if offset is not None or how is ReadType.MEMORY:
                 return NO_OFFSET if offset is None else offset
         try:
-            offset = await self.instance.api.query_consumer_offset(await self._addr(mq), self.group, mq)
+            offset = await self.instance.api.query_consumer_offset(await self._read_addr(mq), self.group, mq)
         except MQBrokerError as exc:
             log.info("query offset of %s failed: %s", mq, exc)
             return NO_OFFSET

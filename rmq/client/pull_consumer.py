@@ -34,6 +34,7 @@ from .instance import ClientInstance
 from .message import MessageQueue, check_topic
 from .offset_store import ReadType
 from .rebalance import AllocateStrategy, allocate_averagely
+from .route import MASTER_ID
 
 log = logging.getLogger("rmq.client.pull_consumer")
 
@@ -43,12 +44,13 @@ STOP_TIMEOUT = 10.0
 
 
 class _Queue:
-    __slots__ = ("consumed", "gen", "mq", "next_offset", "scope")
+    __slots__ = ("broker_id", "consumed", "gen", "mq", "next_offset", "scope")
 
     def __init__(self, mq: MessageQueue) -> None:
         self.mq = mq
         self.scope = trio.CancelScope()
         self.gen = 0
+        self.broker_id = MASTER_ID  # where the broker suggested pulling from next
         self.next_offset = -1  # where the pull task goes next; -1: ask the offset store
         self.consumed = -1  # offset after the last message poll() returned; -1: none
 
@@ -294,11 +296,15 @@ class PullConsumer(ConsumerBase):
                         timeout=cfg.consumer_timeout_when_suspend,
                         commit=False,
                         lite=True,
+                        broker_id=q.broker_id,
                     )
                 except MQClientError as exc:
                     log.info("pull from %s failed: %s", q.mq, exc)
+                    q.broker_id = MASTER_ID
+                    await self.instance.route_failed(q.mq.topic)
                     await trio.sleep(cfg.pull_error_delay)
                     continue
+                q.broker_id = result.suggest_which_broker_id
                 if q.gen != gen:
                     return
                 if result.status == PullStatus.OFFSET_ILLEGAL:

@@ -190,8 +190,15 @@ class PullProcessor:
             _filter_records(result, sql)
         code, next_offset = self._code(header, result)
         suggest = MASTER_ID
-        if result.suggest_pulling_from_slave and broker.config.slave_read_enable:
-            suggest = group_config.which_broker_when_consume_slowly
+        if broker.config.slave_read_enable:
+            # A consumer reading further behind the log's end than fits in memory is sent to
+            # a slave (the group's whichBrokerWhenConsumeSlowly), sparing the master's disk.
+            lagging = result.suggest_pulling_from_slave or (
+                bool(result.queue_offsets)
+                and broker.is_in_disk(header.topic, header.queue_id, result.queue_offsets[-1])
+            )
+            if lagging:
+                suggest = group_config.which_broker_when_consume_slowly
         ext = PullMessageResponseHeader(
             suggest_which_broker_id=suggest,
             next_begin_offset=next_offset,

@@ -3,7 +3,10 @@ C++ client sending and consuming, the HA port fuzzed."""
 
 from __future__ import annotations
 
+import base64
+import os
 import random
+import signal
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -11,7 +14,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from rmq.client import Message, Producer
+from rmq.client import ConsumeFromWhere, Message, Producer, PushConsumer
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -19,7 +22,7 @@ from rmq.protocol import body as json_body
 from rmq.protocol.ha import encode_chunk, encode_report
 from rmq.protocol.message import decode_record
 from rmq.remoting import RemotingClient
-from tests.interop.cpp_client import produce, requires_cpp_client, start_scenario
+from tests.interop.cpp_client import produce, push_consume, requires_cpp_client, start_scenario
 
 from .procs import BrokerProcess
 
@@ -250,3 +253,96 @@ async def test_ha_port_fuzz_closes_connections_and_writes_nothing(
         slave.stop()
         assert slave.commitlog() == {}, name
     fake.close()
+
+
+async def slave_committed(slave: BrokerProcess, group: str, topic: str) -> int:
+    total = 0
+    for q in range(4):
+        r = await call(
+            slave.address,
+            RequestCode.QUERY_CONSUMER_OFFSET,
+            {"consumerGroup": group, "topic": topic, "queueId": str(q)},
+        )
+        total += int(r.ext_fields.get("offset", "0")) if r.code == ResponseCode.SUCCESS else 0
+    return total
+
+
+@pytest.mark.interop
+@requires_cpp_client
+async def test_consumers_fail_over_to_the_slave_and_back(
+    tmp_path: Path, namesrv: NamesrvServer, procs: list[BrokerProcess]
+) -> None:
+    """With the master killed, the C++ push consumer and ours consume the rest from the slave;
+    when the master is back they go on, redelivering at most what the outage saw."""
+    ns = namesrv.address
+    topic = "HaFailover"
+    master = start(procs, BrokerProcess(tmp_path / "m", ns, "broker-a", role="ASYNC_MASTER"))
+    slave = start(procs, BrokerProcess(tmp_path / "s", ns, "broker-a", role="SLAVE"))
+    await create_topic(master.address, topic)
+    await wait_connected(master)
+    ours: list[str] = []
+    theirs: list[str] = []
+
+    def handler(msg: object) -> None:
+        ours.append(msg.body.decode())  # type: ignore[attr-defined]
+
+    async def send(prefix: str, n: int) -> None:
+        async with Producer(f"pg-{prefix}", namesrv=ns) as producer:
+            for i in range(n):
+                assert (await producer.send(Message(topic, f"{prefix}-{i}".encode()))).status.value == "SEND_OK"
+
+    async def until(pred: object, timeout: float, what: str) -> None:
+        with trio.move_on_after(timeout):
+            while not pred():  # type: ignore[operator]
+                await trio.sleep(0.1)
+            return
+        raise AssertionError(f"timed out waiting for {what}: ours {len(ours)}, C++ {len(theirs)}")
+
+    def got(seen: list[str], prefix: str, n: int) -> bool:
+        return {f"{prefix}-{i}" for i in range(n)} <= set(seen)
+
+    spec = push_consume(ns, topic, 300, group="CG-cpp", time_limit=110)
+    async with start_scenario(spec) as run:
+        await run.wait_for("started")
+        consumer = PushConsumer("CG-py", namesrv=ns, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
+        consumer.subscribe(topic)
+        async with consumer:
+
+            def cpp_seen() -> list[str]:
+                theirs[:] = [
+                    base64.b64decode(e["body_b64"]).decode()
+                    for e in run.events
+                    if e.get("event") == "message" and e.get("result") == "CONSUME_SUCCESS"
+                ]
+                return theirs
+
+            await trio.sleep(1)
+            await send("a", 100)
+            await until(lambda: got(ours, "a", 100) and got(cpp_seen(), "a", 100), 30, "batch a")
+        # ours is closed (offsets committed), the C++ consumer frozen: batch b waits for both
+        with trio.fail_after(20):
+            while await slave_committed(slave, "CG-py", topic) < 100:
+                await trio.sleep(0.5)
+        os.kill(run.pid, signal.SIGSTOP)
+        try:
+            await send("b", 100)
+            await wait_caught_up(master, slave)
+            master.kill()
+        finally:
+            os.kill(run.pid, signal.SIGCONT)
+        consumer = PushConsumer(
+            "CG-py", namesrv=ns, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, pull_error_delay=0.5
+        )
+        consumer.subscribe(topic)
+        async with consumer:
+            await until(lambda: got(ours, "b", 100) and got(cpp_seen(), "b", 100), 60, "batch b from the slave")
+            master.start()
+            await send("c", 100)
+            await until(lambda: got(ours, "c", 100) and got(cpp_seen(), "c", 100), 60, "batch c")
+        result = await run.wait()
+    for name, seen in (("ours", ours), ("C++", cpp_seen())):
+        for prefix in "abc":
+            assert got(seen, prefix, 100), (name, prefix)
+        duplicates = len(seen) - len(set(seen))
+        assert duplicates <= 100, f"{name} got {duplicates} duplicates"
+    assert result.messages
