@@ -2,6 +2,13 @@
 
 For a newcomer's first minute and for embedding: the same objects tests start, in one
 Trio run. Ctrl-C (or SIGTERM) stops both cleanly.
+
+`rmq dev --cluster 2m-2s-sync` (or `2m-2s-async`) runs RocketMQ's two-group deployment
+instead: broker-a and broker-b, each a master (SYNC_MASTER or ASYNC_MASTER) and a SLAVE
+replicating it over the HA port, with the ports and roles of the example files in
+conf/2m-2s-*/. All five servers share this one process (one Trio run): it starts in about
+a second and stops cleanly with Ctrl-C, which is what a first look needs; to see a master
+die for real, start the same conf files as separate `mqbroker -c` processes and kill one.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import logging
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -24,10 +32,57 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", default="store", help="store root directory (default ./store)")
     parser.add_argument("--host", default="127.0.0.1", help="address both servers listen on (default 127.0.0.1)")
     parser.add_argument("--namesrv-port", type=int, default=9876, help="default 9876")
-    parser.add_argument("--broker-port", type=int, default=10911, help="default 10911")
+    parser.add_argument(
+        "--broker-port", type=int, default=10911, help="default 10911 (with --cluster: the first of 4, 10 apart)"
+    )
     parser.add_argument("--broker-name", default="broker-a")
+    parser.add_argument(
+        "--cluster",
+        choices=sorted(CLUSTERS),
+        help="run two broker groups, each a master and a slave, instead of one broker",
+    )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
+
+
+# (brokerName, brokerId, listenPort - base) of the 2m-2s deployments: with the default base
+# 10911 these are the ports of conf/2m-2s-*/.
+CLUSTER_BROKERS = (
+    ("broker-a", 0, 0),
+    ("broker-a", 1, 10),
+    ("broker-b", 0, 20),
+    ("broker-b", 1, 30),
+)
+CLUSTERS = {"2m-2s-sync": "SYNC_MASTER", "2m-2s-async": "ASYNC_MASTER"}
+
+
+def cluster_configs(
+    kind: str, namesrv: str, store: Path, host: str = "127.0.0.1", base_port: int = 10911
+) -> list[BrokerConfig]:
+    """The four brokers of `kind` ("2m-2s-sync" or "2m-2s-async"), stores under `store`."""
+    master_role = CLUSTERS[kind]
+    configs = []
+    for name, broker_id, port in CLUSTER_BROKERS:
+        role = master_role if broker_id == 0 else "SLAVE"
+        configs.append(
+            BrokerConfig.load(
+                None,
+                {
+                    "brokerClusterName": "DefaultCluster",
+                    "brokerName": name,
+                    "brokerId": str(broker_id),
+                    "brokerRole": role,
+                    "namesrvAddr": namesrv,
+                    "listenPort": str(base_port + port),
+                    "bindAddress": host,
+                    "brokerIP1": "127.0.0.1" if host in ("127.0.0.1", "0.0.0.0") else host,
+                    "storePathRootDir": str(store / f"{name}-{'master' if broker_id == 0 else 'slave'}"),
+                    "flushDiskType": "ASYNC_FLUSH",
+                },
+                environ={},
+            )
+        )
+    return configs
 
 
 async def run(args: argparse.Namespace) -> None:
@@ -39,6 +94,9 @@ async def run(args: argparse.Namespace) -> None:
             kv_config_path=str(store / "namesrv" / "kvConfig.json"),
         )
         async with NamesrvServer(namesrv_config) as namesrv:
+            if args.cluster:
+                await _run_cluster(args, namesrv, store, signals)
+                return
             config = BrokerConfig.load(
                 None,
                 {
@@ -59,6 +117,28 @@ async def run(args: argparse.Namespace) -> None:
                     break
                 broker.shutdown()
                 await broker.wait_stopped()
+
+
+async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: Path, signals: Any) -> None:
+    configs = cluster_configs(args.cluster, namesrv.address, store, args.host, args.broker_port)
+    print(f"The Name Server boot success. listening on {namesrv.address}", flush=True)
+    async with trio.open_nursery() as nursery:
+        brokers = []
+        for config in configs:  # masters first: their slaves find them at once
+            broker = await nursery.start(BrokerController(config).serve)
+            brokers.append(broker)
+            print(
+                f"The broker[{config.broker_name}, {broker.address}] boot success. "
+                f"role: {config.broker_role.value}, brokerId: {config.broker_id}, store: {config.store_path_root_dir}",
+                flush=True,
+            )
+        print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
+        async for _ in signals:
+            break
+        for broker in brokers:
+            broker.shutdown()
+        for broker in brokers:
+            await broker.wait_stopped()
 
 
 def main(argv: list[str] | None = None) -> int:
