@@ -560,6 +560,15 @@ class MQAdmin:
             raise MQClientError(f"malformed runtime info from {addr}: table is not an object")
         return {str(k): str(v) for k, v in table.items()}
 
+    async def broker_ha_status(self, addr: str) -> dict[str, Any]:
+        """GET_BROKER_HA_STATUS: RocketMQ 5.x's HARuntimeInfo of a master (its slaves, their
+        acked offsets and lag) or of a slave (its master, offsets and last transfers)."""
+        response = await self._request(addr, RequestCode.GET_BROKER_HA_STATUS)
+        info = self._json(response, addr, "HA status")
+        if not isinstance(info, dict):
+            raise MQClientError(f"malformed HA status from {addr}")
+        return info
+
     # -- subscription groups ----------------------------------------------------------------
 
     async def create_subscription_group(self, addr: str, config: SubscriptionGroupConfig) -> None:

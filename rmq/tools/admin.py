@@ -57,6 +57,8 @@ TOPIC_STATUS = "{:<32}  {:<4}  {:<20}  {:<20}    {}"
 CLUSTER_LIST = "{:<16}  {:<22}  {:<4}  {:<22} {:<16} {:>19} {:>19} {:>10} {:>5} {:>6}"
 CLUSTER_MORE = "{:<16}  {:<32} {:>14} {:>14} {:>14} {:>14}"
 BROKER_STATUS = "{:<32}: {}"
+HA_SLAVES = "{:<32}  {:<16} {:>16} {:>16} {:>16} {:>16}"
+HA_SLAVE_ROW = "{:<32}  {:<16d} {:>16d} {:>16.2f} {:>16} {:>16d}"
 BROKER_STATUS_ADDR = "{:<24} {:<32}: {}"
 PROGRESS = "{:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}"
 GROUPS = "{:<64}  {:<6}  {:<24} {:<5}  {:<14}  {:<7}  {}"
@@ -361,6 +363,37 @@ async def cluster_list(admin: MQAdmin, args: Args, out: Out) -> int:
                 else:
                     _cluster_row(out, cluster, name, bid, addr, table, now)
     return 1 if failed else 0
+
+
+async def ha_status(admin: MQAdmin, args: Args, out: Out) -> int:
+    """RocketMQ 5.x's haStatus layout: a master's slaves, or a slave's master."""
+    for addr in await _targets(admin, args):
+        info = await admin.broker_ha_status(addr)
+        if info.get("master"):
+            conns = info.get("haConnectionInfo") or []
+            print(f"\n#MasterAddr\t{addr}", file=out)
+            print(f"#MasterCommitLogMaxOffset\t{info.get('masterCommitLogMaxOffset', 0)}", file=out)
+            print(f"#SlaveNum\t{len(conns)}\n#InSyncSlaveNum\t{info.get('inSyncSlaveNums', 0)}", file=out)
+            row(out, HA_SLAVES, "#SlaveAddr", "#SlaveAckOffset", "#Diff", "#TransferSpeed(KB/s)", "#Status",
+                "#TransferFromWhere")  # fmt: skip
+            for c in conns:
+                print(
+                    HA_SLAVE_ROW.format(
+                        str(c.get("addr", "")), int(c.get("slaveAckOffset", 0)), int(c.get("diff", 0)),
+                        int(c.get("transferredByteInSecond", 0)) / 1024.0,
+                        "OK" if c.get("inSync") else "Fall Behind", int(c.get("transferFromWhere", 0)),
+                    ),
+                    file=out,
+                )  # fmt: skip
+        else:
+            c = info.get("haClientRuntimeInfo") or {}
+            print(f"\n#MasterAddr\t{c.get('masterAddr', '')}", file=out)
+            print(f"#CommitLogMaxOffset\t{c.get('maxOffset', 0)}", file=out)
+            print(f"#TransferSpeed(KB/s)\t{int(c.get('transferredByteInSecond', 0)) / 1024.0:.2f}", file=out)
+            print(f"#LastReadTime\t{human_ms(int(c.get('lastReadTimestamp', 0)))}", file=out)
+            print(f"#LastWriteTime\t{human_ms(int(c.get('lastWriteTimestamp', 0)))}", file=out)
+            print(f"#MasterFlushOffset\t{c.get('masterFlushOffset', 0)}", file=out)
+    return 0
 
 
 async def broker_status(admin: MQAdmin, args: Args, out: Out) -> int:
@@ -750,6 +783,7 @@ COMMANDS: dict[str, tuple[str, Runner, Callable[[Parser], None]]] = {
     "topicStatus": ("print a topic's queue offsets", topic_status, _topic),
     "clusterList": ("list brokers with their load", cluster_list, _cluster_list_args),
     "brokerStatus": ("print a broker's runtime figures", broker_status, _broker_or_cluster),
+    "haStatus": ("replication status: a master's slaves or a slave's master", ha_status, _broker_or_cluster),
     "updateSubGroup": ("create or update a subscription group", update_sub_group, _update_sub_group_args),
     "deleteSubGroup": ("delete a subscription group", delete_sub_group, _delete_sub_group_args),
     "consumerProgress": ("a group's progress (every group without -g)", consumer_progress, lambda p: _group(p, False)),

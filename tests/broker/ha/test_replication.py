@@ -3,6 +3,7 @@ SIGKILL tests are in test_ha_processes.py)."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from rmq.broker.controller import BrokerController
 from rmq.client import Message, Producer
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
+from rmq.tools.admin import run as admin_run
 
 from ..cluster import broker_config
 
@@ -151,5 +153,42 @@ async def test_empty_slave_starts_at_the_masters_last_file(tmp_path: Path, names
             assert low > 0  # the queue starts where the copied part of the log does
             assert ms.get_max_offset_in_queue("Big", q) == master.message_store.get_max_offset_in_queue("Big", q)
             assert ms.get_message("Big", q, low, 32).status.name == "FOUND"
+        master.shutdown()
+        slave.shutdown()
+
+
+async def test_mqadmin_shows_replication(tmp_path: Path, namesrv: NamesrvServer) -> None:
+    async with trio.open_nursery() as nursery:
+        master = await start(nursery, tmp_path / "m", namesrv, brokerRole="SYNC_MASTER")
+        slave = await start(nursery, tmp_path / "s", namesrv, brokerRole="SLAVE", brokerId="1")
+        async with Producer("PG", namesrv=namesrv.address) as producer:
+            with trio.fail_after(20):
+                while (await producer.send(Message("AdminHa", b"x" * 100))).status.value != "SEND_OK":
+                    await trio.sleep(0.1)
+        await caught_up(master, slave)
+        end = master.message_store.max_phy_offset
+        ns = ["-n", namesrv.address]
+
+        async def mqadmin(*argv: str) -> str:
+            out = io.StringIO()
+            assert await admin_run([*argv, *ns], out, io.StringIO()) == 0
+            return out.getvalue()
+
+        text = await mqadmin("clusterList")
+        rows = [line.split() for line in text.splitlines()[1:]]
+        assert sorted((r[1], r[2], r[3]) for r in rows) == [
+            ("broker-a", "0", master.address),
+            ("broker-a", "1", slave.address),
+        ]
+        text = await mqadmin("haStatus", "-b", master.address)
+        assert "#SlaveNum\t1" in text and "#InSyncSlaveNum\t1" in text
+        assert f" {end} " in text.replace("  ", " ") and "OK" in text
+        text = await mqadmin("haStatus", "-b", slave.address)
+        assert f"#CommitLogMaxOffset\t{end}" in text and f"#MasterAddr\t{master.ha_address}" in text
+        text = await mqadmin("brokerStatus", "-b", slave.address)
+        fields = dict(line.split(": ", 1) for line in text.splitlines())
+        assert fields["brokerRole".ljust(32)].strip() == "SLAVE"
+        assert int(fields["masterPutWhere".ljust(32)]) == end
+        assert int(fields["slaveFallBehind".ljust(32)]) == 0
         master.shutdown()
         slave.shutdown()
