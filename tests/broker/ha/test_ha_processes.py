@@ -346,3 +346,20 @@ async def test_consumers_fail_over_to_the_slave_and_back(
         duplicates = len(seen) - len(set(seen))
         assert duplicates <= 100, f"{name} got {duplicates} duplicates"
     assert result.messages
+
+
+async def test_empty_slave_process_starts_at_the_masters_last_file(
+    tmp_path: Path, namesrv: NamesrvServer, procs: list[BrokerProcess]
+) -> None:
+    ns = namesrv.address
+    master = start(procs, BrokerProcess(tmp_path / "m", ns, "broker-a"))
+    await create_topic(master.address, "HaFiles")
+    async with Producer("files", namesrv=ns) as producer:
+        while len(list((tmp_path / "m" / "commitlog").iterdir())) < 3:
+            await producer.send(Message("HaFiles", b"f" * 50_000))
+    files = sorted((tmp_path / "m" / "commitlog").iterdir())
+    slave = start(procs, BrokerProcess(tmp_path / "s", ns, "broker-a", role="SLAVE"))
+    end = await wait_caught_up(master, slave)
+    assert [f.name for f in sorted((tmp_path / "s" / "commitlog").iterdir())] == [files[-1].name]
+    last = int(files[-1].name)
+    assert slave.commitlog_range(last, end) == master.commitlog_range(last, end)
