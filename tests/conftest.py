@@ -6,13 +6,12 @@ from pathlib import Path
 
 import pytest
 
-# shared/ (captured vectors, protocol notes) sits beside the repository.
-SHARED_DIR = Path(__file__).resolve().parents[1].parent / "shared"
-VECTORS_DIR = SHARED_DIR / "vectors" / "cpp-client"
+# Frames captured from the official C++ client (tests/vectors/cpp-client/README.md). They
+# ship with the repository: a missing file is a failure, never a skip.
+VECTORS_DIR = Path(__file__).resolve().parent / "vectors" / "cpp-client"
 
 
 @pytest.fixture(scope="session")
 def vectors_dir() -> Path:
-    if not VECTORS_DIR.is_dir():
-        pytest.skip(f"captured vectors not found at {VECTORS_DIR}")
+    assert VECTORS_DIR.is_dir(), f"captured vectors missing at {VECTORS_DIR}"
     return VECTORS_DIR

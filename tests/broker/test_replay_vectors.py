@@ -1,4 +1,4 @@
-"""Replay every request the official C++ client sent (shared/vectors/cpp-client) against
+"""Replay every request the official C++ client sent (tests/vectors/cpp-client) against
 the broker, byte for byte on a raw socket, and check each answer is one that client
 accepts: JSON serialization, response flag, echoed opaque, string-only extFields and a
 plausible code."""

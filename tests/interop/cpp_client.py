@@ -36,7 +36,7 @@ should get back.
 Test modules mark themselves with ``pytestmark = [pytest.mark.interop, requires_cpp_client]``;
 ``requires_cpp_client`` skips with the import error when ``rocketmq`` cannot be loaded.
 
-What a test should know about this client (details in ``shared/vectors/cpp-client/README.md``):
+What a test should know about this client (details in ``tests/vectors/cpp-client/README.md``):
 
 * Push consumers start from CONSUME_FROM_LAST_OFFSET (the C API has no setter). For a new
   group the client asks QUERY_CONSUMER_OFFSET; on 22 QUERY_NOT_FOUND it uses GET_MAX_OFFSET

@@ -39,15 +39,13 @@ from rmq.protocol.message import (
     record_size,
     transaction_type,
 )
+from tests.conftest import VECTORS_DIR
 
-# shared/ is the sibling of the repository root (this file is tests/protocol/test_message.py).
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
-VECTORS = SHARED / "vectors" / "cpp-client"
+VECTORS = VECTORS_DIR
 
 
 def _vectors() -> Path:
-    if not VECTORS.is_dir():
-        pytest.skip(f"captured vectors not found at {VECTORS}")
+    assert VECTORS.is_dir(), f"captured vectors missing at {VECTORS}"
     return VECTORS
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import struct
-from pathlib import Path
 
 import construct
 import pytest
@@ -16,9 +15,9 @@ from rmq.protocol import properties as P
 from rmq.protocol import schema as S
 from rmq.protocol.errors import ProtocolError
 from rmq.store import formats as F
+from tests.conftest import VECTORS_DIR
 
-SHARED = Path(__file__).resolve().parents[2] / ".." / "shared"
-VECTORS = SHARED / "vectors" / "cpp-client"
+VECTORS = VECTORS_DIR
 
 
 def test_fixed_sizes_agree() -> None:
@@ -121,8 +120,7 @@ def test_mutated_records_struct_agrees_or_raises(rec: bytes, at: int, junk: byte
 
 
 def test_vectors_parse_with_the_schema() -> None:
-    if not VECTORS.is_dir():
-        pytest.skip(f"captured vectors not found at {VECTORS}")
+    assert VECTORS.is_dir(), f"captured vectors missing at {VECTORS}"
     seen = 0
     for path in sorted(VECTORS.glob("*/frames/*.bin")):
         data = path.read_bytes()
