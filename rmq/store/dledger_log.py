@@ -1,0 +1,362 @@
+"""DLedgerLog: a DLedger group member's replicated log, in DLedger's mmap file store layout.
+
+Files under ``<root>/dledger-<selfId>/`` (see rmq.protocol.dledger for the byte layout):
+
+* ``data/<20-digit offset>``: entries; ``index/<20-digit offset>``: 32 bytes per entry;
+* ``currterm``: ``currTerm`` and ``voteLeader`` (Java properties), written before a vote or a
+  new term counts;
+* ``checkpoint``: ``endIndex`` and ``committedIndex`` (Java properties).
+
+The Raft core decides what to append and truncate; this class only keeps the files right:
+entries at consecutive indexes, each at the data offset its header names, the index unit of
+every entry pointing at it, and a torn tail cut at open. Synchronous and single-threaded, like
+MessageStore; ``sync`` may run in a worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from rmq.protocol import javaprops
+from rmq.protocol.dledger import (
+    BLANK_MAGIC,
+    BODY_OFFSET,
+    INDEX_UNIT_SIZE,
+    MAGIC,
+    MIN_BLANK,
+    decode_entry_header,
+    decode_index,
+    encode_blank,
+    encode_entry,
+    encode_index,
+    patch_record_offset,
+    peek_magic_size,
+)
+from rmq.protocol.errors import ProtocolError
+
+from .errors import StoreError
+from .mapped_file_queue import MappedFileQueue
+
+log = logging.getLogger("rmq.store.dledger")
+
+DEFAULT_INDEX_FILE_SIZE = INDEX_UNIT_SIZE * 5 * 1024 * 1024  # DLedgerConfig.mappedFileSizeForEntryIndex
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    index: int
+    term: int
+    pos: int  # offset of the entry in the data files
+    body: bytes
+
+    @property
+    def record_offset(self) -> int:
+        """Where the entry's body (a 4.x message record) starts: its CommitLog offset."""
+        return self.pos + BODY_OFFSET
+
+
+class DLedgerLog:
+    """The files of one member. Opening recovers them: entries are checked from the first
+    file on (magic, size, index continuity, own position); the first bad one and everything
+    after it is cut off, data and index alike."""
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        self_id: str,
+        *,
+        data_file_size: int = 1024 * 1024 * 1024,
+        index_file_size: int = DEFAULT_INDEX_FILE_SIZE,
+    ) -> None:
+        if index_file_size % INDEX_UNIT_SIZE:
+            raise StoreError(f"index file size must be a multiple of {INDEX_UNIT_SIZE}")
+        self.path = os.path.join(os.fspath(root), f"dledger-{self_id}")
+        self.data = MappedFileQueue(os.path.join(self.path, "data"), data_file_size)
+        self.index = MappedFileQueue(os.path.join(self.path, "index"), index_file_size)
+        self.data_file_size = data_file_size
+        self.begin_index = 0  # first index held (entries before it were deleted or never copied)
+        self.end_index = -1  # last index held; -1 = empty
+        self.end_term = -1
+        self.committed_index = -1
+        self.term = 0
+        self.voted_for: str | None = None
+        os.makedirs(self.path, exist_ok=True)
+        self._load_term()
+        self._recover()
+
+    # -- term and vote ---------------------------------------------------------------------
+
+    @property
+    def _term_path(self) -> str:
+        return os.path.join(self.path, "currterm")
+
+    @property
+    def _checkpoint_path(self) -> str:
+        return os.path.join(self.path, "checkpoint")
+
+    def _load_term(self) -> None:
+        props = _read_props(self._term_path)
+        self.term = int(props.get("currTerm", "0") or 0)
+        self.voted_for = props.get("voteLeader") or None
+
+    def save_term(self, term: int, voted_for: str | None) -> None:
+        """Make ``term`` and the vote durable (the file is synced before this returns)."""
+        write_text_atomic(self._term_path, f"currTerm={term}\nvoteLeader={voted_for or ''}\n")
+        self.term, self.voted_for = term, voted_for
+
+    def save_checkpoint(self) -> None:
+        write_text_atomic(self._checkpoint_path, f"endIndex={self.end_index}\ncommittedIndex={self.committed_index}\n")
+
+    # -- recovery ----------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        self.data.load()
+        self.index.load()
+        files = self.data.files
+        props = _read_props(self._checkpoint_path)
+        if not files:
+            for mf in self.index.files:
+                mf.destroy()
+            self.index.files.clear()
+            return
+        first = self._first_entry_index()
+        self.begin_index = first if first is not None else 0
+        expected = self.begin_index
+        end_pos = files[0].start
+        last_term = -1
+        i, pos = 0, 0
+        while i < len(files):
+            mf = files[i]
+            if pos + MIN_BLANK > mf.size:
+                i, pos = i + 1, 0
+                continue
+            magic, size = peek_magic_size(mf.mm, pos)
+            if magic == BLANK_MAGIC and size == mf.size - pos and pos > 0:
+                end_pos = mf.end
+                i, pos = i + 1, 0
+                continue
+            try:
+                h = decode_entry_header(mf.mm, pos)
+            except ProtocolError:
+                break
+            if h.index != expected or h.pos != mf.start + pos or pos + h.size > mf.size or h.term < last_term:
+                break
+            # The index is derived from the data: rewrite a unit that a crash left torn.
+            if self._read_index(h.index) != (MAGIC, h.pos, h.size, h.index, h.term):
+                self._write_index(h.index, h.pos, h.size, h.term)
+            pos += h.size
+            end_pos = mf.start + pos
+            last_term = h.term
+            expected += 1
+        self.end_index = expected - 1
+        self.end_term = last_term
+        if end_pos != self.data.max_offset:
+            log.info("DLedger log %s recovered to index %d (data offset %d)", self.path, self.end_index, end_pos)
+        self.data.truncate(end_pos)
+        self.index.truncate((self.end_index + 1) * INDEX_UNIT_SIZE)
+        self.committed_index = min(int(props.get("committedIndex", "-1") or -1), self.end_index)
+
+    def _first_entry_index(self) -> int | None:
+        mf = self.data.files[0]
+        try:
+            return decode_entry_header(mf.mm, 0).index
+        except ProtocolError:
+            return None
+
+    # -- index units ------------------------------------------------------------------------
+
+    def _read_index(self, index: int) -> tuple[int, int, int, int, int] | None:
+        offset = index * INDEX_UNIT_SIZE
+        mf = self.index.find(offset)
+        if mf is None or offset - mf.start + INDEX_UNIT_SIZE > mf.wrote:
+            return None
+        return decode_index(mf.mm, offset - mf.start)
+
+    def _write_index(self, index: int, pos: int, size: int, term: int) -> None:
+        offset = index * INDEX_UNIT_SIZE
+        q = self.index
+        if not q.files:
+            mf = q.create(offset - offset % q.file_size)
+            mf.wrote = offset - mf.start
+        else:
+            found = q.find(offset)
+            if found is None:
+                if offset != q.max_offset:
+                    raise StoreError(f"DLedger index unit {index} would leave a gap at {q.max_offset}")
+                found = q.create()
+            mf = found
+        rel = offset - mf.start
+        mf.write_at(rel, encode_index(pos, size, index, term))
+        mf.wrote = max(mf.wrote, rel + INDEX_UNIT_SIZE)
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def term_at(self, index: int) -> int | None:
+        if index < self.begin_index or index > self.end_index:
+            return None
+        unit = self._read_index(index)
+        return None if unit is None else unit[4]
+
+    def entry(self, index: int) -> LogEntry:
+        """The entry at ``index``.
+
+        Raises:
+            StoreError: ``index`` is not held, or the files disagree with each other.
+        """
+        unit = self._read_index(index) if self.begin_index <= index <= self.end_index else None
+        if unit is None:
+            raise StoreError(f"DLedger index {index} not held (begin {self.begin_index}, end {self.end_index})")
+        _, pos, size, _, term = unit
+        mf = self.data.find(pos)
+        if mf is None:
+            raise StoreError(f"DLedger index {index} points at data offset {pos}, which is not stored")
+        rel = pos - mf.start
+        h = decode_entry_header(mf.mm, rel)
+        if h.index != index or h.term != term or h.size != size:
+            raise StoreError(f"DLedger data and index disagree at index {index}")
+        return LogEntry(index, term, pos, bytes(mf.mm[rel + BODY_OFFSET : rel + size]))
+
+    def entries(self, start: int, max_count: int = 1 << 30) -> Iterator[LogEntry]:
+        for i in range(start, min(self.end_index, start + max_count - 1) + 1):
+            yield self.entry(i)
+
+    @property
+    def data_end(self) -> int:
+        """The data offset where the next entry would go (blanks aside)."""
+        return self.data.max_offset
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def append(self, index: int, term: int, body: bytes | bytearray | memoryview, *, pos: int | None = None,
+               patch_record: bool = False) -> LogEntry:  # fmt: skip
+        """Append the entry for ``index`` (which must be ``end_index + 1``).
+
+        ``pos`` is where a leader put it (a follower must put it at the same offset); None
+        lets this log choose (a leader). With ``patch_record`` the body's 4.x record gets its
+        CommitLog offset (``pos + 48``) written in, as DLedgerCommitLog's append hook does.
+
+        Raises:
+            StoreError: out-of-order index, a term going back, a position that differs from
+                this log's, or an entry larger than a data file.
+        """
+        if index != self.end_index + 1 and not (self.end_index < 0 and self.data.max_offset == 0):
+            raise StoreError(f"DLedger append of index {index} after end {self.end_index}")
+        if term < self.end_term:
+            raise StoreError(f"DLedger append of term {term} after term {self.end_term}")
+        size = BODY_OFFSET + len(body)
+        if size + MIN_BLANK > self.data_file_size:
+            raise StoreError(f"DLedger entry of {size} bytes does not fit a data file")
+        if self.end_index < 0:
+            self.begin_index = index
+        mf = self.data.last()
+        if mf is None:
+            start = 0 if pos is None else pos - pos % self.data_file_size
+            mf = self.data.create(start)
+            mf.wrote = 0 if pos is None else pos - start
+        elif mf.wrote >= mf.size:
+            mf = self.data.create()
+        if mf.wrote + size + MIN_BLANK > mf.size:
+            mf.write_at(mf.wrote, encode_blank(mf.size - mf.wrote))
+            mf.wrote = mf.size
+            mf = self.data.create()
+        where = mf.start + mf.wrote
+        if pos is not None and pos != where:
+            raise StoreError(f"DLedger entry {index} belongs at data offset {pos}, this log is at {where}")
+        raw = bytearray(encode_entry(index, term, where, body))
+        if patch_record:
+            patch_record_offset(raw)
+        mf.write_at(mf.wrote, bytes(raw))
+        mf.wrote += size
+        self._write_index(index, where, size, term)
+        self.end_index, self.end_term = index, term
+        return LogEntry(index, term, where, bytes(raw[BODY_OFFSET:]))
+
+    def truncate_after(self, index: int) -> None:
+        """Drop every entry after ``index`` (never a committed one).
+
+        Raises:
+            StoreError: ``index`` is below the commit index.
+        """
+        if index < self.committed_index:
+            raise StoreError(f"refusing to truncate after {index}: entries up to {self.committed_index} are committed")
+        if index >= self.end_index:
+            return
+        if index < self.begin_index:
+            cut = self.data.min_offset
+            self.end_term = -1
+        else:
+            cut_entry = self.entry(index + 1)
+            cut = cut_entry.pos
+            self.end_term = self.entry(index).term
+        self.data.truncate(cut)
+        self.index.truncate((index + 1) * INDEX_UNIT_SIZE)
+        self.end_index = index
+
+    def commit(self, index: int) -> None:
+        self.committed_index = max(self.committed_index, min(index, self.end_index))
+
+    def sync(self) -> None:
+        """Make every appended entry (and its index unit) durable."""
+        for queue in (self.data, self.index):
+            for mf, upto in queue.sync_plan(queue.max_offset):
+                mf.sync(upto)
+            queue.flushed_where = queue.max_offset
+
+    def close(self) -> None:
+        self.save_checkpoint()
+        self.data.close()
+        self.index.close()
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Replace ``path`` with ``text``: a synced temporary file renamed over it, then the
+    directory synced, so a crash leaves the old or the new content, never a torn one."""
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(os.path.dirname(path) or ".", os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_props(path: str) -> dict[str, str]:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return dict(javaprops.parse(f.read()))
+    except FileNotFoundError:
+        return {}
+
+
+def iter_dledger_records(member_dir: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
+    """Read-only walk of a member's data files: (CommitLog offset, 4.x record) per entry,
+    stopping at the first invalid entry. For tools and Spark, which read a store that a broker
+    may be writing (no lock, read-only mappings)."""
+    data_dir = os.path.join(os.fspath(member_dir), "data")
+    names = sorted(n for n in os.listdir(data_dir) if n.isdigit() and len(n) == 20)
+    for name in names:
+        base = int(name)
+        with open(os.path.join(data_dir, name), "rb") as f:
+            data = f.read()
+        pos = 0
+        while pos + MIN_BLANK <= len(data):
+            magic, size = peek_magic_size(data, pos)
+            if magic == BLANK_MAGIC:
+                break
+            try:
+                h = decode_entry_header(data, pos)
+            except ProtocolError:
+                return
+            if h.pos != base + pos or pos + h.size > len(data):
+                return
+            yield h.pos + BODY_OFFSET, data[pos + BODY_OFFSET : pos + h.size]
+            pos += h.size
+        else:
+            return

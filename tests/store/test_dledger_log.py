@@ -1,0 +1,136 @@
+"""DLedger's file layout: the entry codec with bytes alone, the log with real files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rmq.protocol.dledger import (
+    BODY_OFFSET,
+    INDEX_UNIT_SIZE,
+    decode_entry_header,
+    decode_index,
+    encode_entry,
+    encode_index,
+    patch_record_offset,
+)
+from rmq.protocol.errors import ProtocolError, RemoteProtocolError
+from rmq.protocol.message import decode_record, encode_record
+from rmq.store.dledger_log import DLedgerLog, iter_dledger_records
+from rmq.store.errors import StoreError
+
+SMALL = {"data_file_size": 4096, "index_file_size": INDEX_UNIT_SIZE * 16}
+
+
+def test_entry_layout_is_dledgers() -> None:
+    raw = encode_entry(7, 3, 1000, b"body")
+    assert len(raw) == BODY_OFFSET + 4 == 52
+    # magic 1 | size | index | term | pos | channel | chainCrc | bodyCrc | bodyLength
+    assert raw[:8] == bytes.fromhex("00000001 00000034")
+    assert raw[8:16] == (7).to_bytes(8, "big") and raw[16:24] == (3).to_bytes(8, "big")
+    assert raw[24:32] == (1000).to_bytes(8, "big") and raw[44:48] == (4).to_bytes(4, "big")
+    h = decode_entry_header(raw)
+    assert (h.index, h.term, h.pos, h.size, h.body_length) == (7, 3, 1000, 52, 4)
+    assert decode_index(encode_index(1000, 52, 7, 3)) == (1, 1000, 52, 7, 3)
+
+
+@given(st.binary(max_size=120))
+def test_garbage_headers_raise_protocol_errors_only(junk: bytes) -> None:
+    try:
+        decode_entry_header(junk)
+    except ProtocolError:
+        pass
+
+
+def test_bad_headers_are_refused() -> None:
+    raw = bytearray(encode_entry(1, 1, 0, b"xy"))
+    raw[3] = 9
+    with pytest.raises(RemoteProtocolError, match="magic"):
+        decode_entry_header(raw)
+    with pytest.raises(RemoteProtocolError, match="truncated"):
+        decode_entry_header(encode_entry(1, 1, 0, b"")[:20])
+
+
+def record(body: bytes) -> bytes:
+    return encode_record(topic="T", queue_id=0, body=body, properties={"KEYS": "k"})
+
+
+def test_append_read_truncate_and_reopen(tmp_path: Path) -> None:
+    log = DLedgerLog(tmp_path, "n0", **SMALL)
+    assert (log.end_index, log.end_term) == (-1, -1)
+    entries = [log.append(i, 1 + i // 10, record(b"m%d" % i * 20), patch_record=True) for i in range(40)]
+    assert log.end_index == 39 and len(log.data.files) >= 3  # rolled over files with blanks
+    for e in entries:
+        got = log.entry(e.index)
+        assert got == e
+        msg, _ = decode_record(got.body)
+        assert msg.commitlog_offset == e.pos + BODY_OFFSET  # the record says where it lives
+        assert log.term_at(e.index) == e.term
+    log.commit(25)
+    with pytest.raises(StoreError, match="committed"):
+        log.truncate_after(20)
+    log.truncate_after(30)
+    assert (log.end_index, log.end_term) == (30, 4)
+    again = log.append(31, 5, record(b"new"))
+    assert again.pos == entries[31].pos
+    log.save_term(5, "n2")
+    log.sync()
+    log.close()
+    reopened = DLedgerLog(tmp_path, "n0", **SMALL)
+    assert (reopened.end_index, reopened.end_term, reopened.committed_index) == (31, 5, 25)
+    assert (reopened.term, reopened.voted_for) == (5, "n2")
+    assert reopened.entry(31).body == record(b"new")
+    assert [o for o, _ in iter_dledger_records(reopened.path)] == [e.pos + BODY_OFFSET for e in entries[:31]] + [
+        again.pos + BODY_OFFSET
+    ]
+
+
+def test_follower_appends_at_the_leaders_positions(tmp_path: Path) -> None:
+    leader = DLedgerLog(tmp_path / "a", "n0", **SMALL)
+    follower = DLedgerLog(tmp_path / "b", "n1", **SMALL)
+    for i in range(30):
+        e = leader.append(i, 1, record(b"x" * (i * 7 % 200)), patch_record=True)
+        follower.append(e.index, e.term, e.body, pos=e.pos)
+    assert [f.read_bytes() for f in sorted((tmp_path / "a" / "dledger-n0" / "data").iterdir())] == [
+        f.read_bytes() for f in sorted((tmp_path / "b" / "dledger-n1" / "data").iterdir())
+    ]
+    with pytest.raises(StoreError, match="belongs at"):
+        follower.append(30, 1, b"x", pos=1)
+    with pytest.raises(StoreError, match="after end"):
+        follower.append(35, 1, b"x")
+    with pytest.raises(StoreError, match="term"):
+        follower.append(30, 0, b"x")
+
+
+def test_torn_tail_is_cut_at_open(tmp_path: Path) -> None:
+    log = DLedgerLog(tmp_path, "n0", **SMALL)
+    entries = [log.append(i, 1, record(b"y" * 50)) for i in range(10)]
+    log.sync()
+    last = sorted((tmp_path / "dledger-n0" / "data").iterdir())[-1]
+    data = bytearray(last.read_bytes())
+    cut = entries[8].pos - int(last.name) + 10  # garble entry 8's header
+    data[cut : cut + 8] = b"\xff" * 8
+    log.data.close()
+    log.index.close()
+    last.write_bytes(bytes(data))
+    # and tear the index unit of entry 3
+    index_file = sorted((tmp_path / "dledger-n0" / "index").iterdir())[0]
+    units = bytearray(index_file.read_bytes())
+    units[3 * INDEX_UNIT_SIZE : 4 * INDEX_UNIT_SIZE] = bytes(INDEX_UNIT_SIZE)
+    index_file.write_bytes(bytes(units))
+    reopened = DLedgerLog(tmp_path, "n0", **SMALL)
+    assert reopened.end_index == 7
+    assert reopened.entry(3) == entries[3]
+    assert reopened.append(8, 2, b"z").pos == entries[8].pos
+    assert os.path.exists(reopened.path)
+
+
+def test_patch_record_offset() -> None:
+    raw = bytearray(encode_entry(0, 1, 4096, record(b"p")))
+    patch_record_offset(raw)
+    msg, _ = decode_record(bytes(raw[BODY_OFFSET:]))
+    assert msg.commitlog_offset == 4096 + BODY_OFFSET
