@@ -120,6 +120,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         session.stop()
     seconds = time.monotonic() - started
+    if result.rows == 0:
+        where = "the range asked for" if (args.since or args.until or args.topics) else "the source"
+        print(f"exported 0 rows to {args.out}: {where} holds no messages ({seconds:.1f} s)")
+        return 0
     rate = result.rows / result.seconds if result.seconds else 0.0
     print(
         f"exported {result.rows} rows to {args.out}: {result.bytes / 1e6:.1f} MB of Parquet in {result.files} files, "

@@ -23,6 +23,7 @@ Names starting with `_` are ignored by Spark and pyarrow readers.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -62,6 +63,10 @@ def export_lock(out: Path) -> Iterator[None]:
         try:
             yield
         finally:
+            # Remove it while still holding it: a file left behind would look like a
+            # running export to whoever lists the directory.
+            with contextlib.suppress(OSError):
+                os.unlink(out / LOCK_NAME)
             fcntl.flock(f.fileno(), fcntl.LOCK_UN)
 
 
@@ -111,7 +116,11 @@ def write(session: Any, df: Any, out: Path, progress: Any = None) -> WriteResult
         if progress is not None:
             progress.phase("export")
         dated = df.withColumn("date", F.date_format(F.col("store_timestamp"), "yyyy-MM-dd"))
-        dated.write.partitionBy(*PARTITION_COLUMNS).parquet(str(fresh))
+        try:
+            dated.write.partitionBy(*PARTITION_COLUMNS).parquet(str(fresh))
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)  # nothing was swapped yet: drop it all
+            raise
         files = _parquet_files(fresh)
         rows = sum(pq.read_metadata(p).num_rows for p in files)
         size = sum(p.stat().st_size for p in files)

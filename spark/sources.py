@@ -96,7 +96,10 @@ class StoreReader(DataSourceReader):
         ]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, StorePartition)
+        if not isinstance(partition, StorePartition):
+            # No split was planned (an empty store or range): Spark still reads one
+            # partition of its own, which holds nothing.
+            return iter(())
         b = self.bounds
         messages = store_scan.scan_split(
             partition.split, topics=b.topics, since_ms=b.since_ms, until_ms=b.until_ms, check_crc=self.check_crc

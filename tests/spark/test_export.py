@@ -145,3 +145,49 @@ def test_rmq_export_parquet_command(java: int, store_writer: Any, tmp_path: Path
     assert "export ..." in proc.stdout
     assert f"exported 50 rows to {out}" in proc.stdout
     assert len(read_parquet(out)) == 50
+
+
+def test_empty_store_and_empty_range_export_zero_rows(spark_session: Any, store_writer: Any, tmp_path: Path) -> None:
+    empty: StoreWriter = store_writer("empty")
+    empty.close()
+    out = tmp_path / "out"
+    assert run_export(spark_session, "--store", str(empty.root), "--out", str(out)).rows == 0
+    w: StoreWriter = store_writer()
+    fill(w, 20)
+    w.close()
+    result = run_export(spark_session, "--store", str(w.root), "--out", str(out), "--since", "2100-01-01")
+    assert result.rows == 0
+    assert sorted(p.name for p in out.iterdir()) == []  # no lock file, no staging left
+
+
+def test_interrupted_export_leaves_nothing_that_blocks_the_next(
+    spark_session: Any, store_writer: Any, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    from spark.parquet_sink import write
+
+    out = tmp_path / "out"
+    failing = spark_session.range(10).select(
+        F.lit("T").alias("topic"),
+        F.current_timestamp().alias("store_timestamp"),
+        F.expr("raise_error('boom')").alias("x"),
+    )
+    with pytest.raises(Exception, match="boom"):
+        write(spark_session, failing, out)
+    assert list(out.iterdir()) == []
+    w: StoreWriter = store_writer()
+    fill(w, 20)
+    w.close()
+    assert run_export(spark_session, "--store", str(w.root), "--out", str(out)).rows == 20
+
+
+def test_missing_or_foreign_store_is_a_one_line_error(tmp_path: Path, capsys: Any) -> None:
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("not a store")
+    for bad in (tmp_path / "missing", tmp_path / "foreign"):
+        with pytest.raises(SystemExit) as exit_info:
+            export.parse_args(["--store", str(bad), "--out", str(tmp_path / "out")])
+        assert exit_info.value.code == 2
+        err = capsys.readouterr().err.strip().splitlines()[-1]
+        assert str(bad) in err and "CommitLog" in err
