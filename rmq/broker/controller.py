@@ -125,6 +125,7 @@ class BrokerController:
         self._servers: list[RemotingServer] = []
         self._stop = trio.Event()
         self._stopped = trio.Event()
+        self._clock_jumped = trio.Event()
         self._owned: Any = None
 
     def __repr__(self) -> str:
@@ -360,6 +361,18 @@ class BrokerController:
     def _topics_changed(self) -> None:
         if self.registration is not None:
             self.registration.trigger()
+
+    def clock_jumped(self) -> None:
+        """`clock_ms` moved by more than time passing (a test's virtual clock, an operator
+        setting the time): delivery services re-check what is due now."""
+        jumped, self._clock_jumped = self._clock_jumped, trio.Event()
+        jumped.set()
+        self.timers.wake()
+
+    async def sleep_wall(self, seconds: float) -> None:
+        """Sleep `seconds` of `clock_ms` time: at most that long, less if the clock jumps."""
+        with trio.move_on_after(seconds):
+            await self._clock_jumped.wait()
 
     def is_in_disk(self, topic: str, queue_id: int, offset: int) -> bool:
         """Whether the message at `offset` is far enough behind the CommitLog end to have

@@ -181,7 +181,7 @@ class ScheduleService(ProgressFile):
                 # A clock set back must not hold a message longer than its level's delay.
                 due = min(deliver_ms, now + delay_ms)
                 if due > now:
-                    await trio.sleep((due - now) / 1000)
+                    await broker.sleep_wall((due - now) / 1000)
                     break
                 if not await self._deliver(level, queue_offset, phy):
                     await trio.sleep(RETRY_AFTER_ERROR)

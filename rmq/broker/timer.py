@@ -218,6 +218,12 @@ class TimerService(ProgressFile):
             task_status.started()
             await self._deliver_loop()
 
+    def wake(self) -> None:
+        """Re-check what is due now (the broker's clock jumped)."""
+        arrived = getattr(self, "_arrived", None)
+        if arrived is not None:
+            arrived.set()
+
     async def _deliver_loop(self) -> None:
         clock = self.broker.clock_ms
         heap = self._heap
