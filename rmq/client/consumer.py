@@ -155,11 +155,6 @@ class PushConsumer(ConsumerBase):
     def unsubscribe(self, topic: str) -> None:
         self._remove_subscription(topic)
 
-    @property
-    def assignment(self) -> frozenset[MessageQueue]:
-        """The queues this consumer owns now."""
-        return frozenset(self._queues)
-
     def __aiter__(self) -> PushConsumer:
         if self.handler is not None:
             raise MQClientStateError("this consumer has a handler; iterate only a consumer without one")
@@ -265,6 +260,7 @@ class PushConsumer(ConsumerBase):
             self._queues[mq] = state
             self._nursery.start_soon(self._run_queue, state)
             changed = True
+            self._queues_assigned()
         if changed:
             log.info("group %s now consumes %s", self.group, sorted(self._queues))
             self.instance.heartbeat_soon()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import math
 import random
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -34,7 +35,7 @@ from rmq.protocol.message import MessageExt
 
 from .api import PULL_COMMIT_OFFSET, PULL_LITE, PULL_SUBSCRIPTION, PULL_SUSPEND, PullResult
 from .config import ConsumeFromWhere, ConsumerConfig
-from .errors import MQClientError
+from .errors import MQClientError, MQTimeoutError
 from .ids import wall_clock_ms
 from .instance import ClientInstance
 from .message import RETRY_PREFIX, MessageQueue, retry_topic
@@ -81,6 +82,32 @@ class ConsumerBase(AsyncService):
         self._rebalance_lock = trio.Lock()
         self._running = False
         self._nursery: trio.Nursery | None = None  # the consumer's own, while running
+        self._queue_added = trio.Event()  # set (and replaced) whenever a queue is assigned
+
+    # -- assignment -------------------------------------------------------------------------
+
+    @property
+    def assignment(self) -> frozenset[MessageQueue]:
+        """The queues this consumer owns now."""
+        return frozenset(self._assigned())
+
+    def _queues_assigned(self) -> None:
+        added, self._queue_added = self._queue_added, trio.Event()
+        added.set()
+
+    async def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:
+        """Wait until this consumer owns at least one queue (its first rebalance, which needs
+        the topic's route and the group's members), and return them. Send what it must see
+        after this returns: with CONSUME_FROM_LAST_OFFSET, earlier messages are skipped.
+
+        Raises:
+          MQTimeoutError: still nothing assigned after `timeout` seconds.
+        """
+        with trio.move_on_after(math.inf if timeout is None else timeout):
+            while not self.assignment:
+                await self._queue_added.wait()
+            return self.assignment
+        raise MQTimeoutError(self.group, timeout or 0.0, "waiting for a queue assignment of group")
 
     # -- subscriptions ----------------------------------------------------------------------
 

@@ -103,10 +103,6 @@ class PullConsumer(ConsumerBase):
         if self._nursery is not None:
             self._nursery.start_soon(self._apply_fixed)
 
-    @property
-    def assignment(self) -> frozenset[MessageQueue]:
-        return frozenset(self._queues)
-
     async def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """The topic's readable queues, from the name servers."""
         self._check_running()
@@ -272,6 +268,7 @@ class PullConsumer(ConsumerBase):
             self.offsets.remove(mq)
             q = self._queues[mq] = _Queue(mq)
             self._nursery.start_soon(self._run_queue, q, q.scope, q.gen)
+            self._queues_assigned()
 
     async def _run_queue(self, q: _Queue, scope: trio.CancelScope, gen: int) -> None:
         """Pull `q` from `q.next_offset` on, until `scope` is cancelled (a seek or a loss).
