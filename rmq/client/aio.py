@@ -1,0 +1,190 @@
+"""The client for asyncio applications: the same producer and consumers, awaited from asyncio.
+
+    import asyncio
+    from rmq.client.aio import Producer, PushConsumer
+    from rmq.client import Message
+
+    async def main():
+        async with Producer("my_group", namesrv="127.0.0.1:9876") as producer:
+            print(await producer.send(Message("TopicTest", b"hello")))
+        consumer = PushConsumer("my_consumers", namesrv="127.0.0.1:9876")
+        consumer.subscribe("TopicTest")
+        async with consumer:
+            async for msg in consumer:        # asking for the next message acknowledges this one
+                print(msg.body)
+
+    asyncio.run(main())
+
+Every object wraps the Trio implementation (rmq.client) and runs it in rmq's background Trio
+thread (portal.py): the logic exists once, and the application starts no threads itself.
+Arguments, results and errors are those of rmq.client. A handler may be a plain function
+(it runs in the client's thread: keep it short) or an ``async def`` coroutine function (it
+runs on the application's asyncio loop). Cancelling an awaited call stops the wait, not the
+request: a send already on the wire may still be stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+import trio
+
+from . import consumer as _consumer
+from . import producer as _producer
+from . import pull_consumer as _pull
+from .message import Message, MessageExt, MessageQueue, SendResult
+from .portal import Portal, default_portal
+
+
+class _Facade:
+    _obj: Any
+
+    def __init__(self, portal: Portal | None) -> None:
+        self._portal = portal or default_portal()
+
+    @property
+    def running(self) -> bool:
+        return bool(self._obj.running)
+
+    async def start(self) -> Self:
+        await self._portal.acall(self._obj.start)
+        return self
+
+    async def close(self) -> None:
+        await self._portal.acall(self._obj.close)
+
+    def _on_trio_side(self, fn: Callable[[], object]) -> None:
+        """A change to a running object happens in its Trio thread (it starts tasks there);
+        it takes effect there soon after this returns."""
+        if self._obj.running:
+            self._portal.run_sync_soon(fn)
+        else:
+            fn()
+
+    async def __aenter__(self) -> Self:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+class Producer(_Facade):
+    """rmq.client.Producer for asyncio (same arguments)."""
+
+    def __init__(
+        self,
+        group: str = _producer.DEFAULT_PRODUCER_GROUP,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        portal: Portal | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(portal)
+        self._obj = _producer.Producer(group, namesrv, **options)
+
+    async def send(self, msg: Message, **kwargs: Any) -> SendResult:
+        result: SendResult = await self._portal.acall(lambda: self._obj.send(msg, **kwargs))
+        return result
+
+    async def send_oneway(self, msg: Message, **kwargs: Any) -> None:
+        await self._portal.acall(lambda: self._obj.send_oneway(msg, **kwargs))
+
+    async def send_orderly(self, msg: Message, *args: Any, **kwargs: Any) -> SendResult:
+        result: SendResult = await self._portal.acall(lambda: self._obj.send_orderly(msg, *args, **kwargs))
+        return result
+
+    async def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> list[SendResult]:
+        return await self._portal.acall(lambda: self._obj.send_batch(msgs, **kwargs))
+
+
+def _bridge_handler(handler: Callable[[MessageExt], Any] | None) -> Callable[[MessageExt], Any] | None:
+    """The Trio-side handler calling the application's: coroutine functions run on the
+    application's asyncio loop, captured now (the consumer is built on that loop)."""
+    if handler is None or not inspect.iscoroutinefunction(handler):
+        return handler
+    loop = asyncio.get_running_loop()
+
+    async def on_trio_side(msg: MessageExt) -> Any:
+        future = asyncio.run_coroutine_threadsafe(handler(msg), loop)
+        token = trio.lowlevel.current_trio_token()
+        finished = trio.Event()
+        future.add_done_callback(lambda _: token.run_sync_soon(finished.set))
+        await finished.wait()
+        return future.result()
+
+    return on_trio_side
+
+
+class PushConsumer(_Facade):
+    """rmq.client.PushConsumer for asyncio: a handler, or ``async for msg in consumer``.
+    Build it inside the running asyncio loop when its handler is a coroutine function."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        handler: Callable[[MessageExt], Any] | None = None,
+        portal: Portal | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(portal)
+        self._obj = _consumer.PushConsumer(group, namesrv, handler=_bridge_handler(handler), **options)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._on_trio_side(lambda: self._obj.subscribe(topic, expression))
+
+    @property
+    def assignment(self) -> frozenset[MessageQueue]:
+        return frozenset(self._obj.assignment)
+
+    async def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:
+        return await self._portal.acall(lambda: self._obj.wait_for_assignment(timeout))
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> MessageExt:
+        return await self._portal.acall(self._obj.__anext__)
+
+
+class PullConsumer(_Facade):
+    """rmq.client.PullConsumer for asyncio: ``await consumer.poll()``."""
+
+    def __init__(
+        self, group: str, namesrv: str | Sequence[str] | None = None, *, portal: Portal | None = None, **options: Any
+    ) -> None:
+        super().__init__(portal)
+        self._obj = _pull.PullConsumer(group, namesrv, **options)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._on_trio_side(lambda: self._obj.subscribe(topic, expression))
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        chosen = list(queues)
+        self._on_trio_side(lambda: self._obj.assign(chosen))
+
+    @property
+    def assignment(self) -> frozenset[MessageQueue]:
+        return frozenset(self._obj.assignment)
+
+    async def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:
+        return await self._portal.acall(lambda: self._obj.wait_for_assignment(timeout))
+
+    async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+        return await self._portal.acall(lambda: self._obj.poll(timeout))
+
+    async def seek(self, mq: MessageQueue, offset: int) -> None:
+        await self._portal.acall(lambda: self._obj.seek(mq, offset))
+
+    async def commit(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        await self._portal.acall(lambda: self._obj.commit(offsets))
+
+
+__all__ = ["Producer", "PullConsumer", "PushConsumer"]

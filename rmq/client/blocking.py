@@ -1,0 +1,152 @@
+"""The client for blocking code (scripts, WSGI apps, Spark workers): the same producer and
+pull consumer, called without any event loop.
+
+    from rmq.client import Message
+    from rmq.client.blocking import Producer, PullConsumer
+
+    with Producer("my_group", namesrv="127.0.0.1:9876") as producer:
+        result = producer.send(Message("TopicTest", b"hello"))     # a SendResult
+
+    with PullConsumer("my_consumers", namesrv="127.0.0.1:9876") as consumer:
+        consumer.subscribe("TopicTest")
+        for msg in consumer.poll(timeout=5):
+            print(msg.body)
+
+Each call runs the Trio implementation (rmq.client) in rmq's background Trio thread
+(portal.py) and waits for it; objects may be shared between threads. Arguments, results and
+errors are those of rmq.client. Do not call these from inside a Trio or asyncio loop (use
+rmq.client or rmq.client.aio there): they block.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from . import consumer as _consumer
+from . import producer as _producer
+from . import pull_consumer as _pull
+from .message import Message, MessageExt, MessageQueue, SendResult
+from .portal import Portal, default_portal
+
+
+class _Facade:
+    _obj: Any
+
+    def __init__(self, portal: Portal | None) -> None:
+        self._portal = portal or default_portal()
+
+    @property
+    def running(self) -> bool:
+        return bool(self._obj.running)
+
+    def start(self) -> Self:
+        self._portal.call(self._obj.start)
+        return self
+
+    def close(self) -> None:
+        self._portal.call(self._obj.close)
+
+    def _on_trio_side(self, fn: Callable[[], object]) -> None:
+        """A change to a running object happens in its Trio thread (it starts tasks there)."""
+        if self._obj.running:
+            self._portal.call_sync(fn)
+        else:
+            fn()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+class Producer(_Facade):
+    """rmq.client.Producer for blocking code (same arguments)."""
+
+    def __init__(
+        self,
+        group: str = _producer.DEFAULT_PRODUCER_GROUP,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        portal: Portal | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(portal)
+        self._obj = _producer.Producer(group, namesrv, **options)
+
+    def send(self, msg: Message, **kwargs: Any) -> SendResult:
+        result: SendResult = self._portal.call(lambda: self._obj.send(msg, **kwargs))
+        return result
+
+    def send_oneway(self, msg: Message, **kwargs: Any) -> None:
+        self._portal.call(lambda: self._obj.send_oneway(msg, **kwargs))
+
+    def send_orderly(self, msg: Message, *args: Any, **kwargs: Any) -> SendResult:
+        result: SendResult = self._portal.call(lambda: self._obj.send_orderly(msg, *args, **kwargs))
+        return result
+
+    def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> list[SendResult]:
+        return self._portal.call(lambda: self._obj.send_batch(msgs, **kwargs))
+
+
+class PullConsumer(_Facade):
+    """rmq.client.PullConsumer for blocking code: ``consumer.poll()``."""
+
+    def __init__(
+        self, group: str, namesrv: str | Sequence[str] | None = None, *, portal: Portal | None = None, **options: Any
+    ) -> None:
+        super().__init__(portal)
+        self._obj = _pull.PullConsumer(group, namesrv, **options)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._on_trio_side(lambda: self._obj.subscribe(topic, expression))
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        chosen = list(queues)
+        self._on_trio_side(lambda: self._obj.assign(chosen))
+
+    @property
+    def assignment(self) -> frozenset[MessageQueue]:
+        return frozenset(self._obj.assignment)
+
+    def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:
+        return self._portal.call(lambda: self._obj.wait_for_assignment(timeout))
+
+    def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+        return self._portal.call(lambda: self._obj.poll(timeout))
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        self._portal.call(lambda: self._obj.seek(mq, offset))
+
+    def commit(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        self._portal.call(lambda: self._obj.commit(offsets))
+
+
+class PushConsumer(_Facade):
+    """rmq.client.PushConsumer for blocking code: ``handler(msg)`` runs in the client's
+    thread for each message (return None or ConsumeStatus; raising asks for a redelivery)."""
+
+    def __init__(
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        handler: Callable[[MessageExt], Any],
+        portal: Portal | None = None,
+        **options: Any,
+    ) -> None:
+        super().__init__(portal)
+        self._obj = _consumer.PushConsumer(group, namesrv, handler=handler, **options)
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        self._on_trio_side(lambda: self._obj.subscribe(topic, expression))
+
+    def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:
+        return self._portal.call(lambda: self._obj.wait_for_assignment(timeout))
+
+
+__all__ = ["Producer", "PullConsumer", "PushConsumer"]
