@@ -54,8 +54,8 @@ def _body(msg: MessageExt) -> tuple[bytes, str | None]:
     try:
         return decompress_body(msg.body, msg.sys_flag), None
     except ProtocolError:
-        # LZ4 / ZSTD (not supported by the codec) or a corrupt stream: keep the stored bytes
-        # and say so, rather than dropping the message.
+        # A corrupt stream, or LZ4 / ZSTD without their packages on this worker: keep the
+        # stored bytes and say so in `compression`, rather than dropping the message.
         return msg.body, _COMPRESSION_NAMES.get(msg.sys_flag & COMPRESSION_TYPE_MASK, "zlib")
 
 

@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.message import compress
+
 from .errors import MQClientError
 
 C = TypeVar("C", bound="ClientConfig")
@@ -87,11 +90,22 @@ class ProducerConfig(ClientConfig):
     retry_times: int = 2  # extra attempts on another broker (sync and async sends)
     retry_another_broker_when_not_store_ok: bool = False
     compress_over: int = 4096
+    compress_type: str = "zlib"  # "zlib" (every 4.x client reads it), "lz4" or "zstd" (5.x clients)
     max_message_size: int = 4 * 1024 * 1024
     default_topic_queue_nums: int = 4
     create_topic_key: str = "TBW102"
     send_latency_fault_enable: bool = True
     max_async_in_flight: int = 10_000  # send_async tasks at once; more wait (backpressure)
+
+    def validate(self) -> None:
+        ClientConfig.validate(self)
+        if self.compress_type not in ("zlib", "lz4", "zstd"):
+            raise MQClientError(f"compress_type must be zlib, lz4 or zstd, not {self.compress_type!r}")
+        if self.compress_type != "zlib":
+            try:
+                compress(b"", self.compress_type)
+            except ProtocolError as exc:
+                raise MQClientError(str(exc)) from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 from rmq.protocol import properties as P
 from rmq.protocol.body import MQKey
-from rmq.protocol.message import COMPRESSED_FLAG, MessageExt
+from rmq.protocol.message import COMPRESSED_FLAG, MessageExt, compress
 from rmq.protocol.message import Message as _ProtocolMessage
 
 from .errors import MQClientError
@@ -232,10 +232,13 @@ def check_message(msg: _ProtocolMessage, max_size: int = DEFAULT_MAX_MESSAGE_SIZ
         raise MQMessageError(f"the message body size over max value, MAX: {max_size}")
 
 
-def compress_body(body: bytes, threshold: int = COMPRESS_OVER) -> tuple[bytes, int]:
-    """(wire body, sysFlag bits): zlib level 5 with COMPRESSED_FLAG for bodies ≥ threshold."""
+def compress_body(body: bytes, threshold: int = COMPRESS_OVER, codec: str = "zlib") -> tuple[bytes, int]:
+    """(wire body, sysFlag bits) for bodies ≥ threshold: zlib level 5 with COMPRESSED_FLAG (as
+    4.x clients send it), or LZ4 / ZSTD with RocketMQ 5.x's compression-type bits."""
     if len(body) >= threshold:
-        return zlib.compress(body, COMPRESS_LEVEL), COMPRESSED_FLAG
+        if codec == "zlib":
+            return zlib.compress(body, COMPRESS_LEVEL), COMPRESSED_FLAG
+        return compress(body, codec)
     return body, 0
 
 

@@ -83,12 +83,14 @@ class _Outgoing:
         "topic",
     )
 
-    def __init__(self, msg: ProtocolMessage, compress_over: int, id_gen: UniqueIdGenerator) -> None:
+    def __init__(
+        self, msg: ProtocolMessage, compress_over: int, id_gen: UniqueIdGenerator, codec: str = "zlib"
+    ) -> None:
         props = msg.properties
         if not props.get(P.UNIQ_KEY):
             props[P.UNIQ_KEY] = id_gen.next_id()
         self.topic = msg.topic
-        self.body, self.sys_flag = compress_body(msg.body, compress_over)
+        self.body, self.sys_flag = compress_body(msg.body, compress_over, codec)
         self.flag = msg.flag
         self.msg_id = props[P.UNIQ_KEY]
         self.batch = False
@@ -342,7 +344,7 @@ class Producer(AsyncService):
         *,
         oneway: bool,
     ) -> SendResult | None:
-        out = _Outgoing(msg, self.config.compress_over, self._ids)
+        out = _Outgoing(msg, self.config.compress_over, self._ids, self.config.compress_type)
         return await self._send_outgoing(out, timeout, queue, selector, arg, msg, oneway=oneway)
 
     async def _send_outgoing(

@@ -124,7 +124,7 @@ class TransactionProducer(Producer):
         msg.properties.pop(P.DELAY, None)  # a delay applies after the commit, not to the half message
         msg.properties[P.TRAN_MSG] = "true"
         msg.properties[P.PGROUP] = self.group
-        out = _Outgoing(msg, self.config.compress_over, self._ids)
+        out = _Outgoing(msg, self.config.compress_over, self._ids, self.config.compress_type)
         out.sys_flag |= TRANSACTION_PREPARED_TYPE
         result = await self._send_outgoing(out, timeout, None, None, None, msg, oneway=False)
         assert result is not None

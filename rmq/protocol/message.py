@@ -532,28 +532,92 @@ def peek_size_and_magic(buf: Buffer, offset: int) -> tuple[int, int]:
     return size, magic
 
 
+class CompressionUnavailable(RemoteProtocolError):
+    """A body uses a codec whose optional package is not installed here."""
+
+
+_CODEC_EXTRAS = {COMPRESSION_LZ4: ("LZ4", "lz4"), COMPRESSION_ZSTD: ("ZSTD", "zstandard")}
+
+
+def _codec_module(ctype: int) -> Any:
+    name, package = _CODEC_EXTRAS[ctype]
+    try:
+        if ctype == COMPRESSION_LZ4:
+            import lz4.frame as module  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        else:
+            import zstandard as module  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    except ImportError:
+        raise CompressionUnavailable(
+            f"{name}-compressed bodies need the {package} package: pip install 'rmq[{package}]'"
+        ) from None
+    return module
+
+
 def decompress_body(body: bytes, sys_flag: int, *, max_size: int = DEFAULT_MAX_DECOMPRESSED_SIZE) -> bytes:
     """The application body: ``body`` inflated when ``sys_flag`` has COMPRESSED_FLAG.
 
-    Compression type bits 0x700 of 0 (old senders) or 3 mean zlib. LZ4 and ZSTD are not supported.
+    Compression type bits 0x700 (RocketMQ 5.x): 0 (4.x senders) or 3 zlib, 1 LZ4 (frame
+    format, as Java's LZ4FrameOutputStream writes), 2 ZSTD (a zstd frame). LZ4 and ZSTD need
+    the optional packages (extras ``rmq[lz4]``, ``rmq[zstandard]``).
 
     Raises:
-        RemoteProtocolError: unsupported compression type, corrupt stream, or output above
+        CompressionUnavailable: the codec's package is missing.
+        RemoteProtocolError: unknown compression type, corrupt stream, or output above
             ``max_size``.
     """
     if not sys_flag & COMPRESSED_FLAG:
         return body
     ctype = sys_flag & COMPRESSION_TYPE_MASK
-    if ctype not in (0, COMPRESSION_ZLIB):
+    if ctype in (0, COMPRESSION_ZLIB):
+        d = zlib.decompressobj()
+        try:
+            out = d.decompress(body, max_size)
+        except zlib.error as exc:
+            raise RemoteProtocolError(f"corrupt compressed body: {exc}") from None
+        if d.unconsumed_tail:
+            raise RemoteProtocolError(f"decompressed body exceeds {max_size} bytes")
+        return out
+    if ctype not in _CODEC_EXTRAS:
         raise RemoteProtocolError(f"unsupported compression type {ctype >> 8}")
-    d = zlib.decompressobj()
+    module = _codec_module(ctype)
     try:
-        out = d.decompress(body, max_size)
-    except zlib.error as exc:
-        raise RemoteProtocolError(f"corrupt compressed body: {exc}") from None
-    if d.unconsumed_tail:
-        raise RemoteProtocolError(f"decompressed body exceeds {max_size} bytes")
-    return out
+        if ctype == COMPRESSION_LZ4:
+            dec = module.LZ4FrameDecompressor()
+            out = dec.decompress(body, max_length=max_size + 1)
+            if len(out) > max_size:
+                raise RemoteProtocolError(f"decompressed body exceeds {max_size} bytes")
+            if not dec.eof:
+                raise RemoteProtocolError("truncated LZ4 body")
+        else:
+            reader = module.ZstdDecompressor().stream_reader(body, read_across_frames=True)
+            out = reader.read(max_size + 1)
+            if len(out) > max_size:
+                raise RemoteProtocolError(f"decompressed body exceeds {max_size} bytes")
+    except RemoteProtocolError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - each library has its own error types
+        raise RemoteProtocolError(f"corrupt {_CODEC_EXTRAS[ctype][0]} body: {exc}") from None
+    return bytes(out)
+
+
+def compress(body: bytes, codec: str = "zlib", level: int | None = None) -> tuple[bytes, int]:
+    """(compressed body, sysFlag bits) with ``codec`` "zlib", "lz4" or "zstd".
+
+    Raises:
+        CompressionUnavailable: the codec's package is missing.
+        LocalProtocolError: an unknown codec.
+    """
+    if codec == "zlib":
+        # The flag alone, as 4.x clients write it: every 4.x consumer reads that as zlib.
+        return zlib.compress(body, 5 if level is None else level), COMPRESSED_FLAG
+    if codec == "lz4":
+        lz4 = _codec_module(COMPRESSION_LZ4)
+        return lz4.compress(body), COMPRESSED_FLAG | COMPRESSION_LZ4
+    if codec == "zstd":
+        zstd = _codec_module(COMPRESSION_ZSTD)
+        packed = zstd.ZstdCompressor(level=3 if level is None else level).compress(body)
+        return packed, COMPRESSED_FLAG | COMPRESSION_ZSTD
+    raise LocalProtocolError(f"unknown compression codec {codec!r} (zlib, lz4 or zstd)")
 
 
 # --- batch body (SEND_BATCH_MESSAGE) ---------------------------------------------------------

@@ -111,3 +111,22 @@ def test_errors_are_the_clients_own(rmq_cluster: Any) -> None:
                 await producer.send(Message("bad topic name", b"x"))
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("codec", ["lz4", "zstd"])
+def test_producer_chooses_the_codec_and_consumers_inflate_it(rmq_cluster: Any, codec: str) -> None:
+    topic = f"Codec{codec}"
+    rmq_cluster.create_topic(topic, 1)
+    ns = rmq_cluster.namesrv_addr
+    body = b"compress me " * 1000
+    with blocking.Producer("codec-pg", namesrv=ns, compress_type=codec) as producer:
+        assert producer.send(Message(topic, body)).status is SendStatus.SEND_OK
+    got: list[Any] = []
+    with blocking.PullConsumer(f"codec-{codec}", namesrv=ns, consume_from_where=FIRST) as consumer:
+        consumer.subscribe(topic)
+        for _ in range(40):
+            got += consumer.poll(timeout=0.5)
+            if got:
+                break
+    assert got[0].body == body
+    assert got[0].sys_flag & 0x700 == {"lz4": 0x100, "zstd": 0x200}[codec]

@@ -191,3 +191,17 @@ def test_missing_or_foreign_store_is_a_one_line_error(tmp_path: Path, capsys: An
         assert exit_info.value.code == 2
         err = capsys.readouterr().err.strip().splitlines()[-1]
         assert str(bad) in err and "CommitLog" in err
+
+
+def test_lz4_and_zstd_bodies_are_inflated(spark_session: Any, tmp_path: Path) -> None:
+    from rmq.protocol.message import compress
+    from rmq.store import MessageStore, StoreConfig
+
+    bodies = {"lz4": b"four " * 500, "zstd": b"standard " * 500}
+    with MessageStore(StoreConfig(store_path_root_dir=str(tmp_path / "st"))) as store:
+        for codec, body in bodies.items():
+            packed, flags = compress(body, codec)
+            store.put_message("Codecs", 0, packed, sys_flag=flags, properties={"KEYS": codec})
+    rows = spark_session.read.format("rocketmq-store").load(str(tmp_path / "st")).collect()
+    got = {r["keys"][0]: (r["body"], r["compression"]) for r in rows}
+    assert got == {codec: (body, None) for codec, body in bodies.items()}
