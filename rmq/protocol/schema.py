@@ -11,7 +11,7 @@ Facts: PROTOCOL.md 1.1, 1.3 (remoting), 5.1, 5.6 (records, batches), 6.1-6.3 (st
 
 from __future__ import annotations
 
-from construct import (  # type: ignore[import-untyped]
+from construct import (  # type: ignore[import-untyped,unused-ignore]
     Bytes,
     Check,
     Const,
