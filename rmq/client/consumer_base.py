@@ -107,7 +107,7 @@ class ConsumerBase(AsyncService):
             while not self.assignment:
                 await self._queue_added.wait()
             return self.assignment
-        raise MQTimeoutError(self.group, timeout or 0.0, "waiting for a queue assignment of group")
+        raise MQTimeoutError(f"group {self.group}", timeout or 0.0, "queue assignment")
 
     # -- subscriptions ----------------------------------------------------------------------
 

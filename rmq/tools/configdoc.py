@@ -1,0 +1,214 @@
+"""`python -m rmq.tools.configdoc > docs/configuration.md`: the configuration reference.
+
+Keys and defaults come from the config classes themselves (BrokerConfig, NamesrvConfig,
+ProducerConfig, ConsumerConfig); only the meanings are written here. tests/tools/
+test_configdoc.py fails when a setting has no meaning or docs/configuration.md is stale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from typing import Any
+
+BROKER = {
+    "brokerClusterName": "Cluster the broker belongs to (clusterList groups by it).",
+    "brokerName": "Name of the broker group; a master and its slaves share it. Default: the host name.",
+    "brokerId": "0 for a master, > 0 for a slave of the group.",
+    "brokerRole": "ASYNC_MASTER, SYNC_MASTER (answers SEND_OK once a slave has the message) or SLAVE.",
+    "namesrvAddr": "Name servers, `ip:port;ip:port`; falls back to $NAMESRV_ADDR.",
+    "brokerIP1": "Address registered with the name servers and stamped into messages. Default: the outgoing interface.",
+    "brokerIP2": "Address registered as the HA address (haServerAddr). Default: brokerIP1.",
+    "brokerPermission": "Permission mask of the whole broker: 6 read+write, 4 read only, 2 write only.",
+    "registerNameServerPeriod": "Milliseconds between registrations (clamped to 10-60 s).",
+    "regionId": "Region stamped into send answers (MSG_REGION).",
+    "traceOn": "TRACE_ON in send answers.",
+    "listenPort": "Main port. The VIP port is listenPort - 2; 0 picks a free port (tests).",
+    "bindAddress": "Address to listen on.",
+    "haListenPort": "Port a master accepts its slaves on; 0 = listenPort + 1.",
+    "vipChannelEnable": "Also serve the VIP port (listenPort - 2) that Java clients before 4.5.1 send to.",
+    "serverChannelMaxIdleTimeSeconds": "Connections idle this long are closed.",
+    "haMasterAddress": "A slave's master HA address; empty = learn it from the name servers.",
+    "haSendHeartbeatInterval": "Milliseconds between a slave's offset reports (and a master's heartbeats) when idle.",
+    "haHousekeepingInterval": "Milliseconds of silence after which an HA connection is closed.",
+    "haTransferBatchSize": "Most CommitLog bytes a master sends in one chunk.",
+    "haSlaveFallbehindMax": "Bytes a slave may lag before a SYNC_MASTER answers SLAVE_NOT_AVAILABLE (11) at once.",
+    "accessMessageInMemoryMaxRatio": "Percent of RAM behind the log end counted as in memory (slave reads).",
+    "storePathRootDir": "Store directory (CommitLog, consume queues, index, config).",
+    "storePathCommitLog": "CommitLog directory. Default: <storePathRootDir>/commitlog.",
+    "mappedFileSizeCommitLog": "Size of each CommitLog file in bytes.",
+    "mappedFileSizeConsumeQueue": "Size of each consume queue file (a multiple of 20).",
+    "flushDiskType": "ASYNC_FLUSH (sync in the background) or SYNC_FLUSH (answer after the fsync).",
+    "syncFlushTimeout": "Milliseconds a SYNC_FLUSH or SYNC_MASTER send waits (then FLUSH_DISK/SLAVE_TIMEOUT).",
+    "deleteWhen": "Hours of the day (`04` or `04;16`) when expired CommitLog files are deleted.",
+    "fileReservedTime": "Hours a CommitLog file is kept after it was last written.",
+    "diskMaxUsedSpaceRatio": "Disk use (percent) above which files are deleted at once and writes refused.",
+    "maxMessageSize": "Largest message body accepted, in bytes.",
+    "messageDelayLevel": "The delay levels, `1s 5s 10s ...`.",
+    "maxMsgsNumBatch": "Most messages one query returns.",
+    "defaultQueryMaxNum": "Messages a query by unique key returns.",
+    "maxTransferBytesOnMessageInMemory": "Most bytes one pull returns from memory.",
+    "maxTransferCountOnMessageInMemory": "Most messages one pull returns from memory.",
+    "autoCreateTopicEnable": "Create unknown topics on first send (from TBW102).",
+    "autoCreateSubscriptionGroup": "Create unknown consumer groups on first use.",
+    "defaultTopicQueueNums": "Queues of the TBW102 template topic.",
+    "clusterTopicEnable": "Register a topic named after the cluster.",
+    "brokerTopicEnable": "Register a topic named after the broker.",
+    "rejectTransactionMessage": "Refuse transactional messages.",
+    "longPollingEnable": "Hold pulls until a message arrives (else retry after shortPollingTimeMills).",
+    "shortPollingTimeMills": "Milliseconds a pull is held without long polling.",
+    "enablePropertyFilter": "Allow SQL92 property filters.",
+    "slaveReadEnable": "Send consumers that lag beyond memory to a slave (the group's whichBrokerWhenConsumeSlowly).",
+    "notifyConsumerIdsChangedEnable": "Tell consumers to rebalance when their group changes.",
+    "transactionTimeOut": "Milliseconds before a half message is first checked back.",
+    "transactionCheckInterval": "Milliseconds between transaction check-back rounds.",
+    "transactionCheckMax": "Check-backs before a half message is given up (TRANS_CHECK_MAX_TIME_TOPIC).",
+    "timerWheelEnable": "Serve timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC/MS, __STARTDELIVERTIME).",
+    "timerMaxDelaySec": "Longest timer delay accepted, in seconds.",
+}
+
+NAMESRV = {
+    "bindAddress": "Address to listen on.",
+    "listenPort": "Port (9876); 0 picks a free one.",
+    "kvConfigPath": "KV config file (ORDER_TOPIC_CONFIG and other namespaces); empty keeps it in memory.",
+    "scanNotActiveBrokerInterval": "Milliseconds between scans for brokers that stopped registering.",
+    "brokerChannelExpiredTime": "Milliseconds without a registration after which a broker is dropped.",
+    "orderMessageEnable": "Return ORDER_TOPIC_CONFIG with routes.",
+    "serverChannelMaxIdleTimeSeconds": "Connections idle this long are closed.",
+    "tls.server.mode": "disabled, permissive (plain text and TLS) or enforcing (TLS only).",
+    "tls.server.certPath": "PEM certificate for TLS.",
+    "tls.server.keyPath": "PEM private key for TLS.",
+    "websocketPort": "Also serve RemotingCommands over WebSocket on this port.",
+}
+
+CLIENT = {
+    "namesrv": "Name servers, `a:9876;b:9876` or a list; None reads $NAMESRV_ADDR.",
+    "instance_name": "Part of the client id; default: pid and start time, unique per client.",
+    "client_ip": "Address in the client id; default: the outgoing interface.",
+    "unit_name": "Unit name appended to the client id.",
+    "request_timeout": "Seconds for name server and admin calls.",
+    "poll_name_server_interval": "Seconds between route refreshes (a failing topic refreshes sooner).",
+    "heartbeat_broker_interval": "Seconds between heartbeats to every broker.",
+    "send_timeout": "Seconds a send waits for its answer.",
+    "retry_times": "Extra attempts, on another broker, after a failed send.",
+    "retry_another_broker_when_not_store_ok": "Also retry sends answered with a flush or slave error.",
+    "compress_over": "Bodies of at least this many bytes are compressed.",
+    "compress_type": "zlib (what every 4.x client reads), lz4 or zstd (RocketMQ 5.x clients).",
+    "max_message_size": "Largest body sent, in bytes.",
+    "default_topic_queue_nums": "Queues a topic gets when the broker creates it on first send.",
+    "create_topic_key": "Template topic for creating topics on first send.",
+    "send_latency_fault_enable": "Avoid brokers that answered slowly or failed, for a while.",
+    "max_async_in_flight": "send_async calls running at once; more wait.",
+    "message_model": "CLUSTERING (the group shares the queues) or BROADCASTING (each consumer gets all).",
+    "consume_from_where": "Where a new group starts: LAST_OFFSET, FIRST_OFFSET or TIMESTAMP.",
+    "consume_timestamp": "Milliseconds since the epoch for TIMESTAMP; None: half an hour ago.",
+    "pull_batch_size": "Messages asked for per pull.",
+    "pull_threshold_for_queue": "Messages held per queue before pulling pauses.",
+    "pull_threshold_size_for_queue": "Bytes held per queue before pulling pauses.",
+    "consume_concurrently_max_span": "Largest offset span held per queue before pulling pauses.",
+    "consume_concurrency": "Handler calls running at once.",
+    "max_reconsume_times": "Redeliveries before a message goes to the DLQ; -1: 16 (orderly: unlimited).",
+    "suspend_current_queue_time": "Orderly: seconds a queue pauses after a failure.",
+    "rebalance_interval": "Seconds between rebalances (also on NOTIFY_CONSUMER_IDS_CHANGED).",
+    "persist_consumer_offset_interval": "Seconds between offset commits to the broker.",
+    "broker_suspend_max_time": "Seconds the broker may hold a pull.",
+    "consumer_timeout_when_suspend": "Seconds the consumer waits for a held pull.",
+    "pull_error_delay": "Seconds before a failed pull is retried.",
+    "flow_control_delay": "Seconds before pulling again when a queue holds too much.",
+    "lock_interval": "Orderly: seconds between queue lock renewals.",
+    "offset_store_dir": "Broadcasting: directory of local offsets; None: ~/.rocketmq_offsets.",
+}
+
+
+def _broker_rows() -> list[tuple[str, str, str]]:
+    from rmq.broker.config import _SPECS, BrokerConfig
+
+    defaults = BrokerConfig(broker_name="<host name>", broker_ip1="<outgoing address>")
+    rows = []
+    for key, spec in _SPECS.items():
+        value = spec.format(getattr(defaults, spec.attr))
+        if spec.attr == "store_path_root_dir":
+            value = "~/store"
+        rows.append((key, value, BROKER.get(key, "")))
+    return rows
+
+
+def _namesrv_rows() -> list[tuple[str, str, str]]:
+    from rmq.namesrv.config import _KEYS, NamesrvConfig
+
+    defaults = NamesrvConfig()
+    return [(key, fmt(getattr(defaults, attr)), NAMESRV.get(key, "")) for key, (attr, _, fmt, _) in _KEYS.items()]
+
+
+def _client_rows(cls: Any, skip: set[str]) -> list[tuple[str, str, str]]:
+    rows = []
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        text = getattr(default, "name", None) or repr(default)
+        rows.append((f.name, text, CLIENT.get(f.name, "")))
+    return rows
+
+
+def missing() -> list[str]:
+    """Settings the reference has no meaning for (the test keeps this empty)."""
+    from rmq.client.config import ConsumerConfig, ProducerConfig
+
+    out = [f"broker {k}" for k, _, d in _broker_rows() if not d]
+    out += [f"namesrv {k}" for k, _, d in _namesrv_rows() if not d]
+    for cls in (ProducerConfig, ConsumerConfig):
+        out += [f"{cls.__name__} {k}" for k, _, d in _client_rows(cls, set()) if not d]
+    return out
+
+
+def _table(rows: list[tuple[str, str, str]], key: str) -> str:
+    lines = [f"| {key} | default | meaning |", "|---|---|---|"]
+    for name, default, meaning in rows:
+        shown = default.replace("|", "\\|") if default else "(empty)"
+        lines.append(f"| `{name}` | `{shown}` | {meaning} |")
+    return "\n".join(lines)
+
+
+def render() -> str:
+    from rmq.client.config import ClientConfig, ConsumerConfig, ProducerConfig
+
+    common = {f.name for f in dataclasses.fields(ClientConfig)}
+    return "\n".join(
+        [
+            "# Configuration reference",
+            "",
+            "Generated from the config classes by `python -m rmq.tools.configdoc > docs/configuration.md`;",
+            "a test fails when it is stale. Broker and name server keys are RocketMQ's own names, read from",
+            "`broker.conf` / the name server's properties file (`-c FILE`); keys RocketMQ has that rmq does",
+            "not act on are accepted silently, unknown ones are warned about, and a bad value stops the",
+            "server with the key named.",
+            "",
+            "## Broker (`mqbroker -c broker.conf`)",
+            "",
+            _table(_broker_rows(), "key"),
+            "",
+            "## Name server (`mqnamesrv -c namesrv.properties`)",
+            "",
+            _table(_namesrv_rows(), "key"),
+            "",
+            "## Clients (keyword arguments of `Producer`, `PushConsumer`, `PullConsumer`)",
+            "",
+            "Every client:",
+            "",
+            _table(_client_rows(ClientConfig, set()), "option"),
+            "",
+            "Producers:",
+            "",
+            _table(_client_rows(ProducerConfig, common), "option"),
+            "",
+            "Consumers:",
+            "",
+            _table(_client_rows(ConsumerConfig, common), "option"),
+            "",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    sys.stdout.write(render())
