@@ -10,6 +10,8 @@ the synchronous MessageStore, then, in the same run:
   (b) reads the same splits in this one process (spark.store_scan + spark.rows, the code
       the Spark source runs) and writes the same partitioned Parquet with pyarrow.
 Prints messages/s and CommitLog MB/s for each and the ratio Spark / pyarrow.
+  (c) writes --sink-messages rows back to a topic with the "rocketmq" sink
+      (df.write.format("rocketmq")) against `rmq dev` in its own process, and prints msg/s.
 """
 
 from __future__ import annotations
@@ -102,6 +104,63 @@ def run_pyarrow(root: Path, out: Path) -> tuple[int, float]:
     return rows, time.monotonic() - started
 
 
+def _free_port(span: int = 1) -> int:
+    import socket
+
+    for _ in range(100):
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            base = sock.getsockname()[1]
+        try:
+            for port in range(base - 2, base + span):
+                with socket.socket() as t:
+                    t.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free ports")
+
+
+def run_sink(work: Path, master: str, messages: int, body: int) -> tuple[int, float]:
+    """(messages stored, seconds) for df.write.format("rocketmq") of `messages` rows."""
+    import subprocess
+
+    from pyspark.sql import functions as F
+
+    from rmq.protocol import RequestCode
+    from rmq.protocol import body as json_body
+    from spark.pull_client import Connection
+    from spark.session import build_session
+
+    ns_port, broker_port = _free_port(), _free_port(3)
+    cmd = [sys.executable, "-m", "rmq", "dev", "--store", str(work / "sink-store"), "--log-level", "WARNING",
+           "--namesrv-port", str(ns_port), "--broker-port", str(broker_port)]  # fmt: skip
+    dev = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    try:
+        assert dev.stdout is not None
+        while "export NAMESRV_ADDR" not in dev.stdout.readline():
+            pass
+        ns = f"127.0.0.1:{ns_port}"
+        session = build_session(master, "rmq bench sink", {"spark.driver.memory": "1g"})
+        try:
+            df = session.range(messages).select(F.expr(f"repeat('x', {body})").alias("body"))
+            warm = df.limit(100).write.format("rocketmq").option("namesrv", ns).option("topic", "SinkWarmup")
+            warm.mode("append").save()
+            t = time.monotonic()
+            df.write.format("rocketmq").option("namesrv", ns).option("topic", "SinkBench").mode("append").save()
+            seconds = time.monotonic() - t
+        finally:
+            session.stop()
+        with Connection(f"127.0.0.1:{broker_port}") as conn:
+            stats = conn.invoke(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "SinkBench"})
+        table = json_body.loads(stats.body)["offsetTable"]
+        stored = sum(int(v["maxOffset"]) - int(v["minOffset"]) for v in table.values())
+        return stored, seconds
+    finally:
+        dev.terminate()
+        dev.wait(30)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, default=1_000_000)
@@ -109,6 +168,7 @@ def main() -> int:
     p.add_argument("--topics", type=int, default=4)
     p.add_argument("--master", default="local[2]")
     p.add_argument("--dir", help="work directory (default: a temporary one, removed afterwards)")
+    p.add_argument("--sink-messages", type=int, default=100_000, help="rows written back with the sink (0: skip)")
     args = p.parse_args()
 
     work = Path(args.dir or tempfile.mkdtemp(prefix="rmq-spark-bench-"))
@@ -132,6 +192,11 @@ def main() -> int:
               f"(the source into a no-op sink, {read_s:.1f} s)")  # fmt: skip
         print(f"pyarrow (1 process):   {base_rows / base_s:>10,.0f} msg/s  {mb / base_s:7.1f} MB/s  ({base_s:.1f} s)")
         print(f"ratio spark / pyarrow: {base_s / spark_s:.2f}x")
+        if args.sink_messages:
+            stored, sink_s = run_sink(work, args.master, args.sink_messages, args.body)
+            assert stored == args.sink_messages, (stored, args.sink_messages)
+            print(f"sink    ({args.master}): {stored / sink_s:>10,.0f} msg/s  "
+                  f"({stored:,} rows of {args.body} B, {sink_s:.1f} s; the broker in its own process)")  # fmt: skip
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)

@@ -34,6 +34,8 @@ Filter pushdown (Spark 4.1+, `spark.sql.python.filterPushdown.enabled`, which `r
 turns on): `topic = ...`, `topic IN (...)` and `store_timestamp` comparisons narrow the
 scan exactly like the topics / since / until options.
 
+Writing: `df.write.format("rocketmq")` and `df.writeStream.format("rocketmq")`, see spark.sink.
+
 Streaming offsets live in Spark's checkpoint only (nothing is committed to the broker),
 so a restarted query resumes exactly after the last committed micro-batch.
 """
@@ -43,7 +45,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
@@ -52,6 +61,7 @@ from .options import Bounds, normalize, option_bool, option_int, push_filters, s
 from .pull_client import BrokerClient, QueueRef
 from .rows import batches
 from .schema import MESSAGE_SCHEMA, arrow_schema
+from .sink import RocketMQStreamWriter, RocketMQWriter, SinkSettings
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -314,3 +324,9 @@ class RocketMQDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return LiveStreamReader(LiveSettings(normalize(self.options), streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        return RocketMQWriter(SinkSettings(normalize(self.options)))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return RocketMQStreamWriter(SinkSettings(normalize(self.options)))
