@@ -127,9 +127,7 @@ def run_sink(work: Path, master: str, messages: int, body: int) -> tuple[int, fl
 
     from pyspark.sql import functions as F
 
-    from rmq.protocol import RequestCode
-    from rmq.protocol import body as json_body
-    from spark.pull_client import Connection
+    from rmq.client.blocking import QueueReader
     from spark.session import build_session
 
     ns_port, broker_port = _free_port(), _free_port(3)
@@ -151,10 +149,8 @@ def run_sink(work: Path, master: str, messages: int, body: int) -> tuple[int, fl
             seconds = time.monotonic() - t
         finally:
             session.stop()
-        with Connection(f"127.0.0.1:{broker_port}") as conn:
-            stats = conn.invoke(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "SinkBench"})
-        table = json_body.loads(stats.body)["offsetTable"]
-        stored = sum(int(v["maxOffset"]) - int(v["minOffset"]) for v in table.values())
+        with QueueReader(ns) as reader:
+            stored = sum(reader.max_offset(mq) - reader.min_offset(mq) for mq in reader.queues("SinkBench"))
         return stored, seconds
     finally:
         dev.terminate()

@@ -1,41 +1,30 @@
-"""A small blocking RocketMQ client for Spark executors: routes, offsets and pulls.
+"""Routes, offsets and pulls for Spark executors, through rmq's blocking client.
 
-Spark runs a data source's `read()` in plain Python worker processes, where starting a
-Trio run per task would be heavy and fragile. This client is the sans-IO core
-(RemotingCommand + FrameDecoder) over an ordinary blocking socket, one request at a
-time per connection: enough for GET_ROUTEINFO_BY_TOPIC, GET_MIN/MAX_OFFSET,
-SEARCH_OFFSET_BY_TIMESTAMP and PULL_MESSAGE without suspension (PROTOCOL.md 3.2, 3.3).
+Spark runs a data source's `read()` in plain Python worker processes. They use
+rmq.client.blocking.QueueReader (the one client implementation, run in a background Trio
+thread of the worker) for GET_ROUTEINFO_BY_TOPIC, GET_MIN/MAX_OFFSET,
+SEARCH_OFFSET_BY_TIMESTAMP and PULL_MESSAGE without suspension (PROTOCOL.md 3.2, 3.3). This
+module keeps the live source's vocabulary on top of it: queues as `QueueRef` with their
+offset-JSON key, answers as `PullResult` with the stored records undecoded, and one error
+type, `ClientError`, carrying the broker's code when there is one.
 
-Every call has a deadline (`timeout` seconds for the whole exchange, not per recv), so
-a silent peer raises `ClientError` instead of hanging a Spark task.
+Every call has a deadline (`timeout` seconds), so a silent peer raises `ClientError` instead
+of hanging a Spark task.
 """
 
 from __future__ import annotations
 
-import itertools
-import socket
-import time
+import threading
 from dataclasses import dataclass
 from typing import Any, Self
 
-from rmq.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
-from rmq.protocol import body as json_body
-from rmq.protocol.headers import (
-    GetRouteInfoRequestHeader,
-    OffsetResponseHeader,
-    PullMessageRequestHeader,
-    PullMessageResponseHeader,
-    QueueRequestHeader,
-    SearchOffsetRequestHeader,
-)
+from rmq.client import MessageQueue, MQClientError
+from rmq.client.blocking import QueueReader
+from rmq.client.errors import MQBrokerError
+from rmq.client.route import TopicRoute
 
-# PullSysFlag (PROTOCOL.md 3.2): we send our own subscription and never ask to be parked.
-PULL_FLAG_SUBSCRIPTION = 0x4
 PERM_READ = 0x4
 MASTER_ID = 0
-# Reads are at most this many bytes per recv; a frame itself is bounded by FrameDecoder
-# (16 MiB, RocketMQ's frame limit).
-_RECV_SIZE = 256 * 1024
 
 
 class ClientError(Exception):
@@ -60,6 +49,10 @@ class QueueRef:
         """The queue's key in offset JSON: "brokerName:queueId"."""
         return f"{self.broker_name}:{self.queue_id}"
 
+    @property
+    def mq(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker_name, self.queue_id)
+
 
 @dataclass(frozen=True, slots=True)
 class PullResult:
@@ -71,125 +64,64 @@ class PullResult:
 
 
 def split_addrs(text: str) -> list[str]:
-    """Name-server lists are `;`-separated in RocketMQ (`-n "a:9876;b:9876"`); commas work too."""
-    return [a.strip() for a in text.replace(",", ";").split(";") if a.strip()]
+    return [a.strip() for part in text.split(";") for a in part.split(",") if a.strip()]
 
 
-def _host_port(addr: str) -> tuple[str, int]:
-    host, sep, port = addr.rpartition(":")
-    if not sep or not port.isdigit():
-        raise ClientError(f"bad address {addr!r}: want host:port")
-    return host.strip("[]"), int(port)
+# One reader per (name servers, group, timeout) per worker process: its connections are reused
+# by every task the worker runs.
+_readers: dict[tuple[str, str, float], QueueReader] = {}
+_readers_lock = threading.Lock()
 
 
-class Connection:
-    """One blocking connection; `invoke` sends a request and waits for its response."""
+def _reader(namesrv: str, group: str = "rmq-spark", timeout: float = 10.0) -> QueueReader:
+    key = (";".join(split_addrs(namesrv)), group, timeout)
+    with _readers_lock:
+        reader = _readers.get(key)
+        if reader is None:
+            reader = _readers[key] = QueueReader(key[0], group=group, timeout=timeout).start()
+        return reader
 
-    _opaques = itertools.count(1)
 
-    def __init__(self, addr: str, timeout: float = 10.0) -> None:
-        self.addr = addr
-        self.timeout = timeout
-        try:
-            self._sock = socket.create_connection(_host_port(addr), timeout=timeout)
-        except OSError as exc:
-            raise ClientError(f"cannot connect to {addr}: {exc}") from None
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._decoder = FrameDecoder()
-
-    def close(self) -> None:
-        self._sock.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def invoke(self, code: int, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
-        """Send one request and return its response.
-
-        Requests the peer sends us on this connection (none are expected: we never
-        heartbeat) and responses to other opaques are dropped. On any error the
-        connection is closed, as its byte stream can no longer be trusted.
-        """
-        request = RemotingCommand.request(code, ext, body)
-        request.opaque = next(self._opaques) & 0x7FFFFFFF
-        deadline = time.monotonic() + self.timeout
-        try:
-            self._sock.sendall(request.encode())
-            while True:
-                for frame in self._decoder:
-                    cmd = RemotingCommand.decode(frame)
-                    if cmd.is_response and cmd.opaque == request.opaque:
-                        return cmd
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise TimeoutError
-                self._sock.settimeout(left)
-                chunk = self._sock.recv(_RECV_SIZE)
-                if not chunk:
-                    raise ClientError(f"{self.addr} closed the connection")
-                self._decoder.feed(chunk)
-        except TimeoutError:
-            self.close()
-            raise ClientError(f"no answer from {self.addr} to request {code} within {self.timeout} s") from None
-        except OSError as exc:
-            self.close()
-            raise ClientError(f"connection to {self.addr} failed: {exc}") from None
-        except ClientError:
-            self.close()
-            raise
+def _error(exc: MQClientError) -> ClientError:
+    return ClientError(str(exc), exc.code if isinstance(exc, MQBrokerError) else None)
 
 
 def fetch_route(namesrv: str, topic: str, timeout: float = 10.0) -> list[QueueRef]:
-    """The readable queues of `topic` on master brokers, asking each name server in turn.
+    """The readable queues of `topic` on master brokers.
 
-    Raises ClientError if no name server answers, or with code TOPIC_NOT_EXIST if the
-    topic has no route.
+    Raises ClientError if no name server answers or the topic has no route.
     """
-    errors: list[str] = []
-    for addr in split_addrs(namesrv):
-        try:
-            with Connection(addr, timeout) as conn:
-                ext = GetRouteInfoRequestHeader(topic=topic, accept_standard_json_only=True).to_ext()
-                resp = conn.invoke(RequestCode.GET_ROUTEINFO_BY_TOPIC, ext)
-        except ClientError as exc:
-            errors.append(str(exc))
-            continue
-        if resp.code != ResponseCode.SUCCESS:
-            raise ClientError(f"no route for topic {topic!r}: {resp.remark or resp.code}", resp.code)
-        return queues_from_route(topic, json_body.loads(resp.body))
-    raise ClientError(f"no name server answered for topic {topic!r}: {'; '.join(errors) or 'no address given'}")
+    reader = _reader(namesrv, timeout=timeout)
+    try:
+        queues = reader.queues(topic)
+    except MQClientError as exc:
+        raise _error(exc) from None
+    return sorted(QueueRef(mq.topic, mq.broker_name, mq.queue_id, reader.master_addr(mq)) for mq in queues)
 
 
 def queues_from_route(topic: str, route: dict[str, Any]) -> list[QueueRef]:
-    """Subscribe queues (PROTOCOL.md 7): readable QueueData whose broker has a master address."""
-    masters: dict[str, str] = {}
-    for bd in route.get("brokerDatas") or []:
-        addrs = {int(k): v for k, v in (bd.get("brokerAddrs") or {}).items()}
-        if MASTER_ID in addrs:
-            masters[bd["brokerName"]] = addrs[MASTER_ID]
-    out: list[QueueRef] = []
-    for qd in route.get("queueDatas") or []:
-        name = qd["brokerName"]
-        if name in masters and int(qd.get("perm", 0)) & PERM_READ:
-            out.extend(QueueRef(topic, name, q, masters[name]) for q in range(int(qd["readQueueNums"])))
-    return sorted(out)
+    """Subscribe queues (PROTOCOL.md 7) of a TopicRouteData body: readable queues of brokers
+    that have a master."""
+    parsed = TopicRoute.from_json(route)
+    masters = {bd.broker_name: bd.master_addr for bd in parsed.broker_datas if bd.master_addr}
+    return sorted(
+        QueueRef(topic, mq.broker_name, mq.queue_id, masters[mq.broker_name])
+        for mq in parsed.subscribe_queues(topic)
+        if mq.broker_name in masters
+    )
 
 
 class BrokerClient:
-    """Offsets and pulls against brokers, one cached connection per broker address."""
+    """Offsets and pulls at the brokers the queues name (the worker's shared QueueReader
+    underneath); `namesrv` identifies the cluster."""
 
-    def __init__(self, group: str = "rmq-spark", timeout: float = 10.0) -> None:
+    def __init__(self, namesrv: str, group: str = "rmq-spark", timeout: float = 10.0) -> None:
         self.group = group
         self.timeout = timeout
-        self._conns: dict[str, Connection] = {}
+        self.namesrv = namesrv
 
     def close(self) -> None:
-        for conn in self._conns.values():
-            conn.close()
-        self._conns.clear()
+        """Nothing to release: the reader is shared by the worker's tasks."""
 
     def __enter__(self) -> Self:
         return self
@@ -197,55 +129,24 @@ class BrokerClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _invoke(self, addr: str, code: int, ext: dict[str, str]) -> RemotingCommand:
-        conn = self._conns.get(addr)
-        if conn is None:
-            conn = self._conns[addr] = Connection(addr, self.timeout)
+    def _call(self, q: QueueRef, what: str, fn: Any) -> Any:
         try:
-            return conn.invoke(code, ext)
-        except ClientError:
-            self._conns.pop(addr, None)
-            raise
-
-    def _offset(self, q: QueueRef, code: int, ext: dict[str, str]) -> int:
-        resp = self._invoke(q.addr, code, ext)
-        if resp.code != ResponseCode.SUCCESS:
-            raise ClientError(f"request {code} for {q.topic} {q.key} failed: {resp.remark or resp.code}", resp.code)
-        return OffsetResponseHeader.from_ext(resp.ext_fields).offset
+            return fn(_reader(self.namesrv, self.group, self.timeout))
+        except MQClientError as exc:
+            raise ClientError(f"{what} for {q.topic} {q.key} failed: {exc}", _error(exc).code) from None
 
     def max_offset(self, q: QueueRef) -> int:
         """The next offset to be written in the queue (GET_MAX_OFFSET)."""
-        return self._offset(q, RequestCode.GET_MAX_OFFSET, QueueRequestHeader(q.topic, q.queue_id).to_ext())
+        return int(self._call(q, "GET_MAX_OFFSET", lambda r: r.max_offset(q.mq, q.addr)))
 
     def min_offset(self, q: QueueRef) -> int:
-        return self._offset(q, RequestCode.GET_MIN_OFFSET, QueueRequestHeader(q.topic, q.queue_id).to_ext())
+        return int(self._call(q, "GET_MIN_OFFSET", lambda r: r.min_offset(q.mq, q.addr)))
 
     def search_offset(self, q: QueueRef, timestamp_ms: int) -> int:
         """The queue offset nearest to a store time (SEARCH_OFFSET_BY_TIMESTAMP)."""
-        ext = SearchOffsetRequestHeader(q.topic, q.queue_id, timestamp_ms).to_ext()
-        return self._offset(q, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, ext)
+        return int(self._call(q, "SEARCH_OFFSET_BY_TIMESTAMP", lambda r: r.search_offset(q.mq, timestamp_ms, q.addr)))
 
     def pull(self, q: QueueRef, offset: int, max_nums: int = 32) -> PullResult:
         """One PULL_MESSAGE without suspension; the body holds stored records byte for byte."""
-        header = PullMessageRequestHeader(
-            consumer_group=self.group,
-            topic=q.topic,
-            queue_id=q.queue_id,
-            queue_offset=offset,
-            max_msg_nums=max_nums,
-            sys_flag=PULL_FLAG_SUBSCRIPTION,
-            commit_offset=0,
-            suspend_timeout_millis=0,
-            subscription="*",
-            expression_type="TAG",
-        )
-        resp = self._invoke(q.addr, RequestCode.PULL_MESSAGE, header.to_ext())
-        if resp.code not in (
-            ResponseCode.SUCCESS,
-            ResponseCode.PULL_NOT_FOUND,
-            ResponseCode.PULL_RETRY_IMMEDIATELY,
-            ResponseCode.PULL_OFFSET_MOVED,
-        ):
-            raise ClientError(f"pull of {q.topic} {q.key} at {offset} failed: {resp.remark or resp.code}", resp.code)
-        h = PullMessageResponseHeader.from_ext(resp.ext_fields)
-        return PullResult(resp.code, h.next_begin_offset, h.min_offset, h.max_offset, resp.body)
+        r = self._call(q, f"pull at {offset}", lambda reader: reader.pull(q.mq, offset, max_nums, q.addr))
+        return PullResult(r.code, r.next_begin_offset, r.min_offset, r.max_offset, r.body)

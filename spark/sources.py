@@ -157,7 +157,7 @@ class LiveSettings:
             raise ValueError("maxMessagesPerPartition and pullBatchSize must be positive")
 
     def client(self) -> BrokerClient:
-        return BrokerClient(self.group, self.timeout)
+        return BrokerClient(self.namesrv, self.group, self.timeout)
 
     def queues(self) -> list[QueueRef]:
         assert self.bounds.topics is not None

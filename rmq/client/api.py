@@ -64,6 +64,17 @@ class PullResult:
     messages: list[MessageExt]
 
 
+@dataclass(slots=True)
+class RawPull:
+    """A PULL_MESSAGE answer as the broker sent it: its code, offsets and stored records."""
+
+    code: int
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes
+
+
 class ClientAPI:
     """Typed requests over a RemotingClient; see the module docstring."""
 
@@ -240,6 +251,13 @@ class ClientAPI:
         return await self._queue_offset(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, addr, header, timeout)
 
     # -- pulling --------------------------------------------------------------------------
+
+    async def pull_raw(self, addr: str, header: H.PullMessageRequestHeader, timeout: float) -> RawPull:
+        """PULL_MESSAGE, answered as sent: any code, the body's records undecoded."""
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+        response = await self.invoke(addr, request, timeout)
+        h = self._header(H.PullMessageResponseHeader, response, addr)
+        return RawPull(response.code, h.next_begin_offset, h.min_offset, h.max_offset, response.body)
 
     async def pull(self, addr: str, header: H.PullMessageRequestHeader, timeout: float) -> PullResult:
         """PULL_MESSAGE; messages decoded, bodies inflated, MIN/MAX_OFFSET set."""

@@ -27,6 +27,8 @@ from typing import Any, Self
 from . import consumer as _consumer
 from . import producer as _producer
 from . import pull_consumer as _pull
+from . import reader as _reader
+from .api import RawPull
 from .message import Message, MessageExt, MessageQueue, SendResult
 from .portal import Portal, default_portal
 
@@ -149,4 +151,39 @@ class PushConsumer(_Facade):
         return self._portal.call(lambda: self._obj.wait_for_assignment(timeout))
 
 
-__all__ = ["Producer", "PullConsumer", "PushConsumer"]
+class QueueReader(_Facade):
+    """rmq.client.reader.QueueReader for blocking code: exact ranges of queues, raw records."""
+
+    def __init__(
+        self,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        group: str = "rmq-reader",
+        timeout: float = 10.0,
+        portal: Portal | None = None,
+    ) -> None:
+        super().__init__(portal)
+        self._obj = _reader.QueueReader(namesrv, group=group, timeout=timeout)
+
+    def queues(self, topic: str) -> list[MessageQueue]:
+        result: list[MessageQueue] = self._portal.call(lambda: self._obj.queues(topic))
+        return result
+
+    def master_addr(self, mq: MessageQueue) -> str:
+        return str(self._obj.master_addr(mq))
+
+    def max_offset(self, mq: MessageQueue, addr: str | None = None) -> int:
+        return int(self._portal.call(lambda: self._obj.max_offset(mq, addr)))
+
+    def min_offset(self, mq: MessageQueue, addr: str | None = None) -> int:
+        return int(self._portal.call(lambda: self._obj.min_offset(mq, addr)))
+
+    def search_offset(self, mq: MessageQueue, timestamp_ms: int, addr: str | None = None) -> int:
+        return int(self._portal.call(lambda: self._obj.search_offset(mq, timestamp_ms, addr)))
+
+    def pull(self, mq: MessageQueue, offset: int, max_nums: int = 32, addr: str | None = None) -> RawPull:
+        result: RawPull = self._portal.call(lambda: self._obj.pull(mq, offset, max_nums, addr))
+        return result
+
+
+__all__ = ["Producer", "PullConsumer", "PushConsumer", "QueueReader"]
