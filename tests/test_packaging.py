@@ -58,17 +58,19 @@ def test_wheel_installs_alone_and_runs_the_quickstart(tmp_path: Path) -> None:
     assert "rmq/client/__init__.py" in names and "rmq/py.typed" in names
     assert not any(n.startswith("tests/") for n in names)
 
+    # Nothing from this process may leak in: a PYTHONPATH naming the source tree (Spark tests
+    # set one) would make pip think rmq is installed already and the commands import it.
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAMESRV_ADDR", "VIRTUAL_ENV")}
+    env["RMQ_RUN_DIR"] = str(tmp_path / "run")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     py = env_dir / "bin" / "python"
-    subprocess.run(
-        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheels[0])],
-        check=True, capture_output=True, timeout=600,
-    )  # fmt: skip
     run_dir = tmp_path / "elsewhere"  # no source tree to import from by accident
     run_dir.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "NAMESRV_ADDR")}
-    env["RMQ_RUN_DIR"] = str(tmp_path / "run")
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheels[0])],
+        check=True, capture_output=True, timeout=600, env=env, cwd=run_dir,
+    )  # fmt: skip
     rmq = str(env_dir / "bin" / "rmq")
     ns_port, broker_port = _free_port(), _free_port(3)
     procs: list[subprocess.Popen[str]] = []

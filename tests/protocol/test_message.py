@@ -330,8 +330,10 @@ def test_decompress_body() -> None:
     assert decompress_body(z, COMPRESSED_FLAG) == raw
     assert decompress_body(z, COMPRESSED_FLAG | COMPRESSION_ZLIB) == raw
     assert decompress_body(b"plain", 0) == b"plain"
-    with pytest.raises(RemoteProtocolError, match="unsupported"):
+    with pytest.raises(RemoteProtocolError, match="corrupt LZ4"):  # zlib bytes marked LZ4
         decompress_body(z, COMPRESSED_FLAG | COMPRESSION_LZ4)
+    with pytest.raises(RemoteProtocolError, match="unsupported"):
+        decompress_body(z, COMPRESSED_FLAG | 0x400)
     with pytest.raises(RemoteProtocolError, match="corrupt"):
         decompress_body(b"not zlib", COMPRESSED_FLAG)
     with pytest.raises(RemoteProtocolError, match="exceeds"):
