@@ -1,0 +1,615 @@
+"""RaftNode: one member of a DLedger group as a sans-IO state machine.
+
+Events in (``tick``, ``receive``, ``propose``, ``persisted``, ``transfer_leadership``), actions
+out (``Send``, ``PersistEntries``, ``PersistTerm``, ``Commit``, ``Become*``). No clock, socket,
+file or randomness of its own: time comes with every event and randomness from the ``rng``
+given at construction, so a simulator replays a run exactly from its seed.
+
+Protocol: DLedger's. Elections as in Raft (a vote per term, only for a log at least as up to
+date as ours). A new leader appends a no-op entry and finds each follower's match point with
+COMPARE pushes, cuts the follower's divergent tail with TRUNCATE (never below its commit index)
+and then streams APPEND pushes (batches of entries, one push in flight per follower, resent
+after ``push_timeout_ms``). An entry is committed when a majority holds it durably and it is of
+the leader's term (Raft's commit rule). A leader that hears from no majority for an election
+timeout steps down.
+
+The driver must execute the actions of one call in order. ``PersistTerm`` must be durable
+before any later action is carried out (a vote or a term must survive a crash before anyone
+hears of it). ``PersistEntries`` may complete later, in order: the driver calls
+``persisted(upto)`` when everything up to ``upto`` that the log holds is durable. The log
+(``LogView``) must show appended entries at once, durable or not.
+"""
+
+from __future__ import annotations
+
+import enum
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypedDict
+
+from .messages import (
+    Code,
+    Entry,
+    HeartBeatRequest,
+    HeartBeatResponse,
+    LeadershipTransferRequest,
+    Message,
+    PushEntryRequest,
+    PushEntryResponse,
+    PushType,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
+
+
+class Role(enum.Enum):
+    FOLLOWER = "FOLLOWER"
+    CANDIDATE = "CANDIDATE"
+    LEADER = "LEADER"
+
+
+class NotLeader(Exception):
+    """A proposal reached a member that is not the leader (``leader_id``: who may be)."""
+
+    def __init__(self, leader_id: str | None) -> None:
+        super().__init__(f"not the leader (leader: {leader_id or 'unknown'})")
+        self.leader_id = leader_id
+
+
+class LogView(Protocol):
+    """The member's log as the driver keeps it (appended entries visible at once)."""
+
+    @property
+    def end_index(self) -> int: ...  # -1 when empty
+
+    def term_at(self, index: int) -> int | None: ...  # None outside the log
+
+    def entry_at(self, index: int) -> Entry | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RaftConfig:
+    election_timeout_ms: int = 3000  # randomized within [t, 2t) per election
+    heartbeat_interval_ms: int = 1000
+    push_timeout_ms: int = 1000  # an unanswered push is sent again after this
+    max_batch: int = 64  # entries per APPEND push
+    max_batch_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class PersistentState:
+    term: int = 0
+    voted_for: str | None = None
+    commit_index: int = -1
+
+
+# -- actions ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    to: str
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class PersistEntries:
+    """Cut the log after ``truncate_after`` (when not None), then append ``entries``."""
+
+    entries: tuple[Entry, ...]
+    truncate_after: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PersistTerm:
+    term: int
+    voted_for: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    index: int
+
+
+@dataclass(frozen=True, slots=True)
+class BecomeLeader:
+    term: int
+
+
+@dataclass(frozen=True, slots=True)
+class BecomeFollower:
+    term: int
+    leader_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BecomeCandidate:
+    term: int
+
+
+Action = Send | PersistEntries | PersistTerm | Commit | BecomeLeader | BecomeFollower | BecomeCandidate
+
+
+class _Base(TypedDict):
+    group: str
+    local_id: str
+    remote_id: str
+    term: int
+    leader_id: str | None
+
+
+class _Mode(enum.Enum):
+    COMPARE = "COMPARE"
+    TRUNCATE = "TRUNCATE"
+    APPEND = "APPEND"
+
+
+@dataclass(slots=True)
+class _Progress:
+    """The leader's view of one follower."""
+
+    mode: _Mode = _Mode.COMPARE
+    compare_index: int = -1
+    match: int = -1  # highest index known durable on the follower and equal to ours
+    next: int = 0  # next index to APPEND
+    inflight: bool = False
+    deadline: int = 0
+    sent_last: int = -1  # last index of the push in flight
+    last_ack: int = 0  # when it last answered in this term
+
+
+@dataclass(slots=True)
+class _PendingAck:
+    index: int
+    to: str
+    term: int
+
+
+class RaftNode:
+    """One member; see the module docstring."""
+
+    def __init__(
+        self,
+        self_id: str,
+        peers: Sequence[str],
+        log: LogView,
+        *,
+        group: str = "default",
+        config: RaftConfig | None = None,
+        state: PersistentState | None = None,
+        rng: random.Random | None = None,
+        now_ms: int = 0,
+    ) -> None:
+        if self_id not in peers:
+            raise ValueError(f"{self_id} is not one of the peers {list(peers)}")
+        self.id = self_id
+        self.peers = tuple(peers)
+        self.others = tuple(p for p in self.peers if p != self_id)
+        self.group = group
+        self.log = log
+        self.config = config or RaftConfig()
+        self.rng = rng or random.Random()
+        st = state or PersistentState()
+        self.term = st.term
+        self.voted_for = st.voted_for
+        self.commit_index = min(st.commit_index, log.end_index)
+        self.durable = log.end_index  # what recovery found is on disk
+        self.role = Role.FOLLOWER
+        self.leader_id: str | None = None
+        self.majority = len(self.peers) // 2 + 1
+        self._votes: set[str] = set()
+        self._progress: dict[str, _Progress] = {}
+        self._pending_acks: list[_PendingAck] = []
+        self._matched_end = -1  # follower: our log up to here equals the leader's in `_matched_term`
+        self._matched_term = -1
+        self._leader_since = 0
+        self._transfer_to: str | None = None
+        self._transfer_deadline = 0
+        self._heartbeat_due = 0
+        self._election_due = now_ms + self._election_timeout()
+
+    # -- read-only state -----------------------------------------------------------------------
+
+    @property
+    def end_index(self) -> int:
+        return self.log.end_index
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def _end_term(self) -> int:
+        end = self.log.end_index
+        return -1 if end < 0 else (self.log.term_at(end) or -1)
+
+    def _election_timeout(self) -> int:
+        t = self.config.election_timeout_ms
+        return t + self.rng.randrange(t)
+
+    def _msg_base(self, to: str) -> _Base:
+        return _Base(group=self.group, local_id=self.id, remote_id=to, term=self.term, leader_id=self.leader_id)
+
+    # -- term changes ------------------------------------------------------------------------
+
+    def _step_down(
+        self, term: int, leader: str | None, now: int, out: list[Action], *, reset_timer: bool = True
+    ) -> None:
+        """Follow `leader` (None: unknown) in `term` (>= ours). The election timer restarts
+        only for a leader: a candidate's higher term alone must not keep us from standing
+        (the member with the longest log may be the only one able to win)."""
+        if term > self.term:
+            self.term = term
+            self.voted_for = None
+            out.append(PersistTerm(term, None))
+            self._matched_term = -1
+        changed = self.role is not Role.FOLLOWER or leader != self.leader_id
+        self.role = Role.FOLLOWER
+        self.leader_id = leader
+        self._votes.clear()
+        self._progress.clear()
+        self._transfer_to = None
+        if reset_timer:
+            self._election_due = now + self._election_timeout()
+        if changed:
+            out.append(BecomeFollower(self.term, leader))
+
+    # -- events ----------------------------------------------------------------------------------
+
+    def tick(self, now: int) -> list[Action]:
+        out: list[Action] = []
+        if self.role is Role.LEADER:
+            if now >= self._heartbeat_due:
+                self._heartbeat_due = now + self.config.heartbeat_interval_ms
+                for peer in self.others:
+                    out.append(Send(peer, HeartBeatRequest(**self._msg_base(peer), commit_index=self.commit_index)))
+            lost = [p for p in self._progress.values() if now - p.last_ack >= self.config.election_timeout_ms]
+            if (
+                len(self.others) - len(lost) + 1 < self.majority
+                and now - self._leader_since >= self.config.election_timeout_ms
+            ):
+                self._step_down(self.term, None, now, out)  # no majority hears us: let them elect
+                return out
+            for peer, p in self._progress.items():
+                if p.inflight and now >= p.deadline:
+                    p.inflight = False
+                self._push(peer, p, now, out)
+            if self._transfer_to is not None and now >= self._transfer_deadline:
+                self._transfer_to = None
+        elif now >= self._election_due:
+            self._start_election(now, out)
+        return out
+
+    def _start_election(self, now: int, out: list[Action]) -> None:
+        self.term += 1
+        self.role = Role.CANDIDATE
+        self.voted_for = self.id
+        self.leader_id = None
+        self._votes = {self.id}
+        self._matched_term = -1
+        self._election_due = now + self._election_timeout()
+        out.append(PersistTerm(self.term, self.id))
+        out.append(BecomeCandidate(self.term))
+        if len(self._votes) >= self.majority:
+            self._become_leader(now, out)
+            return
+        end, end_term = self.log.end_index, self._end_term()
+        for peer in self.others:
+            out.append(Send(peer, VoteRequest(**self._msg_base(peer), ledger_end_index=end, ledger_end_term=end_term)))
+
+    def _become_leader(self, now: int, out: list[Action]) -> None:
+        self.role = Role.LEADER
+        self.leader_id = self.id
+        self._leader_since = now
+        end = self.log.end_index
+        self._progress = {
+            peer: _Progress(mode=_Mode.COMPARE, compare_index=end, next=end + 1, last_ack=now) for peer in self.others
+        }
+        out.append(BecomeLeader(self.term))
+        # A no-op of our term lets entries of earlier terms commit (Raft 5.4.2).
+        noop = Entry(end + 1, self.term, b"")
+        out.append(PersistEntries((noop,)))
+        self._heartbeat_due = now
+        out.extend(self.tick(now))
+        self._advance_commit(out)
+
+    def receive(self, msg: Message, now: int) -> list[Action]:
+        out: list[Action] = []
+        if msg.group != self.group or msg.remote_id != self.id or msg.local_id not in self.others:
+            return out
+        if msg.term > self.term:
+            from_leader = isinstance(msg, (HeartBeatRequest, PushEntryRequest))
+            self._step_down(msg.term, msg.local_id if from_leader else None, now, out, reset_timer=from_leader)
+        if isinstance(msg, VoteRequest):
+            self._on_vote_request(msg, now, out)
+        elif isinstance(msg, VoteResponse):
+            if self.role is Role.CANDIDATE and msg.term == self.term and msg.vote_result is VoteResult.ACCEPT:
+                self._votes.add(msg.local_id)
+                if len(self._votes) >= self.majority:
+                    self._become_leader(now, out)
+        elif isinstance(msg, HeartBeatRequest):
+            if self._accept_leader(msg, now, out):
+                self._follow_commit(msg.commit_index, out)
+                out.append(Send(msg.local_id, HeartBeatResponse(**self._msg_base(msg.local_id))))
+        elif isinstance(msg, HeartBeatResponse):
+            p = self._progress.get(msg.local_id)
+            if self.role is Role.LEADER and msg.term == self.term and p is not None and msg.code == Code.SUCCESS:
+                p.last_ack = now
+        elif isinstance(msg, PushEntryRequest):
+            if self._accept_leader(msg, now, out):
+                self._on_push(msg, out)
+        elif isinstance(msg, PushEntryResponse):
+            self._on_push_response(msg, now, out)
+        elif isinstance(msg, LeadershipTransferRequest):
+            if msg.term == self.term and msg.local_id == self.leader_id and self.role is Role.FOLLOWER:
+                self._start_election(now, out)
+        return out
+
+    def _accept_leader(self, msg: HeartBeatRequest | PushEntryRequest, now: int, out: list[Action]) -> bool:
+        """A request from a leader: answer EXPIRED_TERM if its term is old, else follow it."""
+        if msg.term < self.term:
+            response: Message
+            if isinstance(msg, HeartBeatRequest):
+                response = HeartBeatResponse(**self._msg_base(msg.local_id), code=Code.EXPIRED_TERM)
+            else:
+                response = PushEntryResponse(
+                    **self._msg_base(msg.local_id), code=Code.EXPIRED_TERM, type=msg.type, end_index=self.log.end_index
+                )
+            out.append(Send(msg.local_id, response))
+            return False
+        if self.role is Role.LEADER:  # two leaders of one term cannot happen; never follow one
+            return False
+        if self.role is Role.CANDIDATE or self.leader_id != msg.local_id:
+            self._step_down(msg.term, msg.local_id, now, out)
+        self._election_due = now + self._election_timeout()
+        return True
+
+    def _on_vote_request(self, msg: VoteRequest, now: int, out: list[Action]) -> None:
+        result = VoteResult.ACCEPT
+        end, end_term = self.log.end_index, self._end_term()
+        if msg.term < self.term:
+            result = VoteResult.REJECT_EXPIRED_VOTE_TERM
+        elif self.voted_for not in (None, msg.local_id):
+            result = VoteResult.REJECT_ALREADY_VOTED
+        elif msg.ledger_end_term < end_term:
+            result = VoteResult.REJECT_EXPIRED_LEDGER_TERM
+        elif msg.ledger_end_term == end_term and msg.ledger_end_index < end:
+            result = VoteResult.REJECT_SMALL_LEDGER_END_INDEX
+        if result is VoteResult.ACCEPT and self.voted_for is None:
+            self.voted_for = msg.local_id
+            out.append(PersistTerm(self.term, msg.local_id))  # durable before the answer leaves
+            self._election_due = now + self._election_timeout()
+        out.append(Send(msg.local_id, VoteResponse(**self._msg_base(msg.local_id), vote_result=result)))
+
+    # -- follower: pushes ----------------------------------------------------------------------
+
+    def _respond(self, msg: PushEntryRequest, code: int, index: int, out: list[Action]) -> None:
+        out.append(
+            Send(
+                msg.local_id,
+                PushEntryResponse(
+                    **self._msg_base(msg.local_id), code=code, type=msg.type, index=index,
+                    end_index=self.log.end_index, end_term=self._end_term(),
+                ),
+            )
+        )  # fmt: skip
+
+    def _on_push(self, msg: PushEntryRequest, out: list[Action]) -> None:
+        log = self.log
+        if msg.type is PushType.APPEND:
+            entries = msg.entries
+            if not entries:
+                return
+            last = entries[-1]
+            if self._matched_term != self.term:
+                self._respond(msg, Code.INCONSISTENT_STATE, last.index, out)
+                return
+            first = entries[0].index
+            if first <= log.end_index:  # a repeat: fine if we hold it already
+                if log.term_at(last.index) == last.term and last.index <= self._matched_end:
+                    self._ack_when_durable(last.index, msg, out)
+                    self._follow_commit(msg.commit_index, out)
+                else:
+                    self._respond(msg, Code.INCONSISTENT_STATE, last.index, out)
+                return
+            if first != log.end_index + 1:
+                self._respond(msg, Code.INCONSISTENT_STATE, last.index, out)
+                return
+            out.append(PersistEntries(entries))
+            self._matched_end = last.index
+            self._ack_when_durable(last.index, msg, out)
+            self._follow_commit(msg.commit_index, out)
+        elif msg.type is PushType.COMPARE:
+            e = msg.entries[0] if msg.entries else Entry(-1, -1)
+            same = e.index < 0 or log.term_at(e.index) == e.term
+            self._respond(msg, Code.SUCCESS if same else Code.INCONSISTENT_STATE, e.index, out)
+        elif msg.type is PushType.TRUNCATE:
+            e = msg.entries[0] if msg.entries else Entry(-1, -1)
+            below_matched = self._matched_term == self.term and e.index < self._matched_end
+            if (e.index >= 0 and log.term_at(e.index) != e.term) or e.index < self.commit_index or below_matched:
+                self._respond(msg, Code.INCONSISTENT_STATE, e.index, out)
+                return
+            if log.end_index > e.index:
+                out.append(PersistEntries((), truncate_after=e.index))
+                self.durable = min(self.durable, e.index)
+                self._pending_acks = [a for a in self._pending_acks if a.index <= e.index]
+            self._matched_end = e.index
+            self._matched_term = self.term
+            self._respond(msg, Code.SUCCESS, e.index, out)
+            self._follow_commit(msg.commit_index, out)
+        elif msg.type is PushType.COMMIT:
+            self._follow_commit(msg.commit_index, out)
+
+    def _ack_when_durable(self, index: int, msg: PushEntryRequest, out: list[Action]) -> None:
+        if index <= self.durable:
+            self._respond(msg, Code.SUCCESS, index, out)
+        else:
+            self._pending_acks.append(_PendingAck(index, msg.local_id, msg.term))
+
+    def _follow_commit(self, leader_commit: int, out: list[Action]) -> None:
+        if self._matched_term != self.term:
+            return
+        target = min(leader_commit, self._matched_end)
+        if target > self.commit_index:
+            self.commit_index = target
+            out.append(Commit(target))
+
+    # -- durability ----------------------------------------------------------------------------
+
+    def persisted(self, upto: int, now: int) -> list[Action]:
+        """Everything up to `upto` that the log holds is durable now."""
+        out: list[Action] = []
+        self.durable = min(upto, self.log.end_index)
+        if self.role is Role.LEADER:
+            self._advance_commit(out)
+            return out
+        ready = [a for a in self._pending_acks if a.index <= self.durable]
+        self._pending_acks = [a for a in self._pending_acks if a.index > self.durable]
+        for a in ready:
+            if a.term == self.term and a.to == self.leader_id:
+                out.append(
+                    Send(
+                        a.to,
+                        PushEntryResponse(
+                            **self._msg_base(a.to), type=PushType.APPEND, index=a.index,
+                            end_index=self.log.end_index, end_term=self._end_term(),
+                        ),
+                    )
+                )  # fmt: skip
+        return out
+
+    # -- leader: replication -----------------------------------------------------------------
+
+    def propose(self, body: bytes, now: int) -> tuple[int, list[Action]]:
+        """Append `body` as a new entry; returns its index and the actions.
+
+        Raises:
+            NotLeader: this member is not the leader (or hands leadership over).
+        """
+        if self.role is not Role.LEADER or self._transfer_to is not None:
+            raise NotLeader(self.leader_id if self.role is not Role.LEADER else None)
+        entry = Entry(self.log.end_index + 1, self.term, body)
+        out: list[Action] = [PersistEntries((entry,))]
+        for peer, p in self._progress.items():
+            self._push(peer, p, now, out)
+        return entry.index, out
+
+    def _push(self, peer: str, p: _Progress, now: int, out: list[Action]) -> None:
+        """Send `peer` the next push if none is in flight."""
+        if p.inflight:
+            return
+        base = self._msg_base(peer)
+        log = self.log
+        if p.mode is _Mode.COMPARE:
+            i = min(p.compare_index, log.end_index)
+            term = log.term_at(i) if i >= 0 else -1
+            entry = Entry(i, term if term is not None else -1)
+            msg = PushEntryRequest(**base, type=PushType.COMPARE, commit_index=self.commit_index, entries=(entry,))
+            p.sent_last = i
+        elif p.mode is _Mode.TRUNCATE:
+            i = p.compare_index
+            term = log.term_at(i) if i >= 0 else -1
+            entry = Entry(i, term if term is not None else -1)
+            msg = PushEntryRequest(**base, type=PushType.TRUNCATE, commit_index=self.commit_index, entries=(entry,))
+            p.sent_last = i
+        else:
+            if p.next > log.end_index:
+                return  # nothing new: heartbeats carry the commit index meanwhile
+            batch: list[Entry] = []
+            size = 0
+            i = p.next
+            while i <= log.end_index and len(batch) < self.config.max_batch and size < self.config.max_batch_bytes:
+                e = log.entry_at(i)
+                if e is None:
+                    break
+                batch.append(e)
+                size += len(e.body)
+                i += 1
+            if not batch:
+                return
+            msg = PushEntryRequest(**base, type=PushType.APPEND, commit_index=self.commit_index, entries=tuple(batch))
+            p.sent_last = batch[-1].index
+        p.inflight = True
+        p.deadline = now + self.config.push_timeout_ms
+        out.append(Send(peer, msg))
+
+    def _on_push_response(self, msg: PushEntryResponse, now: int, out: list[Action]) -> None:
+        p = self._progress.get(msg.local_id)
+        if self.role is not Role.LEADER or msg.term != self.term or p is None or msg.code == Code.EXPIRED_TERM:
+            return
+        p.last_ack = now
+        current = msg.type.value == p.mode.value and msg.index == p.sent_last
+        if msg.type is PushType.APPEND and msg.code == Code.SUCCESS:
+            if msg.index > p.match:
+                p.match = msg.index
+                self._advance_commit(out)
+            if current:
+                p.inflight = False
+                p.next = max(p.next, msg.index + 1)
+        elif not current:
+            return  # a late answer to an earlier push
+        else:
+            p.inflight = False
+            if msg.type is PushType.APPEND:  # INCONSISTENT: find where we agree
+                # From the follower's end down: the first match is the highest, so a TRUNCATE
+                # only ever cuts entries that differ from ours (and were never acked to us).
+                p.mode = _Mode.COMPARE
+                p.compare_index = min(msg.end_index, self.log.end_index)
+            elif msg.type is PushType.COMPARE:
+                if msg.code == Code.SUCCESS:
+                    p.mode = _Mode.TRUNCATE
+                else:
+                    below = p.compare_index - 1
+                    p.compare_index = max(-1, min(msg.end_index, below))
+            elif msg.type is PushType.TRUNCATE:
+                if msg.code == Code.SUCCESS:
+                    # The follower's prefix equals ours now, but may not be durable there yet:
+                    # it counts once an APPEND ack (sent after its fsync) covers it.
+                    p.mode = _Mode.APPEND
+                    p.next = msg.index + 1
+                else:
+                    p.mode = _Mode.COMPARE
+                    p.compare_index = max(-1, min(msg.end_index, p.compare_index - 1))
+        self._push(msg.local_id, p, now, out)
+        if self._transfer_to == msg.local_id and p.match >= self.log.end_index:
+            out.append(Send(msg.local_id, LeadershipTransferRequest(**self._msg_base(msg.local_id))))
+
+    def _advance_commit(self, out: list[Action]) -> None:
+        if self.role is not Role.LEADER:
+            return
+        matches = sorted([self.durable, *(p.match for p in self._progress.values())], reverse=True)
+        n = matches[self.majority - 1]
+        if n > self.commit_index and self.log.term_at(n) == self.term:
+            self.commit_index = n
+            out.append(Commit(n))
+
+    def transfer_leadership(self, to: str, now: int) -> list[Action]:
+        """Hand leadership to `to` once it holds our whole log (proposals stop meanwhile, for
+        at most an election timeout)."""
+        out: list[Action] = []
+        if self.role is not Role.LEADER or to not in self._progress:
+            return out
+        self._transfer_to = to
+        self._transfer_deadline = now + self.config.election_timeout_ms
+        if self._progress[to].match >= self.log.end_index:
+            out.append(Send(to, LeadershipTransferRequest(**self._msg_base(to))))
+        return out
+
+
+__all__ = [
+    "Action",
+    "BecomeCandidate",
+    "BecomeFollower",
+    "BecomeLeader",
+    "Commit",
+    "LogView",
+    "NotLeader",
+    "PersistEntries",
+    "PersistTerm",
+    "PersistentState",
+    "RaftConfig",
+    "RaftNode",
+    "Role",
+    "Send",
+]

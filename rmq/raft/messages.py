@@ -1,0 +1,225 @@
+"""DLedger's peer messages as plain data, with their JSON shape (openmessaging/dledger protocol/*).
+
+Every message names its ``group``, its sender (``localId``), its receiver (``remoteId``), the
+sender's ``term`` and ``leaderId``, and a ``code`` (DLedgerResponseCode). Peers carry them as
+RemotingCommand bodies with DLedger's request codes (VOTE 51001, HEART_BEAT 51002, PUSH 51004,
+LEADERSHIP_TRANSFER 51005). Entries travel as DLedgerEntry JSON with a Base64 body.
+"""
+
+from __future__ import annotations
+
+import base64
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+# DLedgerRequestCode
+METADATA = 50000
+APPEND = 50001
+GET = 50002
+VOTE = 51001
+HEART_BEAT = 51002
+PULL = 51003
+PUSH = 51004
+LEADERSHIP_TRANSFER = 51005
+
+
+class Code(enum.IntEnum):
+    """DLedgerResponseCode (the ones the core uses)."""
+
+    SUCCESS = 200
+    EXPIRED_TERM = 403
+    INCONSISTENT_STATE = 406
+    INCONSISTENT_LEADER = 409
+    TERM_NOT_READY = 416
+    TAKE_LEADERSHIP_FAILED = 418
+
+
+class VoteResult(enum.Enum):
+    ACCEPT = "ACCEPT"
+    REJECT_ALREADY_VOTED = "REJECT_ALREADY_VOTED"
+    REJECT_EXPIRED_VOTE_TERM = "REJECT_EXPIRED_VOTE_TERM"
+    REJECT_EXPIRED_LEDGER_TERM = "REJECT_EXPIRED_LEDGER_TERM"
+    REJECT_SMALL_LEDGER_END_INDEX = "REJECT_SMALL_LEDGER_END_INDEX"
+    REJECT_ALREADY_HAS_LEADER = "REJECT_ALREADY_HAS_LEADER"
+
+
+class PushType(enum.Enum):
+    APPEND = "APPEND"
+    COMMIT = "COMMIT"
+    COMPARE = "COMPARE"
+    TRUNCATE = "TRUNCATE"
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One log entry. ``index`` counts from 0; an empty body is a leader's no-op."""
+
+    index: int
+    term: int
+    body: bytes = b""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "term": self.term, "body": base64.b64encode(self.body).decode("ascii")}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> Entry:
+        return cls(int(obj["index"]), int(obj["term"]), base64.b64decode(obj.get("body") or ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    group: str
+    local_id: str  # the sender
+    remote_id: str  # the receiver
+    term: int
+    leader_id: str | None = None
+    code: int = Code.SUCCESS
+
+    def _base_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "group": self.group,
+            "localId": self.local_id,
+            "remoteId": self.remote_id,
+            "term": self.term,
+            "code": int(self.code),
+        }
+        if self.leader_id is not None:
+            out["leaderId"] = self.leader_id
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return self._base_json()
+
+
+def _base(obj: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "group": str(obj.get("group", "")),
+        "local_id": str(obj["localId"]),
+        "remote_id": str(obj.get("remoteId", "")),
+        "term": int(obj["term"]),
+        "leader_id": obj.get("leaderId"),
+        "code": int(obj.get("code", Code.SUCCESS)),
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class VoteRequest(Message):
+    ledger_end_index: int = -1
+    ledger_end_term: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self._base_json(), "ledgerEndIndex": self.ledger_end_index, "ledgerEndTerm": self.ledger_end_term}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> VoteRequest:
+        return cls(**_base(obj), ledger_end_index=int(obj["ledgerEndIndex"]), ledger_end_term=int(obj["ledgerEndTerm"]))
+
+
+@dataclass(frozen=True, slots=True)
+class VoteResponse(Message):
+    vote_result: VoteResult = VoteResult.ACCEPT
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self._base_json(), "voteResult": self.vote_result.value}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> VoteResponse:
+        return cls(**_base(obj), vote_result=VoteResult(obj["voteResult"]))
+
+
+@dataclass(frozen=True, slots=True)
+class HeartBeatRequest(Message):
+    commit_index: int = -1  # our addition: lets an idle follower learn the commit index sooner
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self._base_json(), "commitIndex": self.commit_index}
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> HeartBeatRequest:
+        return cls(**_base(obj), commit_index=int(obj.get("commitIndex", -1)))
+
+
+@dataclass(frozen=True, slots=True)
+class HeartBeatResponse(Message):
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> HeartBeatResponse:
+        return cls(**_base(obj))
+
+
+@dataclass(frozen=True, slots=True)
+class PushEntryRequest(Message):
+    type: PushType = PushType.APPEND
+    commit_index: int = -1
+    entries: tuple[Entry, ...] = field(default_factory=tuple)  # APPEND: the batch; COMPARE/TRUNCATE: one
+
+    def to_json(self) -> dict[str, Any]:
+        out = {**self._base_json(), "type": self.type.value, "commitIndex": self.commit_index}
+        if len(self.entries) == 1:
+            out["entry"] = self.entries[0].to_json()
+        elif self.entries:
+            out["batchEntry"] = [e.to_json() for e in self.entries]
+        return out
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> PushEntryRequest:
+        raw = obj.get("batchEntry") or ([obj["entry"]] if obj.get("entry") else [])
+        return cls(
+            **_base(obj),
+            type=PushType(obj.get("type", "APPEND")),
+            commit_index=int(obj.get("commitIndex", -1)),
+            entries=tuple(Entry.from_json(e) for e in raw),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PushEntryResponse(Message):
+    type: PushType = PushType.APPEND
+    index: int = -1  # the index the request was about (its last entry for APPEND)
+    end_index: int = -1  # the follower's log end
+    end_term: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self._base_json(),
+            "type": self.type.value,
+            "index": self.index,
+            "endIndex": self.end_index,
+            "endTerm": self.end_term,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> PushEntryResponse:
+        return cls(
+            **_base(obj),
+            type=PushType(obj.get("type", "APPEND")),
+            index=int(obj.get("index", -1)),
+            end_index=int(obj.get("endIndex", -1)),
+            end_term=int(obj.get("endTerm", -1)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LeadershipTransferRequest(Message):
+    """Sent by a leader to the member it hands over to: start an election now."""
+
+    transfer_id: str = ""
+    transferee_id: str = ""
+    take_leadership_ledger_index: int = -1
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            **self._base_json(),
+            "transferId": self.transfer_id,
+            "transfereeId": self.transferee_id,
+            "takeLeadershipLedgerIndex": self.take_leadership_ledger_index,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any]) -> LeadershipTransferRequest:
+        return cls(
+            **_base(obj),
+            transfer_id=str(obj.get("transferId", "")),
+            transferee_id=str(obj.get("transfereeId", "")),
+            take_leadership_ledger_index=int(obj.get("takeLeadershipLedgerIndex", -1)),
+        )

@@ -1,0 +1,378 @@
+"""A deterministic simulator for rmq.raft: one seed, one run, replayed bit for bit.
+
+Virtual time only. Each member has a RaftNode, a log in memory and a "disk" that catches up
+as its writes complete (after a random delay; slow disks are slower). The network drops,
+delays (and so reorders) and duplicates messages and can be cut in one direction only. Members
+crash (writes still in flight are lost or done, at random; the term and vote survive, as
+PersistTerm is synchronous) and restart from their disk; clocks drift.
+
+A run has a fault phase and then a heal phase (every member up, a reliable network). Checked
+throughout and at the end: at most one leader per term; every member commits the same entry
+at an index (nothing committed is ever lost or changed); logs match wherever index and term
+match; and after healing a leader commits, and every acknowledged proposal is in every
+member's committed log exactly once, in acknowledgement order.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rmq.raft.core import (
+    BecomeLeader,
+    Commit,
+    NotLeader,
+    PersistEntries,
+    PersistentState,
+    PersistTerm,
+    RaftConfig,
+    RaftNode,
+    Send,
+)
+from rmq.raft.messages import Entry, Message
+
+CONFIG = RaftConfig(election_timeout_ms=300, heartbeat_interval_ms=100, push_timeout_ms=100, max_batch=16)
+TICK_MS = 20
+
+
+class InvariantViolated(AssertionError):
+    pass
+
+
+@dataclass
+class Faults:
+    """How hostile a run is (probabilities per message or per fault-phase step)."""
+
+    drop: float = 0.1
+    duplicate: float = 0.05
+    max_delay_ms: int = 60
+    crash_rate: float = 0.006  # per member per tick during the fault phase
+    leader_crash_rate: float = 0.01  # the leader, on top (it is the interesting one)
+    power_failure_rate: float = 0.003  # per tick: a majority crashes at once (durability)
+    partition_rate: float = 0.03
+    disk_max_ms: int = 20
+    slow_disk_ms: int = 150
+    drift: float = 0.2  # clocks run at 1 ± drift
+
+
+class MemLog:
+    """The LogView: the log as written (durable or not)."""
+
+    def __init__(self, entries: list[Entry] | None = None) -> None:
+        self.entries: list[Entry] = list(entries or [])
+
+    @property
+    def end_index(self) -> int:
+        return len(self.entries) - 1
+
+    def term_at(self, index: int) -> int | None:
+        return self.entries[index].term if 0 <= index < len(self.entries) else None
+
+    def entry_at(self, index: int) -> Entry | None:
+        return self.entries[index] if 0 <= index < len(self.entries) else None
+
+    def apply(self, op: PersistEntries) -> None:
+        if op.truncate_after is not None:
+            del self.entries[op.truncate_after + 1 :]
+        for e in op.entries:
+            if e.index != len(self.entries):
+                raise InvariantViolated(f"append of {e.index} at end {len(self.entries) - 1}")
+            self.entries.append(e)
+
+
+@dataclass
+class Member:
+    id: str
+    node: RaftNode | None
+    memory: MemLog
+    disk: list[Entry] = field(default_factory=list)
+    term: int = 0
+    voted_for: str | None = None
+    pending: list[tuple[int, PersistEntries]] = field(default_factory=list)  # (op id, op), in order
+    drift: float = 1.0
+    slow_disk: bool = False
+    committed: int = -1  # what this incarnation has committed
+
+
+class Sim:
+    def __init__(self, seed: int, n: int = 3, faults: Faults | None = None,
+                 fault_ms: int = 3000, heal_ms: int = 4000) -> None:  # fmt: skip
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.faults = faults or Faults()
+        self.ids = [f"n{i}" for i in range(n)]
+        self.fault_ms = fault_ms
+        self.end_ms = fault_ms + heal_ms
+        self.now = 0
+        self._seq = 0
+        self.queue: list[tuple[int, int, str, Any]] = []
+        self.members: dict[str, Member] = {}
+        for i in self.ids:
+            m = Member(i, None, MemLog())
+            m.drift = 1 + self.rng.uniform(-self.faults.drift, self.faults.drift)
+            m.slow_disk = self.rng.random() < 0.2
+            self.members[i] = m
+            self._start(m)
+        self.blocked: set[tuple[str, str]] = set()
+        self.leaders: dict[int, str] = {}
+        self.committed: dict[int, Entry] = {}  # index -> the entry every member commits there
+        self.acked: list[bytes] = []  # proposals acknowledged to a client, in order
+        self.proposed = 0
+        self.stats = {"elections": 0, "crashes": 0, "partitions": 0, "dropped": 0, "duplicated": 0, "commits": 0}
+        for i in self.ids:
+            self._at(self.rng.randrange(TICK_MS), "tick", i)
+        self._at(5, "client", None)
+        self._at(10, "chaos", None)
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _at(self, t: int, kind: str, payload: Any) -> None:
+        self._seq += 1
+        heapq.heappush(self.queue, (t, self._seq, kind, payload))
+
+    def _local(self, m: Member) -> int:
+        return int(self.now * m.drift)
+
+    def _start(self, m: Member) -> None:
+        m.memory = MemLog(m.disk)
+        m.pending = []
+        m.committed = -1
+        state = PersistentState(m.term, m.voted_for, -1)
+        m.node = RaftNode(m.id, self.ids, m.memory, group="sim", config=CONFIG, state=state,
+                          rng=random.Random(self.rng.random()), now_ms=self._local(m))  # fmt: skip
+
+    def _healing(self) -> bool:
+        return self.now >= self.fault_ms
+
+    # -- the driver --------------------------------------------------------------------------
+
+    def _run_actions(self, m: Member, actions: list[Any]) -> None:
+        for a in actions:
+            if m.node is None:
+                return
+            if isinstance(a, Send):
+                self._send(m.id, a.to, a.message)
+            elif isinstance(a, PersistTerm):
+                if a.term < m.term:
+                    raise InvariantViolated(f"{m.id} term went back from {m.term} to {a.term}")
+                m.term, m.voted_for = a.term, a.voted_for
+            elif isinstance(a, PersistEntries):
+                m.memory.apply(a)
+                self._seq += 1
+                m.pending.append((self._seq, a))
+                delay = self.rng.randrange(
+                    1, (self.faults.slow_disk_ms if m.slow_disk else self.faults.disk_max_ms) + 1
+                )
+                self._at(self.now + delay, "disk", (m.id, self._seq))
+            elif isinstance(a, Commit):
+                self._commit(m, a.index)
+            elif isinstance(a, BecomeLeader):
+                self.stats["elections"] += 1
+                holder = self.leaders.setdefault(a.term, m.id)
+                if holder != m.id:
+                    raise InvariantViolated(f"two leaders in term {a.term}: {holder} and {m.id}")
+
+    def _commit(self, m: Member, index: int) -> None:
+        assert m.node is not None
+        for i in range(m.committed + 1, index + 1):
+            e = m.memory.entry_at(i)
+            if e is None:
+                raise InvariantViolated(f"{m.id} commits {i} beyond its log end {m.memory.end_index}")
+            seen = self.committed.setdefault(i, e)
+            if seen != e:
+                raise InvariantViolated(f"index {i} committed as {seen} and as {e} (by {m.id})")
+            if m.node.is_leader and e.body and e.term == m.node.term and self._proposals.get(e.body) == m.id:
+                self.acked.append(e.body)
+                del self._proposals[e.body]
+        if index > m.committed:
+            m.committed = index
+            self.stats["commits"] += 1
+
+    _proposals: dict[bytes, str] = {}
+
+    def _send(self, src: str, dst: str, msg: Message) -> None:
+        f = self.faults
+        if (src, dst) in self.blocked:
+            return
+        if not self._healing() and self.rng.random() < f.drop:
+            self.stats["dropped"] += 1
+            return
+        copies = 2 if not self._healing() and self.rng.random() < f.duplicate else 1
+        self.stats["duplicated"] += copies - 1
+        for _ in range(copies):
+            self._at(self.now + self.rng.randrange(1, f.max_delay_ms + 1), "deliver", (src, dst, msg))
+
+    def _disk_done(self, mid: str, op_id: int) -> None:
+        m = self.members[mid]
+        if m.node is None or not m.pending or m.pending[0][0] != op_id:
+            if m.node is not None and any(o == op_id for o, _ in m.pending):
+                self._at(self.now + 1, "disk", (mid, op_id))  # writes complete in order
+            return
+        _, op = m.pending.pop(0)
+        disk = MemLog(m.disk)
+        disk.apply(op)
+        m.disk = disk.entries
+        # Durable up to where disk and memory agree: a later pending truncate may cut below.
+        upto = len(m.disk) - 1
+        for _, later in m.pending:
+            if later.truncate_after is not None:
+                upto = min(upto, later.truncate_after)
+        self._run_actions(m, m.node.persisted(upto, self._local(m)))
+
+    def _crash(self, m: Member) -> None:
+        self.stats["crashes"] += 1
+        # in-flight writes: some finish (in order), the rest are lost
+        keep = self.rng.randrange(len(m.pending) + 1)
+        disk = MemLog(m.disk)
+        for _, op in m.pending[:keep]:
+            disk.apply(op)
+        m.disk = disk.entries
+        m.pending = []
+        m.node = None
+        self._at(self.now + self.rng.randrange(50, 800), "restart", m.id)
+
+    # -- the run -------------------------------------------------------------------------------
+
+    def run(self) -> Sim:
+        self._proposals = {}
+        while self.queue:
+            t, _, kind, payload = heapq.heappop(self.queue)
+            if t > self.end_ms:
+                break
+            self.now = t
+            self._step(kind, payload)
+        self._final_checks()
+        return self
+
+    def _step(self, kind: str, payload: Any) -> None:
+        if kind == "tick":
+            m = self.members[payload]
+            if m.node is not None:
+                self._run_actions(m, m.node.tick(self._local(m)))
+            self._at(self.now + TICK_MS, "tick", payload)
+        elif kind == "deliver":
+            src, dst, msg = payload
+            m = self.members[dst]
+            if m.node is not None and (src, dst) not in self.blocked:
+                self._run_actions(m, m.node.receive(msg, self._local(m)))
+        elif kind == "disk":
+            self._disk_done(*payload)
+        elif kind == "restart":
+            m = self.members[payload]
+            if m.node is None:
+                self._start(m)
+        elif kind == "client":
+            self._client()
+            self._at(self.now + self.rng.randrange(5, 30), "client", None)
+        elif kind == "chaos":
+            self._chaos()
+            self._at(self.now + TICK_MS, "chaos", None)
+
+    def _client(self) -> None:
+        leaders = [m for m in self.members.values() if m.node is not None and m.node.is_leader]
+        if not leaders:
+            return
+        m = self.rng.choice(leaders)
+        assert m.node is not None
+        self.proposed += 1
+        body = b"p%d" % self.proposed
+        try:
+            _, actions = m.node.propose(body, self._local(m))
+        except NotLeader:
+            return
+        self._proposals[body] = m.id
+        self._run_actions(m, actions)
+
+    def _chaos(self) -> None:
+        f = self.faults
+        if self._healing():
+            self.blocked.clear()
+            for m in self.members.values():
+                if m.node is None:
+                    self._start(m)
+            return
+        for m in self.members.values():
+            if m.node is None:
+                continue
+            rate = f.crash_rate + (f.leader_crash_rate if m.node.is_leader else 0.0)
+            if self.rng.random() < rate:
+                self._crash(m)
+        if self.rng.random() < f.power_failure_rate:
+            alive = [m for m in self.members.values() if m.node is not None]
+            for m in self.rng.sample(alive, min(len(alive), len(self.ids) // 2 + 1)):
+                self._crash(m)
+        if self.rng.random() < f.partition_rate:
+            self.stats["partitions"] += 1
+            self.blocked.clear()
+            kind = self.rng.random()
+            if kind < 0.4:  # isolate one member
+                lone = self.rng.choice(self.ids)
+                self.blocked = {(a, b) for a in self.ids for b in self.ids if a != b and lone in (a, b)}
+            elif kind < 0.7:  # asymmetric: one member hears nobody, but is heard
+                deaf = self.rng.choice(self.ids)
+                self.blocked = {(a, deaf) for a in self.ids if a != deaf}
+            elif kind < 0.9:  # a random split
+                side = set(self.rng.sample(self.ids, self.rng.randrange(1, len(self.ids))))
+                self.blocked = {(a, b) for a in self.ids for b in self.ids if (a in side) != (b in side)}
+            # else: heal for a while
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _final_checks(self) -> None:
+        nodes = [m for m in self.members.values() if m.node is not None]
+        leaders = [m for m in nodes if m.node is not None and m.node.is_leader]
+        if not leaders:
+            raise InvariantViolated("no leader after healing")
+        # Logs match: wherever two members hold the same index with the same term, the prefixes agree.
+        for a in nodes:
+            for b in nodes:
+                if a.id >= b.id:
+                    continue
+                common = min(a.memory.end_index, b.memory.end_index)
+                for i in range(common, -1, -1):
+                    if a.memory.term_at(i) == b.memory.term_at(i):
+                        if a.memory.entries[: i + 1] != b.memory.entries[: i + 1]:
+                            raise InvariantViolated(f"{a.id} and {b.id} agree at {i} but not before it")
+                        break
+        # Liveness and acknowledged proposals: everything acked is committed everywhere, once, in order.
+        committed_bodies = [self.committed[i].body for i in sorted(self.committed) if self.committed[i].body]
+        position = {body: n for n, body in enumerate(committed_bodies)}
+        if len(position) != len(committed_bodies):
+            raise InvariantViolated("a proposal was committed twice")
+        missing = [b for b in self.acked if b not in position]
+        if missing:
+            raise InvariantViolated(f"acknowledged proposals lost: {missing[:5]}")
+        order = [position[b] for b in self.acked]
+        if order != sorted(order):
+            raise InvariantViolated("acknowledged proposals committed out of order")
+        top = max(m.committed for m in nodes)
+        if top < 0 or not self.acked:
+            raise InvariantViolated("nothing was committed after healing")
+        for m in nodes:
+            for i in range(m.committed + 1):
+                if m.memory.entries[i] != self.committed[i]:
+                    raise InvariantViolated(f"{m.id} holds {m.memory.entries[i]} at committed index {i}")
+
+
+def run_seed(seed: int, n: int = 3, faults: Faults | None = None, **kw: Any) -> Sim:
+    """One run; raises InvariantViolated (with the seed in the message) when a check fails."""
+    try:
+        return Sim(seed, n, faults, **kw).run()
+    except InvariantViolated as exc:
+        raise InvariantViolated(f"seed {seed} ({n} nodes): {exc} -- replay: RAFT_SEED={seed} RAFT_NODES={n}") from exc
+
+
+def sweep(seeds: range, n: int, on_run: Callable[[Sim], None] | None = None) -> list[str]:
+    failures = []
+    for seed in seeds:
+        try:
+            sim = run_seed(seed, n)
+        except InvariantViolated as exc:
+            failures.append(str(exc))
+            continue
+        if on_run is not None:
+            on_run(sim)
+    return failures

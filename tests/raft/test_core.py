@@ -1,0 +1,193 @@
+"""RaftNode's rules, event by event (no network, no clock: the test is the driver)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from rmq.raft.core import (
+    BecomeLeader,
+    Commit,
+    NotLeader,
+    PersistEntries,
+    PersistentState,
+    PersistTerm,
+    RaftConfig,
+    RaftNode,
+    Role,
+    Send,
+)
+from rmq.raft.messages import (
+    Code,
+    Entry,
+    HeartBeatRequest,
+    LeadershipTransferRequest,
+    PushEntryRequest,
+    PushEntryResponse,
+    PushType,
+    VoteRequest,
+    VoteResponse,
+    VoteResult,
+)
+
+from .sim import MemLog
+
+PEERS = ("n0", "n1", "n2")
+CFG = RaftConfig(election_timeout_ms=300, heartbeat_interval_ms=100, push_timeout_ms=100)
+
+
+def node(
+    self_id: str = "n0", entries: list[Entry] | None = None, term: int = 0, **kw: object
+) -> tuple[RaftNode, MemLog]:
+    log = MemLog(entries)
+    n = RaftNode(self_id, PEERS, log, group="g", config=CFG, state=PersistentState(term, None, -1),
+                 rng=random.Random(1), **kw)  # type: ignore[arg-type]  # fmt: skip
+    return n, log
+
+
+def run(log: MemLog, actions: list[object]) -> list[object]:
+    """Apply PersistEntries to the log as a driver would; return the actions."""
+    for a in actions:
+        if isinstance(a, PersistEntries):
+            log.apply(a)
+    return actions
+
+
+def sends(actions: list[object], kind: type) -> list[Send]:
+    return [a for a in actions if isinstance(a, Send) and isinstance(a.message, kind)]
+
+
+def elect(n: RaftNode, log: MemLog, now: int = 1000) -> list[object]:
+    actions = run(log, n.tick(now))
+    assert n.role is Role.CANDIDATE
+    assert PersistTerm(n.term, n.id) in actions  # the vote for itself is durable before asking
+    vote = sends(actions, VoteRequest)[0].message
+    out = run(log, n.receive(VoteResponse("g", vote.remote_id, n.id, n.term, vote_result=VoteResult.ACCEPT), now))
+    assert n.role is Role.LEADER
+    return out
+
+
+def test_election_restriction_refuses_a_shorter_or_older_log() -> None:
+    voter, _ = node("n1", [Entry(0, 1), Entry(1, 2)], term=2)
+    older = VoteRequest("g", "n0", "n1", 3, ledger_end_index=5, ledger_end_term=1)
+    out = voter.receive(older, 10)
+    assert sends(out, VoteResponse)[0].message.vote_result is VoteResult.REJECT_EXPIRED_LEDGER_TERM
+    shorter = VoteRequest("g", "n2", "n1", 3, ledger_end_index=0, ledger_end_term=2)
+    out = voter.receive(shorter, 10)
+    assert sends(out, VoteResponse)[0].message.vote_result is VoteResult.REJECT_SMALL_LEDGER_END_INDEX
+    ok = VoteRequest("g", "n2", "n1", 3, ledger_end_index=1, ledger_end_term=2)
+    out = voter.receive(ok, 10)
+    assert PersistTerm(3, "n2") in out and out.index(PersistTerm(3, "n2")) < out.index(sends(out, VoteResponse)[0])
+    again = VoteRequest("g", "n0", "n1", 3, ledger_end_index=9, ledger_end_term=9)
+    assert sends(voter.receive(again, 11), VoteResponse)[0].message.vote_result is VoteResult.REJECT_ALREADY_VOTED
+
+
+def test_commit_needs_a_durable_majority_and_an_entry_of_the_leaders_term() -> None:
+    # Raft's Figure 8: an entry of an older term is not committed by counting replicas.
+    leader, log = node("n0", [Entry(0, 1), Entry(1, 2)], term=3)
+    out = elect(leader, log)
+    noop_index = log.end_index
+    assert log.term_at(noop_index) == leader.term == 4
+    compare = sends(out, PushEntryRequest)
+    assert {c.message.type for c in compare} == {PushType.COMPARE}
+    # n1 holds index 1 (term 2) durably: index 1 still must not commit on its own
+    r = PushEntryResponse("g", "n1", "n0", 4, type=PushType.APPEND, index=1, end_index=1, end_term=2)
+    assert not [a for a in leader.receive(r, 1001) if isinstance(a, Commit)]
+    assert leader.commit_index == -1
+    # the no-op of term 4, durable on the leader and on n1: now both commit
+    leader.persisted(noop_index, 1002)
+    r = PushEntryResponse("g", "n1", "n0", 4, type=PushType.APPEND, index=noop_index, end_index=noop_index)
+    assert Commit(noop_index) in leader.receive(r, 1003)
+
+
+def test_a_follower_never_truncates_below_its_commit_or_what_it_acked() -> None:
+    follower, log = node("n1", [Entry(i, 1, b"x") for i in range(5)], term=2)
+    hb = HeartBeatRequest("g", "n0", "n1", 2, leader_id="n0")
+    follower.receive(hb, 10)
+    trunc = PushEntryRequest("g", "n0", "n1", 2, leader_id="n0", type=PushType.TRUNCATE, entries=(Entry(2, 1),))
+    assert sends(run(log, follower.receive(trunc, 11)), PushEntryResponse)[0].message.code == Code.SUCCESS
+    assert log.end_index == 2
+    append = PushEntryRequest(
+        "g", "n0", "n1", 2, leader_id="n0", type=PushType.APPEND, commit_index=3,
+        entries=(Entry(3, 2, b"a"), Entry(4, 2, b"b")),
+    )  # fmt: skip
+    out = run(log, follower.receive(append, 12))
+    assert Commit(3) in out and follower.commit_index == 3
+    assert not sends(out, PushEntryResponse)  # acked only once durable
+    acks = sends(follower.persisted(4, 13), PushEntryResponse)
+    assert acks and acks[0].message.index == 4
+    late = PushEntryRequest("g", "n0", "n1", 2, leader_id="n0", type=PushType.TRUNCATE, entries=(Entry(2, 1),))
+    out = run(log, follower.receive(late, 14))  # a stale TRUNCATE, reordered behind the appends
+    assert sends(out, PushEntryResponse)[0].message.code == Code.INCONSISTENT_STATE
+    assert log.end_index == 4
+
+
+def test_a_leader_that_hears_no_majority_steps_down() -> None:
+    leader, log = node()
+    elect(leader, log, now=1000)
+    t = 1000
+    while leader.is_leader and t < 5000:
+        t += 50
+        run(log, leader.tick(t))
+    assert leader.role is Role.FOLLOWER and leader.leader_id is None
+    assert t - 1000 <= CFG.election_timeout_ms + 100
+    with pytest.raises(NotLeader):
+        leader.propose(b"late", t)
+
+
+def test_an_old_leader_obeys_a_higher_term() -> None:
+    leader, log = node()
+    elect(leader, log)
+    push = PushEntryRequest("g", "n2", "n0", leader.term + 1, leader_id="n2", type=PushType.COMMIT)
+    run(log, leader.receive(push, 1100))
+    assert leader.role is Role.FOLLOWER and leader.leader_id == "n2"
+
+
+def test_leadership_transfer() -> None:
+    leader, log = node()
+    out = elect(leader, log)
+    end = log.end_index
+    leader.persisted(end, 1001)
+    for peer in ("n1", "n2"):
+        leader.receive(PushEntryResponse("g", peer, "n0", leader.term, type=PushType.COMPARE, index=-1), 1002)
+        leader.receive(PushEntryResponse("g", peer, "n0", leader.term, type=PushType.TRUNCATE, index=-1), 1003)
+        leader.receive(PushEntryResponse("g", peer, "n0", leader.term, type=PushType.APPEND, index=end), 1004)
+    out = leader.transfer_leadership("n2", 1005)
+    transfer = sends(out, LeadershipTransferRequest)
+    assert transfer and transfer[0].to == "n2"
+    with pytest.raises(NotLeader):
+        leader.propose(b"x", 1006)
+    # the transferee stands at once, with the next term
+    transferee, tlog = node("n2", list(log.entries), term=leader.term)
+    transferee.receive(HeartBeatRequest("g", "n0", "n2", leader.term, leader_id="n0"), 1007)
+    out = transferee.receive(transfer[0].message, 1008)
+    assert transferee.role is Role.CANDIDATE and transferee.term == leader.term + 1
+    assert not [a for a in out if isinstance(a, BecomeLeader)]
+
+
+def test_messages_round_trip_through_json() -> None:
+    from rmq.raft import messages as M
+
+    samples = [
+        M.VoteRequest("g", "n0", "n1", 3, leader_id="n0", ledger_end_index=7, ledger_end_term=2),
+        M.VoteResponse("g", "n1", "n0", 3, vote_result=VoteResult.REJECT_ALREADY_VOTED),
+        M.HeartBeatRequest("g", "n0", "n1", 3, leader_id="n0", commit_index=5),
+        M.PushEntryRequest(
+            "g",
+            "n0",
+            "n1",
+            3,
+            type=PushType.APPEND,
+            commit_index=4,
+            entries=(Entry(5, 3, b"\x00body"), Entry(6, 3, b"")),
+        ),  # fmt: skip
+        M.PushEntryRequest("g", "n0", "n1", 3, type=PushType.COMPARE, entries=(Entry(5, 3),)),
+        M.PushEntryResponse(
+            "g", "n1", "n0", 3, code=Code.INCONSISTENT_STATE, type=PushType.COMPARE, index=5, end_index=9
+        ),
+        M.LeadershipTransferRequest("g", "n0", "n2", 3, transfer_id="n0", transferee_id="n2"),
+    ]
+    for msg in samples:
+        assert type(msg).from_json(msg.to_json()) == msg  # type: ignore[attr-defined]
+    assert samples[0].to_json()["ledgerEndIndex"] == 7 and samples[0].to_json()["localId"] == "n0"
