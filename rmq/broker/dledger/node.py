@@ -1,0 +1,286 @@
+"""DLedgerNode: a DLedger group member on Trio: the Raft core (rmq.raft) driven over our
+remoting layer, with DLedger's mmap file store (rmq.store.dledger_log) underneath.
+
+What it does with the core's actions, in order:
+
+* Send: the message goes to the peer as a oneway RemotingCommand with DLedger's request code
+  (VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER) and its JSON body; answers travel the same
+  way. A peer that cannot be reached loses the message (the protocol resends).
+* PersistTerm: written and synced before the next action runs.
+* PersistEntries: applied to the log files at once; a flusher task syncs them in a worker
+  thread, many appends per sync, and tells the core what is durable.
+* Commit: recorded in the log; `append` callers waiting on that index are answered.
+
+Clients append with APPEND (50001): the leader answers once the entry is committed (on a
+majority's disks), with its index; anyone else answers NOT_LEADER naming the leader it knows.
+METADATA (50000) tells a member's role, term, leader and indexes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from rmq.protocol import RemotingCommand, ResponseCode
+from rmq.raft import messages as M
+from rmq.raft.core import (
+    BecomeCandidate,
+    BecomeFollower,
+    BecomeLeader,
+    Commit,
+    NotLeader,
+    PersistEntries,
+    PersistentState,
+    PersistTerm,
+    RaftConfig,
+    RaftNode,
+    Send,
+)
+from rmq.remoting import RemotingClient, RemotingError, RemotingServer, ServerConfig
+from rmq.remoting.dispatcher import Dispatcher
+from rmq.store.dledger_log import DLedgerLog
+
+log = logging.getLogger("rmq.broker.dledger")
+
+TICK = 0.02  # seconds between ticks of the core
+NOT_LEADER = 404  # DLedgerResponseCode.NOT_LEADER
+APPEND_TIMEOUT = 10.0
+OUTBOX = 1024  # messages queued per peer; beyond, they are dropped (the protocol resends)
+
+_REQUEST_CODE: dict[type, int] = {
+    M.VoteRequest: M.VOTE,
+    M.VoteResponse: M.VOTE,
+    M.HeartBeatRequest: M.HEART_BEAT,
+    M.HeartBeatResponse: M.HEART_BEAT,
+    M.PushEntryRequest: M.PUSH,
+    M.PushEntryResponse: M.PUSH,
+    M.LeadershipTransferRequest: M.LEADERSHIP_TRANSFER,
+}
+_KINDS: dict[str, Any] = {
+    cls.__name__: cls
+    for cls in (
+        M.VoteRequest,
+        M.VoteResponse,
+        M.HeartBeatRequest,
+        M.HeartBeatResponse,
+        M.PushEntryRequest,
+        M.PushEntryResponse,
+        M.LeadershipTransferRequest,
+    )
+}
+
+
+def parse_peers(text: str) -> dict[str, str]:
+    """RocketMQ's dLegerPeers, "n0-127.0.0.1:40911;n1-127.0.0.1:40912" → {id: address}."""
+    peers = {}
+    for part in text.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        ident, sep, addr = part.partition("-")
+        if not sep or not ident or ":" not in addr:
+            raise ValueError(f"bad dLegerPeers item {part!r}: want id-host:port")
+        peers[ident] = addr
+    if not peers:
+        raise ValueError("dLegerPeers is empty")
+    return peers
+
+
+class _LogView:
+    """The core's view of the DLedgerLog."""
+
+    def __init__(self, dlog: DLedgerLog) -> None:
+        self.dlog = dlog
+
+    @property
+    def end_index(self) -> int:
+        return self.dlog.end_index
+
+    def term_at(self, index: int) -> int | None:
+        return self.dlog.term_at(index)
+
+    def entry_at(self, index: int) -> M.Entry | None:
+        if not self.dlog.begin_index <= index <= self.dlog.end_index:
+            return None
+        e = self.dlog.entry(index)
+        return M.Entry(e.index, e.term, e.body)
+
+
+@dataclass
+class NodeConfig:
+    self_id: str
+    peers: dict[str, str]  # id -> "host:port"
+    store: str
+    group: str = "default"
+    bind_host: str = "127.0.0.1"
+    raft: RaftConfig = RaftConfig()
+    data_file_size: int = 1024 * 1024 * 1024
+
+
+class DLedgerNode:
+    def __init__(self, config: NodeConfig, *, on_commit: Callable[[int], None] | None = None) -> None:
+        if config.self_id not in config.peers:
+            raise ValueError(f"dLegerSelfId {config.self_id} is not in dLegerPeers")
+        self.config = config
+        self.on_commit = on_commit
+        self.dlog = DLedgerLog(config.store, config.self_id, data_file_size=config.data_file_size)
+        state = PersistentState(self.dlog.term, self.dlog.voted_for, self.dlog.committed_index)
+        self.core = RaftNode(
+            config.self_id, tuple(config.peers), _LogView(self.dlog), group=config.group, config=config.raft,
+            state=state, rng=random.Random(), now_ms=self._now(),
+        )  # fmt: skip
+        self.port: int | None = None
+        self._outboxes: dict[str, trio.MemorySendChannel[M.Message]] = {}
+        self._flush_wanted = trio.Event()
+        self._lowest_truncate: int | None = None
+        self._committed = trio.Event()
+        self._nursery: trio.Nursery | None = None
+
+    @staticmethod
+    def _now() -> int:
+        return int(trio.current_time() * 1000) if _in_trio() else int(time.monotonic() * 1000)
+
+    # -- the driver ------------------------------------------------------------------------------
+
+    def _apply(self, actions: list[Any]) -> None:
+        for a in actions:
+            if isinstance(a, Send):
+                box = self._outboxes.get(a.to)
+                if box is not None:
+                    try:
+                        box.send_nowait(a.message)
+                    except trio.WouldBlock:
+                        pass
+            elif isinstance(a, PersistTerm):
+                self.dlog.save_term(a.term, a.voted_for)
+            elif isinstance(a, PersistEntries):
+                if a.truncate_after is not None:
+                    self.dlog.truncate_after(a.truncate_after)
+                    low = self._lowest_truncate
+                    self._lowest_truncate = a.truncate_after if low is None else min(low, a.truncate_after)
+                for e in a.entries:
+                    self.dlog.append(e.index, e.term, e.body)
+                self._flush_wanted.set()
+            elif isinstance(a, Commit):
+                self.dlog.commit(a.index)
+                committed, self._committed = self._committed, trio.Event()
+                committed.set()
+                if self.on_commit is not None:
+                    self.on_commit(a.index)
+            elif isinstance(a, BecomeLeader):
+                log.info("%s is the leader of %s in term %d", self.config.self_id, self.config.group, a.term)
+            elif isinstance(a, BecomeFollower):
+                log.info("%s follows %s in term %d", self.config.self_id, a.leader_id, a.term)
+            elif isinstance(a, BecomeCandidate):
+                log.info("%s stands for term %d", self.config.self_id, a.term)
+
+    async def _ticker(self) -> None:
+        while True:
+            self._apply(self.core.tick(self._now()))
+            await trio.sleep(TICK)
+
+    async def _flusher(self) -> None:
+        while True:
+            await self._flush_wanted.wait()
+            self._flush_wanted = trio.Event()
+            self._lowest_truncate = None
+            end = self.dlog.end_index
+            await trio.to_thread.run_sync(self.dlog.sync)
+            upto = end if self._lowest_truncate is None else min(end, self._lowest_truncate)
+            self._apply(self.core.persisted(upto, self._now()))
+
+    async def _sender(self, peer: str, box: trio.MemoryReceiveChannel[M.Message], client: RemotingClient) -> None:
+        addr = self.config.peers[peer]
+        async for msg in box:
+            body = json.dumps({"kind": type(msg).__name__, **msg.to_json()}).encode()
+            try:
+                await client.invoke_oneway(addr, RemotingCommand.request(_REQUEST_CODE[type(msg)], body=body), 1.0)
+            except RemotingError:
+                pass  # lost: the core resends what matters
+
+    # -- requests ----------------------------------------------------------------------------
+
+    async def _on_peer(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None:
+        try:
+            obj = json.loads(request.body)
+            msg = _KINDS[obj.pop("kind")].from_json(obj)
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("bad DLedger message (code %d): %s", request.code, exc)
+            return None
+        self._apply(self.core.receive(msg, self._now()))
+        return None
+
+    async def _on_append(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        try:
+            index, actions = self.core.propose(request.body, self._now())
+        except NotLeader as exc:
+            return request.make_response(NOT_LEADER, f"not the leader; leader: {exc.leader_id or ''}")
+        term = self.core.term
+        self._apply(actions)
+        with trio.move_on_after(APPEND_TIMEOUT):
+            while self.core.commit_index < index:
+                if self.core.term != term or not self.core.is_leader:
+                    return request.make_response(ResponseCode.SYSTEM_ERROR, "leadership lost before commit")
+                await self._committed.wait()
+            if self.dlog.term_at(index) != term:
+                return request.make_response(ResponseCode.SYSTEM_ERROR, "the entry was replaced")
+            return request.make_response(ResponseCode.SUCCESS, None, {"index": str(index), "term": str(term)})
+        return request.make_response(ResponseCode.SYSTEM_ERROR, f"not committed within {APPEND_TIMEOUT} s")
+
+    async def _on_metadata(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(ResponseCode.SUCCESS, None, body=json.dumps(self.metadata()).encode())
+
+    def metadata(self) -> dict[str, Any]:
+        c = self.core
+        return {
+            "group": self.config.group,
+            "selfId": self.config.self_id,
+            "role": c.role.value,
+            "term": c.term,
+            "leaderId": c.leader_id,
+            "commitIndex": c.commit_index,
+            "endIndex": self.dlog.end_index,
+            "peers": self.config.peers,
+        }
+
+    # -- lifetime ----------------------------------------------------------------------------
+
+    async def serve(self, *, task_status: trio.TaskStatus[DLedgerNode] = trio.TASK_STATUS_IGNORED) -> None:
+        dispatcher = Dispatcher()
+        dispatcher.register((M.VOTE, M.HEART_BEAT, M.PUSH, M.LEADERSHIP_TRANSFER), self._on_peer, inline=True)
+        dispatcher.register(M.APPEND, self._on_append, concurrency=4096)
+        dispatcher.register(M.METADATA, self._on_metadata, inline=True)
+        host, _, port = self.config.peers[self.config.self_id].rpartition(":")
+        server = RemotingServer(dispatcher, ServerConfig(host=self.config.bind_host, port=int(port)))
+        try:
+            async with RemotingClient() as client, trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await nursery.start(server.serve)
+                self.port = server.port
+                for peer in self.config.peers:
+                    if peer != self.config.self_id:
+                        send, recv = trio.open_memory_channel[M.Message](OUTBOX)
+                        self._outboxes[peer] = send
+                        nursery.start_soon(self._sender, peer, recv, client)
+                nursery.start_soon(self._ticker)
+                nursery.start_soon(self._flusher)
+                task_status.started(self)
+        finally:
+            with trio.CancelScope(shield=True):
+                self.dlog.sync()
+                self.dlog.close()
+
+
+def _in_trio() -> bool:
+    try:
+        trio.lowlevel.current_task()
+    except RuntimeError:
+        return False
+    return True
