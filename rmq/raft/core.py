@@ -74,7 +74,7 @@ class RaftConfig:
     election_timeout_ms: int = 3000  # randomized within [t, 2t) per election
     heartbeat_interval_ms: int = 1000
     push_timeout_ms: int = 1000  # an unanswered push is sent again after this
-    max_batch: int = 64  # entries per APPEND push
+    max_batch: int = 1024  # entries per APPEND push (a far-behind follower catches up in big steps)
     max_batch_bytes: int = 1024 * 1024
 
 
