@@ -402,22 +402,33 @@ class RaftNode:
             if not entries:
                 return
             last = entries[-1]
-            if self._matched_term != self.term:
-                self._respond(msg, Code.INCONSISTENT_STATE, last.index, out)
-                return
             first = entries[0].index
-            if first <= log.end_index:  # a repeat: fine if we hold it already
-                if log.term_at(last.index) == last.term and last.index <= self._matched_end:
-                    self._ack_when_durable(last.index, msg, out)
-                    self._follow_commit(msg.commit_index, out)
-                else:
-                    self._respond(msg, Code.INCONSISTENT_STATE, last.index, out)
-                return
-            if first != log.end_index + 1:
+            if self._matched_term != self.term or first > self._matched_end + 1:
                 self._respond(msg, Code.INCONSISTENT_STATE, last.index, out)
                 return
-            out.append(PersistEntries(entries))
-            self._matched_end = last.index
+            # Raft's rule: skip what we hold already, cut at the first entry whose term differs
+            # (never a committed one: those equal the leader's), append the rest. A repeated or
+            # reordered push therefore never cuts anything.
+            cut: int | None = None
+            fresh = entries
+            for k, e in enumerate(entries):
+                if e.index > log.end_index:
+                    fresh = entries[k:]
+                    break
+                if log.term_at(e.index) != e.term:
+                    if e.index <= self.commit_index:
+                        self._respond(msg, Code.INCONSISTENT_STATE, last.index, out)
+                        return
+                    cut = e.index - 1
+                    fresh = entries[k:]
+                    break
+            else:
+                fresh = ()
+            if cut is not None:
+                self._cut_after(cut)
+            if fresh or cut is not None:
+                out.append(PersistEntries(tuple(fresh), truncate_after=cut))
+            self._matched_end = max(self._matched_end, last.index)
             self._ack_when_durable(last.index, msg, out)
             self._follow_commit(msg.commit_index, out)
         elif msg.type is PushType.COMPARE:
@@ -426,20 +437,26 @@ class RaftNode:
             self._respond(msg, Code.SUCCESS if same else Code.INCONSISTENT_STATE, e.index, out)
         elif msg.type is PushType.TRUNCATE:
             e = msg.entries[0] if msg.entries else Entry(-1, -1)
-            below_matched = self._matched_term == self.term and e.index < self._matched_end
-            if (e.index >= 0 and log.term_at(e.index) != e.term) or e.index < self.commit_index or below_matched:
+            if e.index >= 0 and log.term_at(e.index) != e.term:
                 self._respond(msg, Code.INCONSISTENT_STATE, e.index, out)
                 return
-            if log.end_index > e.index:
+            # Entries up to our commit index, and those verified in this term, equal the leader's:
+            # a TRUNCATE below them (stale, or from a leader that walked its compare too far)
+            # cuts nothing, and the APPENDs that follow skip what we hold.
+            agreed = max(self.commit_index, self._matched_end if self._matched_term == self.term else -1)
+            if e.index >= agreed and log.end_index > e.index:
+                self._cut_after(e.index)
                 out.append(PersistEntries((), truncate_after=e.index))
-                self.durable = min(self.durable, e.index)
-                self._pending_acks = [a for a in self._pending_acks if a.index <= e.index]
-            self._matched_end = e.index
+            self._matched_end = max(e.index, agreed)
             self._matched_term = self.term
             self._respond(msg, Code.SUCCESS, e.index, out)
             self._follow_commit(msg.commit_index, out)
         elif msg.type is PushType.COMMIT:
             self._follow_commit(msg.commit_index, out)
+
+    def _cut_after(self, index: int) -> None:
+        self.durable = min(self.durable, index)
+        self._pending_acks = [a for a in self._pending_acks if a.index <= index]
 
     def _ack_when_durable(self, index: int, msg: PushEntryRequest, out: list[Action]) -> None:
         if index <= self.durable:

@@ -119,8 +119,38 @@ def test_a_follower_never_truncates_below_its_commit_or_what_it_acked() -> None:
     assert acks and acks[0].message.index == 4
     late = PushEntryRequest("g", "n0", "n1", 2, leader_id="n0", type=PushType.TRUNCATE, entries=(Entry(2, 1),))
     out = run(log, follower.receive(late, 14))  # a stale TRUNCATE, reordered behind the appends
-    assert sends(out, PushEntryResponse)[0].message.code == Code.INCONSISTENT_STATE
+    assert not [a for a in out if isinstance(a, PersistEntries)]  # cuts nothing it acked
     assert log.end_index == 4
+    again = PushEntryRequest(
+        "g", "n0", "n1", 2, leader_id="n0", type=PushType.APPEND, commit_index=3,
+        entries=(Entry(3, 2, b"a"), Entry(4, 2, b"b"), Entry(5, 2, b"c")),
+    )  # fmt: skip
+    out = run(log, follower.receive(again, 15))  # overlaps what it holds: only the new entry lands
+    assert [a.entries for a in out if isinstance(a, PersistEntries)] == [(Entry(5, 2, b"c"),)]
+    assert log.end_index == 5
+
+
+def test_a_truncate_below_the_verified_prefix_still_lets_the_leader_through() -> None:
+    """A leader whose compare walked below what the follower verified this term (found by a
+    simulation sweep: it used to be refused forever, and the leader walked down to -1)."""
+    follower, log = node("n1", [Entry(i, 1, b"x") for i in range(3)], term=2)
+    follower.receive(HeartBeatRequest("g", "n0", "n1", 2, leader_id="n0"), 10)
+    trunc = PushEntryRequest("g", "n0", "n1", 2, leader_id="n0", type=PushType.TRUNCATE, entries=(Entry(2, 1),))
+    run(log, follower.receive(trunc, 11))
+    batch = tuple(Entry(i, 2, b"y") for i in range(3, 14))
+    run(log, follower.receive(PushEntryRequest("g", "n0", "n1", 2, leader_id="n0", type=PushType.APPEND,
+                                               commit_index=12, entries=batch), 12))  # fmt: skip
+    follower.persisted(13, 13)
+    assert follower.commit_index == 12
+    trunc9 = PushEntryRequest("g", "n0", "n1", 2, leader_id="n0", type=PushType.TRUNCATE, entries=(Entry(9, 2),))
+    out = run(log, follower.receive(trunc9, 14))
+    assert sends(out, PushEntryResponse)[0].message.code == Code.SUCCESS
+    assert log.end_index == 13  # nothing cut
+    tail = PushEntryRequest("g", "n0", "n1", 2, leader_id="n0", type=PushType.APPEND, commit_index=14,
+                            entries=(*batch[7:], Entry(14, 2, b"z")))  # fmt: skip
+    out = run(log, follower.receive(tail, 15))
+    assert log.end_index == 14
+    assert [a.message.code for a in sends(follower.persisted(14, 16), PushEntryResponse)] == [Code.SUCCESS]
 
 
 def test_a_leader_that_hears_no_majority_steps_down() -> None:
