@@ -31,6 +31,9 @@ Backpressure, so that a peer can never make us buffer without bound:
   stops reading (TCP pushes back on the peer) until one finishes;
 * the outbox holds at most `outbox_size` frames; a sender waits when it is full, so a
   peer that stops reading stalls our processors, then our reader;
+* the reader also takes no new request while the outbox holds `outbox_bytes` or more: with
+  thousands of requests allowed in flight (a consumer parks a pull per queue), a peer that
+  sends pulls and never reads would otherwise make us hold every answer;
 * at most `max_pending` of our requests wait for responses.
 
 When `run` ends (end of stream, protocol error, write failure, `close()`, or the
@@ -72,12 +75,14 @@ from .stages.codec import COALESCE_LIMIT, CommandStream
 log = logging.getLogger("rmq.remoting.connection")
 
 DEFAULT_OUTBOX_SIZE = 256  # frames queued for the writer
+DEFAULT_OUTBOX_BYTES = 4 << 20  # queued bytes above which no new request is read
 DEFAULT_MAX_IN_FLIGHT = 256  # peer requests processed at once on one connection
 DEFAULT_MAX_PENDING = 65535  # our requests awaiting responses (RocketMQ's semaphoreAsync)
 DEFAULT_ONEWAY_TIMEOUT = 3.0
 _CLOSE_TIMEOUT = 1.0  # for the stream's aclose: TLS close_notify, WebSocket close handshake
 _OPAQUE_MASK = 0x7FFFFFFF  # opaques stay non-negative, wrapping to 0
 _MAX_IDLE_WORKERS = 64  # finished workers kept parked for the next request
+_ADMIT_STEP = 32  # requests of one received batch admitted between checks of the outbox
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -123,7 +128,8 @@ class Connection:
       dispatcher: processors for requests the peer sends (None: answer them all
         REQUEST_CODE_NOT_SUPPORTED).
       remote_address, local_address: "ip:port", for processors, logs and errors.
-      outbox_size, max_in_flight, max_pending: the bounds in the module docstring.
+      outbox_size, outbox_bytes, max_in_flight, max_pending: the bounds in the module
+        docstring.
 
     Attributes:
       attrs: free per-connection state for processors (client id, language, ...).
@@ -140,6 +146,7 @@ class Connection:
         outbox_size: int = DEFAULT_OUTBOX_SIZE,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         max_pending: int = DEFAULT_MAX_PENDING,
+        outbox_bytes: int = DEFAULT_OUTBOX_BYTES,
     ) -> None:
         if outbox_size < 1 or max_in_flight < 1 or max_pending < 1:
             raise ValueError("outbox_size, max_in_flight and max_pending must be >= 1")
@@ -158,7 +165,7 @@ class Connection:
         self._timer = Parked()
         self._timer_scope: trio.CancelScope | None = None
         # frames for the writer task
-        self._outbox = Outbox(outbox_size)
+        self._outbox = Outbox(outbox_size, outbox_bytes)
         self._writing = False
         self._write_idle: trio.Event | None = None
         # peer requests
@@ -462,6 +469,7 @@ class Connection:
                     self._set_reason("closed by peer")
                     return
                 now = current_time()
+                admitted = 0
                 for command in batch:
                     if command.flag & RPC_TYPE:
                         slot = pending.pop(command.opaque, None)
@@ -472,6 +480,13 @@ class Connection:
                         continue
                     while self._in_flight >= self._max_in_flight:
                         await self._wait_in_flight_changed()
+                    admitted += 1
+                    if not admitted % _ADMIT_STEP:
+                        # let the workers just started answer, so that the check below sees
+                        # what their answers weigh before we take more from this batch
+                        await trio.lowlevel.checkpoint()
+                    if self._outbox.full:
+                        await self._outbox.wait_not_full()
                     ctx = RequestContext(self, now)
                     decision = self.dispatcher.admit(ctx, command)
                     if decision is None:

@@ -51,24 +51,45 @@ class Outbox:
 
     Args:
       size: frames held at most; `put` waits and `put_nowait` refuses beyond it.
+      byte_limit: bytes held before `full` says so. Senders are not held back by bytes (a
+        frame bigger than the limit must still go), but the connection's reader stops taking
+        new requests while the outbox is full, so that a peer that does not read cannot make
+        us hold its answers without bound.
 
     After `close()` every put succeeds at once and drops its frame (the connection is
     gone; callers check `closed` to report it), and waiting senders are released.
     """
 
-    __slots__ = ("_frames", "_room", "_size", "_writer", "closed")
+    __slots__ = ("_byte_limit", "_bytes", "_drained", "_frames", "_room", "_size", "_writer", "closed")
 
-    def __init__(self, size: int) -> None:
-        if size < 1:
-            raise ValueError("outbox size must be >= 1")
+    def __init__(self, size: int, byte_limit: int = 1 << 62) -> None:
+        if size < 1 or byte_limit < 1:
+            raise ValueError("outbox size and byte limit must be >= 1")
         self._frames: collections.deque[bytes] = collections.deque()
         self._size = size
+        self._byte_limit = byte_limit
+        self._bytes = 0
         self._room = trio.lowlevel.ParkingLot()
+        self._drained = trio.lowlevel.ParkingLot()
         self._writer = Parked()
         self.closed = False
 
     def __len__(self) -> int:
         return len(self._frames)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    @property
+    def full(self) -> bool:
+        """At the frame or the byte bound."""
+        return len(self._frames) >= self._size or self._bytes >= self._byte_limit
+
+    async def wait_not_full(self) -> None:
+        """Return once the outbox is below both bounds (or closed)."""
+        while self.full and not self.closed:
+            await self._drained.park()
 
     def put_nowait(self, frame: bytes) -> bool:
         """Queue `frame` if there is room (True); False if full. Wakes the writer."""
@@ -78,6 +99,7 @@ class Outbox:
         if len(frames) >= self._size:
             return False
         frames.append(frame)
+        self._bytes += len(frame)
         self._writer.wake()
         return True
 
@@ -106,12 +128,17 @@ class Outbox:
             frame = frames.popleft()
             batch.append(frame)
             size += len(frame)
+        self._bytes -= size
         if self._room:
             self._room.unpark(count=len(batch))
+        if self._drained and not self.full:
+            self._drained.unpark_all()
         return batch
 
     def close(self) -> None:
         """Drop queued frames, accept (and drop) all further ones, release waiters."""
         self.closed = True
         self._frames.clear()
+        self._bytes = 0
         self._room.unpark_all()
+        self._drained.unpark_all()

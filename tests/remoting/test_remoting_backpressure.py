@@ -78,3 +78,55 @@ async def test_slow_reader_is_pushed_back() -> None:
         tracemalloc.stop()
     # the server held a few frames per bound, not the ~96 MiB the peer tried to push
     assert stalled_peak < 12 * 1024 * 1024, f"peak {stalled_peak} bytes while stalled"
+
+
+async def test_many_requests_in_flight_do_not_hold_every_answer() -> None:
+    """Small requests with big answers and a high in-flight bound (as a broker allows, since
+    a consumer parks a pull per queue): the reader stops taking requests once the queued
+    answers weigh the outbox's byte bound, not once thousands are held."""
+    d = Dispatcher()
+
+    async def big(ctx: object, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(ResponseCode.SUCCESS, body=b"y" * BODY)
+
+    d.register(RequestCode.PULL_MESSAGE, big, concurrency=1 << 20)
+    opened: list[Connection] = []
+    requests = 4000  # ~250 MiB of answers
+    frames = []
+    for i in range(requests):
+        cmd = RemotingCommand.request(RequestCode.PULL_MESSAGE)
+        cmd.opaque = i
+        frames.append(cmd.encode())
+    tracemalloc.start()
+    try:
+        async with serve_on_loopback(d, max_in_flight=16384, on_open=opened.append) as server:
+            assert server.port is not None
+            stream = await trio.open_tcp_stream("127.0.0.1", server.port)
+            baseline = tracemalloc.get_traced_memory()[0]
+            tracemalloc.reset_peak()
+            with trio.fail_after(60):
+                async with trio.open_nursery() as nursery:
+                    sent = 0
+
+                    async def sender() -> None:
+                        nonlocal sent
+                        for frame in frames:
+                            await stream.send_all(frame)
+                            sent += 1
+
+                    nursery.start_soon(sender)
+                    await trio.sleep(2)  # the sender gets far: requests are small
+                    (conn,) = opened
+                    assert conn.statistics().in_flight < 1000
+                    stalled_peak = tracemalloc.get_traced_memory()[1] - baseline
+                    decoder = FrameDecoder(4 * BODY)
+                    answered = 0
+                    while answered < requests:
+                        data = await stream.receive_some(1 << 20)
+                        assert data
+                        decoder.feed(data)
+                        answered += sum(1 for _ in decoder)
+            await stream.aclose()
+    finally:
+        tracemalloc.stop()
+    assert stalled_peak < 24 * 1024 * 1024, f"peak {stalled_peak} bytes while stalled"
