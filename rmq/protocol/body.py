@@ -95,14 +95,48 @@ def loads(data: bytes | str) -> Any:
     except UnicodeDecodeError as exc:
         raise RemoteProtocolError(f"body is not UTF-8: {exc}") from None
     try:
-        return _decode(text)
+        value = _decode(text)
+    except RecursionError:
+        raise RemoteProtocolError("bad JSON body: nested too deeply") from None
     except ValueError:
-        pass
-    parser = _Lenient(text)
-    value = parser.value()
-    parser.ws()
-    if parser.pos != len(text):
-        parser.fail("trailing characters")
+        parser = _Lenient(text)
+        value = parser.value()
+        parser.ws()
+        if parser.pos != len(text):
+            parser.fail("trailing characters")
+    if has_surrogate_escape(text):
+        value = scrub_surrogates(value)
+    return value
+
+
+def has_surrogate_escape(text: str) -> bool:
+    """Whether JSON ``text`` may decode to a lone surrogate (only a ``\\uD800``-style escape can)."""
+    return "\\ud" in text or "\\uD" in text
+
+
+def scrub_surrogates(value: Any) -> Any:
+    """``value`` with each lone UTF-16 surrogate in its strings replaced by ``?``, as Java writes
+    such a string out. Kept, one would make every later answer carrying that string (a topic,
+    group or KV entry a peer made up) fail to encode as UTF-8."""
+    try:
+        return _scrub(value)
+    except RecursionError:
+        raise RemoteProtocolError("bad JSON: nested too deeply") from None
+
+
+def _scrub(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return value.encode("utf-8", "replace").decode("utf-8")
+        return value
+    if isinstance(value, dict):
+        return {_scrub(k): _scrub(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v) for v in value]
+    if isinstance(value, MQKey):
+        return MQKey(_scrub(value.topic), _scrub(value.broker_name), value.queue_id)
     return value
 
 
@@ -152,7 +186,12 @@ class _Lenient:
             self.fail(f"unexpected character {ch!r}")
         self.pos = m.end()
         num = m.group()
-        return float(num) if any(c in num for c in ".eE") else int(num)
+        if any(c in num for c in ".eE"):
+            return float(num)
+        try:
+            return int(num)
+        except ValueError as exc:  # more digits than Python converts (sys.int_info)
+            self.fail(str(exc))
 
     def _enter(self) -> None:
         self.depth += 1

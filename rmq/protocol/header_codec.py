@@ -15,6 +15,7 @@ import json
 import struct
 from typing import Any
 
+from .body import has_surrogate_escape, scrub_surrogates
 from .codes import LanguageCode
 from .errors import LocalProtocolError, RemoteProtocolError
 
@@ -49,7 +50,10 @@ def coerce_ext(raw: Any) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise RemoteProtocolError(f"extFields must be a JSON object, got {type(raw).__name__}")
-    return {str(k): ext_str(v) for k, v in raw.items() if v is not None}
+    try:
+        return {str(k): ext_str(v) for k, v in raw.items() if v is not None}
+    except RecursionError:  # a value nested nearly as deep as the decoder allows
+        raise RemoteProtocolError("extFields value nested too deeply") from None
 
 
 def _int_field(obj: dict[str, Any], key: str, default: int | None = None) -> int:
@@ -76,12 +80,14 @@ def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | 
     try:
         text = header.decode("utf-8")
         obj, end = _scan_once(text, 0)
-    except (UnicodeDecodeError, ValueError, StopIteration) as exc:
+    except (UnicodeDecodeError, ValueError, StopIteration, RecursionError) as exc:
         raise RemoteProtocolError(f"header is not valid JSON: {exc!r}") from None
     if end != len(text) and text[end:].strip():
         raise RemoteProtocolError("header JSON has trailing characters")
     if type(obj) is not dict:
         raise RemoteProtocolError("header JSON is not an object")
+    if has_surrogate_escape(text):
+        obj = scrub_surrogates(obj)
     code = _int_field(obj, "code")
     lang_raw = obj.get("language", "JAVA")
     if type(lang_raw) is str:

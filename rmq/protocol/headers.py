@@ -7,7 +7,9 @@ required field or a bad number raises HeaderError, which a server turns into a
 SYSTEM_ERROR answer naming the field instead of failing later with a null.
 
 Values arrive as text (the command codec already stringified JSON numbers); booleans
-accept "true" and "1" (the C++ client sends "1"), case-insensitively.
+accept "true" and "1" (the C++ client sends "1"), case-insensitively. Numbers must fit the
+Java type of the field, as in RocketMQ: a long for offsets, timestamps, millisecond
+durations, broker ids and subVersion, an int for everything else.
 """
 
 from __future__ import annotations
@@ -31,11 +33,21 @@ def parse_bool(text: str) -> bool:
     return text.strip().lower() in ("true", "1")
 
 
+_RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+_LONG_MARKS = ("offset", "timestamp", "millis", "broker_id", "sub_version")
+
+
+def _int_kind(attr: str) -> str:
+    """The Java type of an integer field: long where RocketMQ declares Long (see above), else int."""
+    return "long" if any(mark in attr for mark in _LONG_MARKS) else "int"
+
+
 class Header:
     """Base of every custom header; subclasses are dataclasses."""
 
     _WIRE: ClassVar[dict[str, str]] = {}
-    # (attribute, wire name, kind) with kind one of "str", "int", "bool"; built once per class
+    # (attribute, wire name, kind, required) with kind one of "str", "int" (a Java int),
+    # "long" (a Java long), "bool"; built once per class
     _spec: ClassVar[tuple[tuple[str, str, str, bool], ...]]
 
     @classmethod
@@ -47,7 +59,7 @@ class Header:
             for f in dataclasses.fields(cls):  # type: ignore[arg-type]
                 hint = hints[f.name]
                 args = typing.get_args(hint) or (hint,)
-                kind = "bool" if bool in args else "int" if int in args else "str"
+                kind = "bool" if bool in args else _int_kind(f.name) if int in args else "str"
                 required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
                 out.append((f.name, cls._WIRE.get(f.name, _camel(f.name)), kind, required))
             spec = tuple(out)
@@ -64,11 +76,15 @@ class Header:
                 if required:
                     raise HeaderError(f"the header field {wire!r} is missing in {cls.__name__}")
                 continue
-            if kind == "int":
+            if kind == "int" or kind == "long":
                 try:
-                    kwargs[attr] = int(raw)
+                    value = int(raw)
                 except ValueError:
                     raise HeaderError(f"the header field {wire!r} is not an integer: {raw!r}") from None
+                low, high = _RANGES[kind]
+                if not low <= value <= high:
+                    raise HeaderError(f"the header field {wire!r} does not fit a Java {kind}: {raw!r}")
+                kwargs[attr] = value
             elif kind == "bool":
                 kwargs[attr] = parse_bool(raw)
             else:

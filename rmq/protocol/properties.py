@@ -88,7 +88,7 @@ def java_string_hash_extend(prefix_hash: int, s: str) -> int:
     if s.isascii():
         units: bytes | array.array[int] = s.encode("ascii")
     else:
-        units = array.array("H", s.encode(_UTF16_NATIVE))
+        units = array.array("H", s.encode(_UTF16_NATIVE, "surrogatepass"))  # Java hashes lone surrogates too
     n = len(units)
     if n <= _POW_LIMIT:
         h = int(sum(map(operator.mul, units, _POWERS_REVERSED[_POW_LIMIT - n :])))

@@ -19,6 +19,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "quickstart": ("rmq.tools.cli", "_quickstart", "the quickstart producer and consumer (tools.sh examples)"),
     "bench": ("rmq.tools.cli", "_bench", "benchmark producer and consumer (benchmark/*.sh)"),
     "export": ("rmq.tools.cli", "_export", "export topics or a store to Parquet with Spark"),
+    "fuzz": ("rmq.tools.fuzz", "main", "send hostile requests to a name server or broker and report what broke"),
 }
 
 
