@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from rmq.protocol import javaprops
+from rmq.remoting.tlsconfig import INERT_KEYS as TLS_INERT_KEYS
+from rmq.remoting.tlsconfig import NEED_CLIENT_AUTH, TLS_MODES, TlsConfigError, with_tls_config_file
 from rmq.store.config import FlushDiskType
 
 log = logging.getLogger("rmq.broker.config")
@@ -152,6 +154,27 @@ class BrokerConfig:
     timer_wheel_enable: bool = True
     timer_max_delay_sec: int = 3 * 24 * 3600
 
+    # TLS (RocketMQ's tls.* keys, docs/security.md): main, VIP and HA ports; this broker's own
+    # connections to name servers and to its master with tls.enable
+    tls_server_mode: str = "disabled"  # disabled, permissive or enforcing
+    tls_server_cert_path: str = ""
+    tls_server_key_path: str = ""
+    tls_server_key_password: str = ""
+    tls_server_need_client_auth: str = "none"  # none, optional or require
+    tls_server_trust_cert_path: str = ""  # "" = the system's CAs
+    tls_enable: bool = False
+    tls_client_cert_path: str = ""
+    tls_client_key_path: str = ""
+    tls_client_key_password: str = ""
+    tls_client_trust_cert_path: str = ""  # "" = the system's CAs
+    tls_client_auth_server: bool = True
+    tls_config_file: str = ""  # a tls.properties with any of the above; keys set here win
+
+    # access control (ACL 1.0: accounts and white lists in plain_acl.yml, docs/security.md)
+    acl_enable: bool = False
+    rocketmq_home: str = ""  # "" = $ROCKETMQ_HOME
+    acl_plain_file: str = ""  # "" = <rocketmqHome>/conf/plain_acl.yml; relative paths are under rocketmqHome
+
     # -- derived ------------------------------------------------------------------------
 
     @property
@@ -171,6 +194,16 @@ class BrokerConfig:
         return parse_delay_levels(self.message_delay_level)
 
     @property
+    def acl_file(self) -> Path | None:
+        """The plain_acl.yml the ACL reads (aclPlainFile, else <rocketmqHome>/conf/plain_acl.yml);
+        None when neither rocketmqHome nor aclPlainFile is set."""
+        home = Path(self.rocketmq_home).expanduser() if self.rocketmq_home else None
+        if self.acl_plain_file:
+            path = Path(self.acl_plain_file).expanduser()
+            return path if path.is_absolute() or home is None else home / path
+        return home / "conf" / "plain_acl.yml" if home is not None else None
+
+    @property
     def is_slave(self) -> bool:
         return self.broker_role is BrokerRole.SLAVE
 
@@ -187,19 +220,26 @@ class BrokerConfig:
     def from_properties(cls, props: Mapping[str, str], *, environ: Mapping[str, str] | None = None) -> BrokerConfig:
         """Build from `broker.conf` keys. ConfigError names the first bad key.
 
-        `namesrvAddr` falls back to the NAMESRV_ADDR environment variable, as in RocketMQ.
+        `namesrvAddr` falls back to the NAMESRV_ADDR environment variable and `rocketmqHome`
+        to ROCKETMQ_HOME, as in RocketMQ.
         """
         environ = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
+        try:
+            props = with_tls_config_file(props, _TLS_KEYS)
+        except TlsConfigError as exc:
+            raise ConfigError(f"broker config {exc.key}: {exc.message}") from None
         for key, raw in props.items():
             spec = _SPECS.get(key)
             if spec is None:
-                if key not in ACCEPTED_KEYS:
+                if key not in ACCEPTED_KEYS and key not in TLS_INERT_KEYS:
                     log.warning("broker.conf: unknown key %r ignored", key)
                 continue
             kwargs[spec.attr] = spec.parse(key, raw.strip())
         if "namesrv_addr" not in kwargs and environ.get("NAMESRV_ADDR"):
             kwargs["namesrv_addr"] = _SPECS["namesrvAddr"].parse("NAMESRV_ADDR", environ["NAMESRV_ADDR"])
+        if "rocketmq_home" not in kwargs and environ.get("ROCKETMQ_HOME"):
+            kwargs["rocketmq_home"] = environ["ROCKETMQ_HOME"].strip()
         config = cls(**kwargs)
         config._validate()
         return config
@@ -256,6 +296,21 @@ class BrokerConfig:
                 raise bad("haMasterAddress", f"{self.ha_master_address!r} is not host:port")
             if not self.is_slave:
                 raise bad("haMasterAddress", "only a SLAVE follows a master (brokerRole is not SLAVE)")
+        if self.acl_enable and self.acl_file is None:
+            raise bad(
+                "aclEnable",
+                "the ACL needs its plain_acl.yml: set rocketmqHome (or ROCKETMQ_HOME) for "
+                "<rocketmqHome>/conf/plain_acl.yml, or aclPlainFile",
+            )
+        if self.tls_server_mode.lower() not in TLS_MODES:
+            raise bad("tls.server.mode", f"{self.tls_server_mode!r} is not one of {', '.join(TLS_MODES)}")
+        if self.tls_server_need_client_auth.lower() not in NEED_CLIENT_AUTH:
+            raise bad(
+                "tls.server.need.client.auth",
+                f"{self.tls_server_need_client_auth!r} is not one of {', '.join(NEED_CLIENT_AUTH)}",
+            )
+        if self.tls_server_mode.lower() != "disabled" and not (self.tls_server_cert_path and self.tls_server_key_path):
+            raise bad("tls.server.mode", f"{self.tls_server_mode} TLS needs tls.server.certPath and tls.server.keyPath")
         if not 0 < self.access_message_in_memory_max_ratio <= 100:
             raise bad("accessMessageInMemoryMaxRatio", "must be a percentage in 1..100")
         if not _NAME.fullmatch(self.broker_name):
@@ -308,6 +363,9 @@ class BrokerConfig:
         # Show what the defaults resolve to, as RocketMQ's -p does with its computed paths.
         out["storePathCommitLog"] = str(self.commit_log_dir)
         out["brokerIP2"] = self.advertised_ip2
+        for key in ("tls.server.keyPassword", "tls.client.keyPassword"):
+            if out[key]:
+                out[key] = "******"  # -p and GET_BROKER_CONFIG show that one is set, not what it is
         return dict(sorted(out.items()))
 
 
@@ -337,7 +395,7 @@ ACCEPTED_KEYS = frozenset(
     redeleteHangedFileInterval cleanFileForciblyEnable diskFallRecorded checkCRCOnRecover
     messageIndexEnable messageIndexSafe maxHashSlotNum maxIndexNum
     slaveTimeout offsetCheckInSlave debugLockEnable duplicationEnable
-    rocketmqHome aclEnable storePathConsumeQueue storePathIndex storeCheckpoint abortFile
+    storePathConsumeQueue storePathIndex storeCheckpoint abortFile
     fetchNamesrvAddrByAddressServer filterServerNums filterSupportRetry enableCalcFilterBitMap
     enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt
     compressedRegister forceRegister registerBrokerTimeoutMills traceTopicEnable msgTraceTopicName
@@ -356,7 +414,24 @@ def _camel(name: str) -> str:
 
 
 # Conf keys whose camelCase is not the mechanical one.
-_IRREGULAR = {"broker_ip1": "brokerIP1", "broker_ip2": "brokerIP2"}
+_IRREGULAR = {
+    "broker_ip1": "brokerIP1",
+    "broker_ip2": "brokerIP2",
+    "tls_server_mode": "tls.server.mode",
+    "tls_server_cert_path": "tls.server.certPath",
+    "tls_server_key_path": "tls.server.keyPath",
+    "tls_server_key_password": "tls.server.keyPassword",
+    "tls_server_need_client_auth": "tls.server.need.client.auth",
+    "tls_server_trust_cert_path": "tls.server.trustCertPath",
+    "tls_enable": "tls.enable",
+    "tls_client_cert_path": "tls.client.certPath",
+    "tls_client_key_path": "tls.client.keyPath",
+    "tls_client_key_password": "tls.client.keyPassword",
+    "tls_client_trust_cert_path": "tls.client.trustCertPath",
+    "tls_client_auth_server": "tls.client.authServer",
+    "tls_config_file": "tls.config.file",
+}
+_TLS_KEYS = frozenset(key for key in _IRREGULAR.values() if key.startswith("tls."))
 
 
 @dataclass(frozen=True, slots=True)

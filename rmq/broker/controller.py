@@ -10,8 +10,10 @@ message store (recovering it if the last run crashed); rebuild the delay-level, 
 transaction state from it; start the store's tasks, the main server (listenPort), the
 VIP server (listenPort - 2), registration with every name server, client housekeeping
 (expiry scan, statistics), offset persistence, delayed and timer delivery and the
-transaction check-back; report started. With `listenPort=0` the port is picked by the OS and the registered address
-uses the port actually bound.
+transaction check-back; report started. With `aclEnable=true` the ACL file is read first
+(a broken one stops the start) and watched for changes while serving. With
+`listenPort=0` the port is picked by the OS and the registered address uses the port
+actually bound.
 
 Stopping (`shutdown()`, leaving `async with`, or cancelling `serve`): parked pulls are
 woken so they answer at once, the servers stop accepting and drain, the broker
@@ -44,6 +46,7 @@ from rmq.remoting import (
 from rmq.store import MessageStore, StoreConfig, wall_clock_ms
 from rmq.store.aio import AsyncMessageStore
 
+from .acl import PlainAcl
 from .client_manager import ClientManager
 from .config import BrokerConfig, BrokerRole
 from .ha.master import HAService
@@ -59,6 +62,7 @@ from .schedule import ScheduleService
 from .stats import SAMPLE_INTERVAL, BrokerStats
 from .subscriptions import SubscriptionGroupManager
 from .timer import TimerService
+from .tls import BrokerTls
 from .topics import TopicConfigManager
 from .transaction import TransactionService
 
@@ -95,12 +99,14 @@ class BrokerController:
       message_store: the synchronous MessageStore (reads); store: its AsyncMessageStore
         front (appends).
       port, vip_port: bound ports (vip_port None without the VIP channel).
+      tls: the TLS mode and contexts of its ports and its own connections (tls.py).
       address: "brokerIP1:port", the address registered with name servers and stamped
         into records as the store host.
     """
 
     def __init__(self, config: BrokerConfig, *, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         self.config = config
+        self.tls = BrokerTls.from_config(config)  # ConfigError if a certificate cannot be loaded
         self.clock_ms = clock_ms
         self.boot_time = time.time()
         self.topics = TopicConfigManager(config, on_change=self._topics_changed)
@@ -120,6 +126,7 @@ class BrokerController:
         self.registration: Registration | None = None
         self._memory_budget = _memory_budget(config.access_message_in_memory_max_ratio)
         self.ha: HAService | HAClient | None = None  # replication: master service or slave client
+        self.acl: PlainAcl | None = None  # aclEnable=true: read in serve(), checks every request
         self.slave_sync: SlaveSynchronize | None = None
         self._nursery: trio.Nursery | None = None
         self._servers: list[RemotingServer] = []
@@ -181,6 +188,8 @@ class BrokerController:
           ValueError: a metadata file (topics, offsets, groups) and its backup are unreadable.
         """
         config = self.config
+        if config.acl_enable and config.acl_file is not None:
+            self.acl = PlainAcl(config.acl_file, clock_ms=self.clock_ms)  # AclConfigError (a ValueError)
         self.topics.load()
         self.offsets.load()
         self.subscriptions.load()
@@ -193,7 +202,10 @@ class BrokerController:
         self.store = AsyncMessageStore(self.message_store)
         failure: OSError | None = None
         try:
-            async with RemotingClient() as namesrv_client, trio.open_nursery() as nursery:
+            async with (
+                RemotingClient(self.tls.remoting_client_config()) as namesrv_client,
+                trio.open_nursery() as nursery,
+            ):
                 self._nursery = nursery
                 try:
                     await self._start(nursery, namesrv_client)
@@ -233,6 +245,8 @@ class BrokerController:
             on_registered=self._registered,
         )
         await nursery.start(self.registration.run)
+        if self.acl is not None:
+            await nursery.start(self.acl.watch)
         nursery.start_soon(self._housekeeping)
         nursery.start_soon(self._persist_offsets_loop)
         if not config.is_slave:  # a slave copies its master's deliveries instead
@@ -269,6 +283,8 @@ class BrokerController:
             idle_timeout=float(self.config.server_channel_max_idle_time_seconds),
             max_in_flight=MAX_IN_FLIGHT,
             shutdown_grace=SHUTDOWN_GRACE,
+            tls_mode=self.tls.mode,
+            ssl_context=self.tls.server_context,
         )
 
     async def _start_servers(self, nursery: trio.Nursery) -> None:
@@ -315,7 +331,7 @@ class BrokerController:
         if self.registration is not None and self.config.namesrv_addr:
             # cancelled from outside: the registration's client is closed, so use a fresh one
             with trio.move_on_after(UNREGISTER_TIMEOUT):
-                async with RemotingClient() as client:
+                async with RemotingClient(self.tls.remoting_client_config()) as client:
                     await self.registration.unregister_all(client)
         self.registration = None
         if getattr(self, "message_store", None) is not None:

@@ -11,6 +11,8 @@ unregisters from the brokers and closes the connections. Errors are MQClientErro
 subclasses (errors.py); nothing from Trio or rmq.remoting leaks out.
 """
 
+from rmq.remoting.tlsconfig import TlsClientSettings as TlsClientSettings
+
 from .admin import MQAdmin as MQAdmin
 from .config import ConsumeFromWhere as ConsumeFromWhere
 from .config import ConsumerConfig as ConsumerConfig

@@ -26,6 +26,7 @@ on some brokers and not on others, as an interrupted mqadmin would.
 from __future__ import annotations
 
 import os
+import ssl
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -37,6 +38,7 @@ from rmq.protocol import (
     RemotingCommand,
     RequestCode,
     ResponseCode,
+    acl,
     code_name,
 )
 from rmq.protocol import body as B
@@ -48,10 +50,12 @@ from rmq.protocol.message import (
     iter_records,
     parse_offset_msg_id,
 )
+from rmq.remoting import ClientConfig as RemotingConfig
 from rmq.remoting import RemotingClient
+from rmq.remoting.tlsconfig import TlsClientSettings
 
 from .api import PULL_SUBSCRIPTION, ClientAPI, PullStatus
-from .config import parse_namesrv
+from .config import parse_namesrv, tls_context
 from .errors import (
     MQBrokerError,
     MQClientError,
@@ -70,6 +74,7 @@ from .route import (
 )
 
 __all__ = [
+    "AclVersionInfo",
     "Admin",
     "AdminResponseError",
     "ClientConnection",
@@ -221,6 +226,21 @@ class ClusterInfo:
     def master_addrs(self, cluster: str) -> list[str]:
         return [addr for _, addr in self.masters(cluster)]
 
+    def members(self, cluster: str) -> list[tuple[str, int, str]]:
+        """(broker name, broker id, address) of every master and slave of `cluster`, by
+        name then id (a group's master, id 0, first)."""
+        out: list[tuple[str, int, str]] = []
+        for name in self.broker_names(cluster):
+            bd = self.brokers.get(name)
+            if bd is not None:
+                out.extend((name, bid, addr) for bid, addr in sorted(bd.addrs.items()))
+        return out
+
+    def all_addrs(self, cluster: str) -> list[str]:
+        """Every master and slave address of `cluster` (mqadmin's
+        fetchMasterAndSlaveAddrByClusterName)."""
+        return [addr for _, _, addr in self.members(cluster)]
+
     def broker_name_of(self, addr: str) -> str | None:
         for bd in self.brokers.values():
             if addr in bd.addrs.values():
@@ -343,6 +363,9 @@ class MQAdmin:
         MQClientError.
       timeout: limit in seconds on each request (connecting included).
       remoting: share a running RemotingClient instead of opening one.
+      tls: connect with TLS, as a client's `tls` option (config.py): True, an
+        ssl.SSLContext or TlsClientSettings. Not used with `remoting`.
+      access_key, secret_key: ACL credentials; every request is signed with them.
     """
 
     def __init__(
@@ -351,14 +374,24 @@ class MQAdmin:
         *,
         timeout: float = 5.0,
         remoting: RemotingClient | None = None,
+        tls: bool | ssl.SSLContext | TlsClientSettings = False,
+        access_key: str | None = None,
+        secret_key: str | None = None,
     ) -> None:
         self.namesrv: tuple[str, ...] = ()
         if namesrv or os.environ.get("NAMESRV_ADDR", "").strip():
             self.namesrv = parse_namesrv(namesrv or None)  # MQClientError if malformed
+        if bool(access_key) != bool(secret_key):
+            raise MQClientError("access_key and secret_key go together: pass both or neither")
+        self.credentials = (access_key, secret_key) if access_key and secret_key else None
         self.timeout = timeout
         self._own_remoting = remoting is None
-        self._remoting = remoting if remoting is not None else RemotingClient()
-        self.api = ClientAPI(self._remoting, timeout=timeout)
+        self.tls = tls
+        if remoting is None:
+            context = tls_context(tls)  # MQClientError for a certificate that cannot be loaded
+            remoting = RemotingClient(RemotingConfig(tls=context is not None, ssl_context=context))
+        self._remoting = remoting
+        self.api = ClientAPI(self._remoting, timeout=timeout, credentials=self.credentials)
 
     async def __aenter__(self) -> Self:
         if self._own_remoting:
@@ -841,6 +874,54 @@ class MQAdmin:
             msg.properties.pop(P.MIN_OFFSET, None)
             msg.properties.pop(P.MAX_OFFSET, None)
         return out
+
+    # -- ACL 1.0 --------------------------------------------------------------------------
+
+    async def update_acl_config(self, addr: str, config: acl.PlainAccessConfig) -> None:
+        """UPDATE_AND_CREATE_ACL_CONFIG: create the account, or change the fields given (None:
+        kept; `admin` is always set) in the broker's plain_acl.yml."""
+        await self._request(addr, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, config.to_header())
+
+    async def delete_acl_config(self, addr: str, access_key: str) -> None:
+        """DELETE_ACL_CONFIG: remove an account from the broker's plain_acl.yml."""
+        await self._request(addr, RequestCode.DELETE_ACL_CONFIG, acl.DeleteAccessConfigRequestHeader(access_key))
+
+    async def update_global_white_addrs(self, addr: str, addresses: Sequence[str], acl_file: str | None = None) -> None:
+        """UPDATE_GLOBAL_WHITE_ADDRS_CONFIG: replace the broker's globalWhiteRemoteAddresses."""
+        header = acl.UpdateGlobalWhiteAddrsConfigRequestHeader(",".join(addresses), acl_file)
+        await self._request(addr, RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG, header)
+
+    async def acl_version_info(self, addr: str) -> AclVersionInfo:
+        """GET_BROKER_CLUSTER_ACL_INFO: the broker's identity and its ACL file versions."""
+        response = await self._request(addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
+        try:
+            h = acl.GetBrokerAclConfigResponseHeader.from_ext(response.ext_fields)
+            version = B.loads(h.version.encode()) if h.version else {}
+            files = B.loads(h.all_acl_file_version.encode()) if h.all_acl_file_version else {}
+            versions = {str(k): (int(v.get("counter", 0)), int(v.get("timestamp", 0))) for k, v in files.items()}
+            current = (int(version.get("counter", 0)), int(version.get("timestamp", 0)))
+        except (ProtocolError, AttributeError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed ACL version info from {addr}: {exc}") from None
+        return AclVersionInfo(h.cluster_name, h.broker_name, h.broker_addr, current, versions)
+
+    async def acl_config(self, addr: str) -> acl.AclConfigBody:
+        """GET_BROKER_CLUSTER_ACL_CONFIG: the broker's white list and accounts, secrets included."""
+        response = await self._request(addr, RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)
+        try:
+            return acl.AclConfigBody.from_json(self._json(response, addr, "ACL config"))
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed ACL config from {addr}: {exc}") from None
+
+
+@dataclass(frozen=True)
+class AclVersionInfo:
+    """A broker's ACL versions (ClusterAclVersionInfo); a version is (counter, ms of its last change)."""
+
+    cluster_name: str
+    broker_name: str
+    broker_addr: str
+    version: tuple[int, int]
+    files: dict[str, tuple[int, int]]
 
 
 Admin = MQAdmin

@@ -14,7 +14,7 @@ from typing import Any
 
 import trio
 
-from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode, acl
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
@@ -76,15 +76,31 @@ class RawPull:
 
 
 class ClientAPI:
-    """Typed requests over a RemotingClient; see the module docstring."""
+    """Typed requests over a RemotingClient; see the module docstring.
 
-    def __init__(self, remoting: RemotingClient, *, timeout: float = 3.0) -> None:
+    With `credentials` (access key, secret key) every request sent through `invoke` and
+    `invoke_oneway` is signed first (ACL 1.0, rmq.protocol.acl), to brokers and name
+    servers alike, as RocketMQ's AclClientRPCHook does.
+    """
+
+    def __init__(
+        self, remoting: RemotingClient, *, timeout: float = 3.0, credentials: tuple[str, str] | None = None
+    ) -> None:
         self.remoting = remoting
         self.timeout = timeout
+        self.credentials = credentials
+
+    def sign(self, request: RemotingCommand) -> RemotingCommand:
+        """Add AccessKey and Signature to `request` when the client has credentials."""
+        if self.credentials is not None:
+            access_key, secret_key = self.credentials
+            acl.sign(request.ext_fields, request.body, access_key, secret_key)
+        return request
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
         """Send and wait; MQTimeoutError / MQConnectError / MQClientError on failure."""
         limit = self.timeout if timeout is None else timeout
+        self.sign(request)
         start = trio.current_time()
         try:
             return await self.remoting.invoke(addr, request, limit)
@@ -95,6 +111,7 @@ class ClientAPI:
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand, timeout: float | None = None) -> None:
         limit = self.timeout if timeout is None else timeout
+        self.sign(request)
         start = trio.current_time()
         try:
             await self.remoting.invoke_oneway(addr, request, limit)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any, Self, TypeVar
 
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import compress
+from rmq.remoting.tlsconfig import TlsClientSettings, TlsConfigError, client_ssl_context
 
 from .errors import MQClientError
 
@@ -33,6 +35,21 @@ class ConsumeFromWhere(enum.Enum):
     LAST_OFFSET = "CONSUME_FROM_LAST_OFFSET"
     FIRST_OFFSET = "CONSUME_FROM_FIRST_OFFSET"
     TIMESTAMP = "CONSUME_FROM_TIMESTAMP"
+
+
+def tls_context(tls: bool | ssl.SSLContext | TlsClientSettings) -> ssl.SSLContext | None:
+    """The context to connect with for a `tls` option; None: plain TCP.
+
+    True verifies the server against the system's CAs. Raises MQClientError when
+    TlsClientSettings name a certificate that cannot be loaded."""
+    if isinstance(tls, ssl.SSLContext):
+        return tls
+    if isinstance(tls, TlsClientSettings):
+        try:
+            return tls.ssl_context()
+        except TlsConfigError as exc:
+            raise MQClientError(f"TLS: {exc}") from None
+    return client_ssl_context() if tls else None
 
 
 def parse_namesrv(value: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -61,6 +78,11 @@ class ClientConfig:
     request_timeout: float = 3.0  # name server and broker admin calls
     poll_name_server_interval: float = 30.0
     heartbeat_broker_interval: float = 30.0
+    # TLS to name servers and brokers: True (the system's CAs), an ssl.SSLContext, or
+    # TlsClientSettings (RocketMQ's tls.client.* keys); the server is verified by default
+    tls: bool | ssl.SSLContext | TlsClientSettings = False
+    access_key: str | None = None  # ACL 1.0: with secret_key, every request is signed (AclClientRPCHook)
+    secret_key: str | None = dataclasses.field(default=None, repr=False)
 
     @classmethod
     def build(cls, namesrv: str | Sequence[str] | None, options: Mapping[str, Any]) -> Self:
@@ -80,6 +102,19 @@ class ClientConfig:
             value = getattr(self, f.name)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
                 raise MQClientError(f"option {f.name} must not be negative, got {value}")
+        if not isinstance(self.tls, (bool, ssl.SSLContext, TlsClientSettings)):
+            raise MQClientError(f"option tls must be a bool, an ssl.SSLContext or TlsClientSettings, not {self.tls!r}")
+        if (self.access_key is None) != (self.secret_key is None):
+            raise MQClientError("access_key and secret_key go together: pass both or neither")
+        if self.access_key is not None and not (self.access_key and self.secret_key):
+            raise MQClientError("access_key and secret_key must not be empty")
+
+    @property
+    def credentials(self) -> tuple[str, str] | None:
+        """(access_key, secret_key) when requests are to be signed, else None."""
+        if self.access_key and self.secret_key:
+            return self.access_key, self.secret_key
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,15 +13,22 @@ fails is skipped and the next one becomes the preferred one (RocketMQ rotates th
 way). Members (a producer, a push or pull consumer) register themselves and are told
 about route changes; consumers also receive the requests brokers send to clients
 (NOTIFY_CONSUMER_IDS_CHANGED, RESET_CONSUMER_CLIENT_OFFSET, GET_CONSUMER_RUNNING_INFO).
+
+Master/slave groups: sends and commits go to a group's master only; pulls and offset
+reads go where the broker suggested (`read_addr`), else to the master, else to a slave.
+An address that refuses a connection or does not answer is avoided for reads for
+UNREACHABLE_FOR seconds (a dead master stays in the name server's route until its
+connection closes or it expires), and a failed pull refreshes the topic's route at once
+(`route_failed`, at most once a second per topic) instead of at the next 30 s poll.
 """
 
 from __future__ import annotations
 
 import logging
 import random
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -32,16 +39,22 @@ from rmq.remoting import ClientConfig as RemotingConfig
 from rmq.remoting import Dispatcher, RemotingClient, RequestContext
 
 from .api import ClientAPI
-from .config import ClientConfig
-from .errors import MQClientError, MQClientStateError, MQNoRouteError
+from .config import ClientConfig, tls_context
+from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRouteError, MQTimeoutError
 from .ids import client_id, default_instance_name, local_ip
 from .message import MessageQueue
 from .route import MASTER_ID, BrokerData, TopicRoute, brokers_of
 
 log = logging.getLogger("rmq.client.instance")
 
+T = TypeVar("T")
+
 UNREGISTER_TIMEOUT = 3.0
 ROUTE_RETRY_INTERVAL = 1.0  # seconds between route refreshes a failing topic may cause
+# seconds an address that refused a connection (or did not answer) is passed over for reads
+# when its group has another broker: a dead master can stay in the route for up to the name
+# server's 120 s broker expiry
+UNREACHABLE_FOR = 5.0
 
 
 class Member(Protocol):
@@ -81,9 +94,11 @@ class ClientInstance:
         self.instance_name = config.instance_name or default_instance_name()
         self.client_id = client_id(self.ip, self.instance_name, config.unit_name)
         self.namesrv = config.namesrv
+        self.ssl_context = tls_context(config.tls)  # None: plain TCP; MQClientError for a bad certificate
         self.routes: dict[str, TopicRoute] = {}
         self.brokers: dict[str, BrokerData] = {}
         self._route_retried: dict[str, float] = {}
+        self._unreachable: dict[str, float] = {}  # address → until when reads avoid it
         self.broker_versions: dict[str, int] = {}
         self._ns_index = random.randrange(len(self.namesrv)) if self.namesrv else 0
         self._members: list[Member] = []
@@ -116,9 +131,13 @@ class ClientInstance:
 
         On exit the loops stop and every connection closes.
         """
-        remoting_config = RemotingConfig(connect_timeout=min(3.0, self.config.request_timeout))
+        remoting_config = RemotingConfig(
+            connect_timeout=min(3.0, self.config.request_timeout),
+            tls=self.ssl_context is not None,
+            ssl_context=self.ssl_context,
+        )
         async with RemotingClient(remoting_config, self.dispatcher) as remoting:
-            self._api = ClientAPI(remoting, timeout=self.config.request_timeout)
+            self._api = ClientAPI(remoting, timeout=self.config.request_timeout, credentials=self.config.credentials)
             try:
                 async with trio.open_nursery() as nursery:
                     nursery.start_soon(self._route_loop)
@@ -186,7 +205,13 @@ class ClientInstance:
         return route
 
     def store_route(self, topic: str, route: TopicRoute) -> None:
-        """Remember `route` for `topic`, refresh broker addresses, tell the members."""
+        """Remember `route` for `topic`, refresh broker addresses, tell the members.
+
+        A group's addresses come from the route fetched last (as MQClientInstance's
+        brokerAddrTable): a master that died or came back at another address is seen at
+        the first refresh of any of its topics, not only of the one listed last.
+        """
+        self.routes.pop(topic, None)  # to the end: brokers_of lets later routes win
         self.routes[topic] = route
         brokers = brokers_of(self.routes.values())
         if brokers != self.brokers:
@@ -218,6 +243,62 @@ class ClientInstance:
         if bd is None:
             return None
         return bd.addrs.get(broker_id) or bd.any_addr()
+
+    def unreachable(self, addr: str) -> None:
+        """`addr` refused a connection or did not answer: reads go to another broker of its
+        group (`read_addr`) for the next UNREACHABLE_FOR seconds."""
+        self._unreachable[addr] = trio.current_time() + UNREACHABLE_FOR
+
+    def reachable(self, addr: str) -> bool:
+        """False while `addr` is avoided after a failure (see `unreachable`)."""
+        until = self._unreachable.get(addr)
+        if until is None:
+            return True
+        if trio.current_time() < until:
+            return False
+        del self._unreachable[addr]
+        return True
+
+    def read_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
+        """Where to pull or read offsets of `broker_name` (findBrokerAddressInSubscribe):
+        `broker_id` (the broker's suggestion), else the master, else a slave, skipping
+        addresses that just failed while the group has another; None: no such group."""
+        bd = self.brokers.get(broker_name)
+        if bd is None or not bd.addrs:
+            return None
+        order = [broker_id, MASTER_ID, *sorted(bd.addrs)]
+        candidates = [bd.addrs[bid] for bid in dict.fromkeys(order) if bid in bd.addrs]
+        for addr in candidates:
+            if self.reachable(addr):
+                return addr
+        return candidates[0]
+
+    async def read_call(
+        self, topic: str, broker_name: str, call: Callable[[str], Awaitable[T]], broker_id: int = MASTER_ID
+    ) -> T:
+        """`call(addr)` on the broker of `broker_name` that `read_addr` picks, for requests a
+        slave answers as well as its master (offsets, queue bounds). The route of `topic` is
+        fetched if the group is unknown. An address that refuses the connection or does not
+        answer is marked unreachable and the call is made once more on another broker of the
+        group, if it has one. Raises MQClientError."""
+        addr = self.read_addr(broker_name, broker_id)
+        if addr is None:
+            await self.update_route(topic)
+            addr = self.read_addr(broker_name, broker_id)
+        if addr is None:
+            raise MQClientError(f"the broker {broker_name} does not exist")
+        try:
+            return await call(addr)
+        except (MQConnectError, MQTimeoutError):
+            self.unreachable(addr)
+            other = self.read_addr(broker_name, broker_id)
+            if other is None or other == addr:
+                raise
+        try:
+            return await call(other)
+        except (MQConnectError, MQTimeoutError):
+            self.unreachable(other)
+            raise
 
     async def _route_loop(self) -> None:
         while True:

@@ -228,6 +228,7 @@ class _CheckRouter:
         )
         command = RemotingCommand.request(RequestCode.END_TRANSACTION, end.to_ext())
         command.remark = remark
+        producer.instance.api.sign(command)  # sent on the broker's connection, past ClientAPI
         try:
             await ctx.connection.invoke_oneway(command, END_TIMEOUT)
         except RemotingError as exc:

@@ -11,6 +11,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rmq.remoting.tlsconfig import ALL_KEYS as TLS_KEYS
+from rmq.remoting.tlsconfig import NEED_CLIENT_AUTH, TlsConfigError, with_tls_config_file
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
@@ -45,6 +48,12 @@ class NamesrvConfig:
       tls_mode: "disabled", "permissive" or "enforcing" (`tls.server.mode`).
       tls_cert_path, tls_key_path: PEM files for TLS (`tls.server.certPath`,
         `tls.server.keyPath`); needed unless NamesrvServer gets an ssl_context.
+      tls_key_password: password of an encrypted key (`tls.server.keyPassword`).
+      tls_need_client_auth: "none", "optional" or "require" a client certificate
+        (`tls.server.need.client.auth`), verified against `tls_trust_cert_path`
+        (`tls.server.trustCertPath`; None: the system's CAs).
+      tls_config_file: a tls.properties file the `tls.*` keys are also read from
+        (`tls.config.file`); keys given directly win.
       websocket_port: also serve RocketMQ frames over WebSocket on this port
         (`websocketPort`); None for no WebSocket listener, 0 for a free port.
     """
@@ -60,6 +69,10 @@ class NamesrvConfig:
     tls_mode: str = "disabled"
     tls_cert_path: str | None = None
     tls_key_path: str | None = None
+    tls_key_password: str | None = None
+    tls_need_client_auth: str = "none"
+    tls_trust_cert_path: str | None = None
+    tls_config_file: str | None = None
     websocket_port: int | None = None
 
     def __post_init__(self) -> None:
@@ -74,6 +87,11 @@ class NamesrvConfig:
             raise ConfigError("first_scan_delay", f"must not be negative, got {self.first_scan_delay}")
         if self.tls_mode not in TLS_MODES:
             raise ConfigError("tls_mode", f"must be one of {', '.join(TLS_MODES)}, got {self.tls_mode!r}")
+        if self.tls_need_client_auth not in NEED_CLIENT_AUTH:
+            raise ConfigError(
+                "tls_need_client_auth",
+                f"must be one of {', '.join(NEED_CLIENT_AUTH)}, got {self.tls_need_client_auth!r}",
+            )
 
     def with_properties(
         self, props: Mapping[str, str], *, runtime_only: bool = False
@@ -85,7 +103,14 @@ class NamesrvConfig:
         """
         changes: dict[str, Any] = {}
         unknown: list[str] = []
+        if not runtime_only:
+            try:
+                props = with_tls_config_file(props, _KEYS)
+            except TlsConfigError as exc:
+                raise ConfigError(exc.key, exc.message) from None
         for key, text in props.items():
+            if key in TLS_KEYS and key not in _KEYS:
+                continue  # tls.client.* and the like: a name server makes no TLS connections
             entry = _KEYS.get(key)
             if entry is None:
                 unknown.append(key)
@@ -150,6 +175,10 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str], bool]] =
     "tls.server.mode": ("tls_mode", str.lower, str, False),
     "tls.server.certPath": ("tls_cert_path", _optional(str), str, False),
     "tls.server.keyPath": ("tls_key_path", _optional(str), str, False),
+    "tls.server.keyPassword": ("tls_key_password", _optional(str), lambda v: "******" if v else "", False),
+    "tls.server.need.client.auth": ("tls_need_client_auth", lambda t: t.lower() or "none", str, False),
+    "tls.server.trustCertPath": ("tls_trust_cert_path", _optional(str), str, False),
+    "tls.config.file": ("tls_config_file", _optional(str), str, False),
     "websocketPort": ("websocket_port", _optional(int), str, False),
 }
 _PROPERTY_OF = {field_name: key for key, (field_name, *_) in _KEYS.items()}

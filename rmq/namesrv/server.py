@@ -22,6 +22,7 @@ import trio
 
 from rmq.remoting import Connection, RemotingServer, ServerConfig, TlsMode
 from rmq.remoting.service import Service
+from rmq.remoting.tlsconfig import TlsConfigError, server_ssl_context
 
 from .config import ConfigError, NamesrvConfig
 from .kvconfig import KVConfigManager
@@ -150,11 +151,16 @@ def _server_config(config: NamesrvConfig, ssl_context: ssl.SSLContext | None) ->
     if mode is not TlsMode.DISABLED and ssl_context is None:
         if not (config.tls_cert_path and config.tls_key_path):
             raise ConfigError("tls_mode", f"{mode.value} TLS needs tls_cert_path and tls_key_path")
-        ssl_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         try:
-            ssl_context.load_cert_chain(config.tls_cert_path, config.tls_key_path)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError("tls_cert_path", f"cannot load the certificate and key: {exc}") from None
+            ssl_context = server_ssl_context(
+                config.tls_cert_path,
+                config.tls_key_path,
+                key_password=config.tls_key_password,
+                need_client_auth=config.tls_need_client_auth,
+                trust_cert_path=config.tls_trust_cert_path,
+            )
+        except TlsConfigError as exc:
+            raise ConfigError(exc.key, exc.message) from None
     return ServerConfig(
         host=config.listen_host,
         port=config.listen_port,

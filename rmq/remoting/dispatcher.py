@@ -17,6 +17,13 @@ NettyRemotingAbstract.processRequestCommand (PROTOCOL.md 1.4):
 
 `answer_unsupported=False` drops unknown codes silently, as a 4.x name server does.
 The connection (connection.py) calls `admit` in its reader and `Route.run` in a task.
+
+`Dispatcher(hook=...)` runs a check before any processor (RocketMQ's server RPCHook
+doBeforeRequest, e.g. the broker's ACL validator): `hook(ctx, request)` is called in
+`admit`, synchronously, for every request; it returns None to let the request through or
+a response (`request.make_response(...)`) to answer instead, and the processor never
+runs. A refused oneway request is dropped, as RocketMQ answers no oneway request. A
+hook that raises is logged and the request answered SYSTEM_ERROR.
 """
 
 from __future__ import annotations
@@ -36,7 +43,11 @@ from rmq.protocol import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .abc import ProcessFunction, RequestContext, RequestProcessor
+
+    RequestHook = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 
 log = logging.getLogger("rmq.remoting.dispatcher")
 
@@ -132,10 +143,12 @@ class Dispatcher:
     Args:
       answer_unsupported: answer codes nobody registered with
         REQUEST_CODE_NOT_SUPPORTED (default), or drop them (a 4.x name server).
+      hook: a check run before any processor (see the module docstring).
     """
 
-    def __init__(self, *, answer_unsupported: bool = True) -> None:
+    def __init__(self, *, answer_unsupported: bool = True, hook: RequestHook | None = None) -> None:
         self.answer_unsupported = answer_unsupported
+        self.hook = hook
         self._routes: dict[int, Route] = {}
         self._default: Route | None = None
 
@@ -201,9 +214,14 @@ class Dispatcher:
         Returns:
           A Route: run `route.run(ctx, request)` in a task; the request holds a slot,
             or is counted as waiting for one (`ctx.queued`) and `run` waits for it.
-          A RemotingCommand: an immediate answer to write (busy or not supported).
+          A RemotingCommand: an immediate answer to write (refused by the hook, busy
+            or not supported).
           None: drop the request.
         """
+        if self.hook is not None:
+            refusal = self._run_hook(ctx, request)
+            if refusal is not None:
+                return None if request.flag & RPC_ONEWAY else refusal
         route = self._routes.get(request.code, self._default)
         if route is None:
             if self.answer_unsupported:
@@ -224,6 +242,15 @@ class Dispatcher:
         else:
             return request.make_response(ResponseCode.SYSTEM_BUSY, BUSY_OVERLOAD)
         return route
+
+    def _run_hook(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        assert self.hook is not None
+        try:
+            return self.hook(ctx, request)
+        except Exception as exc:
+            name = code_name(request.code, response=False)
+            log.exception("request hook failed on %s from %s", name, ctx.remote_address)
+            return request.make_response(ResponseCode.SYSTEM_ERROR, _one_line(exc, with_type=True))
 
 
 EMPTY_DISPATCHER = Dispatcher()

@@ -7,8 +7,11 @@
 
 Subcommands carry mqadmin's names and flags (`-n` defaults to $NAMESRV_ADDR) and print
 mqadmin's tables. `dlqList` and `dlqResend` are ours: they read `%DLQ%<group>` and send
-its messages back to the topic they came from. Tools are thin: everything goes through
-`rmq.client.admin.MQAdmin`, plus a Producer for `sendMessage` and `dlqResend`.
+its messages back to the topic they came from. updateAclConfig, deleteAccessConfig,
+updateGlobalWhiteAddr and clusterAclConfigVersion manage brokers' ACL (docs/security.md);
+`--accessKey`/`--secretKey` sign the requests (aclopts.py). Tools are thin: everything goes through
+`rmq.client.admin.MQAdmin`, plus a Producer for `sendMessage` and `dlqResend`. `--tls` (or
+`--tls-config tls.properties`) connects with TLS (tlsopts.py).
 
 A failure prints one line on stderr ("error: <command>: <what failed>") and exits 1;
 bad usage exits 2.
@@ -40,7 +43,11 @@ from rmq.client.message import DLQ_PREFIX, RESERVED_PROPERTIES, RETRY_PREFIX
 from rmq.client.route import TopicRoute
 from rmq.protocol import ResponseCode
 from rmq.protocol import properties as P
+from rmq.protocol.acl import PlainAccessConfig
 from rmq.protocol.message import MessageExt
+
+from .aclopts import acl_credentials, add_acl_arguments
+from .tlsopts import add_tls_arguments, tls_option
 
 Out = TextIO
 Args = argparse.Namespace
@@ -71,6 +78,7 @@ MESSAGE_FIELD = "{:<20} {}"
 SEND = "{:<32}  {:<4}  {:<20}    {}"
 DLQ_LIST = "{:<32}  {:<32}  {:<4}  {:<8}  {:<10}  {:<23}  {}"
 DLQ_RESEND = "{:<32}  {:<32}  {:<12}  {}"
+ACL_VERSION = "{:<16}  {:<22}  {:<22}  {:<20}  {:<22}  {:<22}"
 
 
 class ToolError(MQClientError):
@@ -338,6 +346,12 @@ def _cluster_more_row(out: Out, cluster: str, name: str, t: dict[str, str]) -> N
 
 
 async def cluster_list(admin: MQAdmin, args: Args, out: Out) -> int:
+    """One row per broker, masters and slaves (#BID), as mqadmin's clusterList; with -i,
+    again every interval seconds until interrupted."""
+    return await _repeat(args, lambda: _cluster_list_once(admin, args, out))
+
+
+async def _cluster_list_once(admin: MQAdmin, args: Args, out: Out) -> int:
     info = await admin.cluster_info()
     clusters = [args.cluster] if args.cluster else sorted(info.clusters)
     if args.more_stats:
@@ -349,24 +363,37 @@ async def cluster_list(admin: MQAdmin, args: Args, out: Out) -> int:
     failed = 0
     now = _now_ms()
     for cluster in clusters:
-        for name in info.broker_names(cluster):
-            bd = info.brokers.get(name)
-            for bid, addr in sorted(bd.addrs.items()) if bd else ():
-                try:
-                    table = await admin.broker_runtime_info(addr)
-                except MQClientError as exc:  # as mqadmin: the row is printed anyway
-                    print(f"warning: {exc}", file=sys.stderr)
-                    failed += 1
-                    table = {}
-                if args.more_stats:
-                    _cluster_more_row(out, cluster, name, table)
-                else:
-                    _cluster_row(out, cluster, name, bid, addr, table, now)
+        for name, bid, addr in info.members(cluster):
+            try:
+                table = await admin.broker_runtime_info(addr)
+            except MQClientError as exc:  # as mqadmin: the row is printed anyway
+                print(f"warning: {exc}", file=sys.stderr)
+                failed += 1
+                table = {}
+            if args.more_stats:
+                _cluster_more_row(out, cluster, name, table)
+            else:
+                _cluster_row(out, cluster, name, bid, addr, table, now)
     return 1 if failed else 0
 
 
+async def _repeat(args: Args, once: Callable[[], Awaitable[int]]) -> int:
+    """`once()`, then with `-i N` again every N seconds until interrupted (mqadmin's
+    clusterList and haStatus loop the same way); the last exit code."""
+    code = await once()
+    while args.interval:
+        await trio.sleep(args.interval)
+        code = await once()
+    return code
+
+
 async def ha_status(admin: MQAdmin, args: Args, out: Out) -> int:
-    """RocketMQ 5.x's haStatus layout: a master's slaves, or a slave's master."""
+    """RocketMQ 5.x's haStatus layout: a master's slaves, or a slave's master (`-c`: every
+    master of the cluster); with -i, again every interval seconds until interrupted."""
+    return await _repeat(args, lambda: _ha_status_once(admin, args, out))
+
+
+async def _ha_status_once(admin: MQAdmin, args: Args, out: Out) -> int:
     for addr in await _targets(admin, args):
         info = await admin.broker_ha_status(addr)
         if info.get("master"):
@@ -397,14 +424,24 @@ async def ha_status(admin: MQAdmin, args: Args, out: Out) -> int:
 
 
 async def broker_status(admin: MQAdmin, args: Args, out: Out) -> int:
-    for addr in await _targets(admin, args):
-        table = await admin.broker_runtime_info(addr)
+    """A broker's runtime table (a slave's holds its replication fields); `-c`: every master
+    and slave of the cluster, each line led by its address, a broker that fails skipped."""
+    if args.broker_addr:
+        table = await admin.broker_runtime_info(args.broker_addr)
         for key in sorted(table):
-            if args.broker_addr:
-                row(out, BROKER_STATUS, key, table[key])
-            else:
-                row(out, BROKER_STATUS_ADDR, addr, key, table[key])
-    return 0
+            row(out, BROKER_STATUS, key, table[key])
+        return 0
+    failed = 0
+    for addr in (await admin.cluster_info()).all_addrs(args.cluster):
+        try:
+            table = await admin.broker_runtime_info(addr)
+        except MQClientError as exc:  # as mqadmin: report it and go on with the others
+            print(f"warning: {exc}", file=sys.stderr)
+            failed += 1
+            continue
+        for key in sorted(table):
+            row(out, BROKER_STATUS_ADDR, addr, key, table[key])
+    return 1 if failed else 0
 
 
 # -- subscription groups --------------------------------------------------------------------
@@ -578,7 +615,10 @@ async def query_msg_by_unique_key(admin: MQAdmin, args: Args, out: Out) -> int:
 
 def _producer(admin: MQAdmin) -> Producer:
     # mqadmin names its one-off producer group by the time
-    return Producer(f"RMQ_ADMIN_{_now_ms()}", list(admin.namesrv) or None)
+    credentials: dict[str, Any] = {}
+    if admin.credentials:
+        credentials = dict(zip(("access_key", "secret_key"), admin.credentials, strict=True))
+    return Producer(f"RMQ_ADMIN_{_now_ms()}", list(admin.namesrv) or None, tls=admin.tls, **credentials)
 
 
 async def send_message(admin: MQAdmin, args: Args, out: Out) -> int:
@@ -659,6 +699,91 @@ async def dlq_resend(admin: MQAdmin, args: Args, out: Out) -> int:
     return 1 if failed else 0
 
 
+# -- ACL 1.0 --------------------------------------------------------------------------------
+
+
+async def _acl_targets(admin: MQAdmin, args: Args) -> list[str]:
+    """`-b addr`, or every master and slave of `-c cluster` (fetchMasterAndSlaveAddrByClusterName)."""
+    if args.broker_addr:
+        return [args.broker_addr]
+    return (await admin.cluster_info()).all_addrs(args.cluster)
+
+
+def _perm_list(text: str | None) -> list[str] | None:
+    return None if text is None else [item.strip() for item in text.split(",") if item.strip()]
+
+
+async def update_acl_config(admin: MQAdmin, args: Args, out: Out) -> int:
+    config = PlainAccessConfig(
+        access_key=args.access_key.strip(),
+        secret_key=args.secret_key.strip(),
+        white_remote_address=None if args.white_remote_address is None else args.white_remote_address.strip(),
+        admin=args.admin,
+        default_topic_perm=args.default_topic_perm,
+        default_group_perm=args.default_group_perm,
+        topic_perms=_perm_list(args.topic_perms),
+        group_perms=_perm_list(args.group_perms),
+    )
+    for addr in await _acl_targets(admin, args):
+        await admin.update_acl_config(addr, config)
+        print(f"create or update plain access config to {addr} success.", file=out)
+    shown = {k: v for k, v in config.to_json().items() if k != "secretKey"}
+    print(f"PlainAccessConfig{shown}", file=out)
+    return 0
+
+
+async def delete_acl_config(admin: MQAdmin, args: Args, out: Out) -> int:
+    access_key = args.access_key.strip()
+    for addr in await _acl_targets(admin, args):
+        await admin.delete_acl_config(addr, access_key)
+        print(f"delete plain access config account from {addr} success.", file=out)
+    print(f"account's accesskey is:{access_key}", file=out)
+    return 0
+
+
+async def update_global_white_addr(admin: MQAdmin, args: Args, out: Out) -> int:
+    addresses = [a.strip() for a in args.global_white_addrs.split(",") if a.strip()]
+    for addr in await _acl_targets(admin, args):
+        await admin.update_global_white_addrs(addr, addresses, args.acl_file)
+        print(f"update global white remote addresses to {addr} success.", file=out)
+    return 0
+
+
+async def cluster_acl_config_version(admin: MQAdmin, args: Args, out: Out) -> int:
+    if args.broker_addr:
+        addrs = [args.broker_addr]
+    else:
+        addrs = (await admin.cluster_info()).master_addrs(args.cluster)
+        row(
+            out,
+            ACL_VERSION,
+            "#Cluster Name",
+            "#Broker Name",
+            "#Broker Addr",
+            "#AclFilePath",
+            "#AclConfigVersionNum",
+            "#AclLastUpdateTime",
+        )
+    for addr in addrs:
+        info = await admin.acl_version_info(addr)
+        for path, (counter, timestamp) in sorted(info.files.items()):
+            row(
+                out,
+                ACL_VERSION,
+                info.cluster_name,
+                info.broker_name,
+                info.broker_addr,
+                path,
+                counter,
+                date_text(timestamp),
+            )
+    if args.broker_addr:
+        print("get broker's plain access config version success.", file=out)
+    else:
+        print("get cluster's plain access config version success.", file=out)
+    return 0
+
+
 # -- command line ---------------------------------------------------------------------------
 
 Parser = argparse.ArgumentParser
@@ -668,6 +793,12 @@ def _broker_or_cluster(p: Parser) -> None:
     group = p.add_mutually_exclusive_group(required=True)
     group.add_argument("-b", "--brokerAddr", dest="broker_addr", help="broker address ip:port")
     group.add_argument("-c", "--clusterName", dest="cluster", help="every master of this cluster")
+
+
+def _broker_status_args(p: Parser) -> None:
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("-b", "--brokerAddr", dest="broker_addr", help="broker address ip:port (master or slave)")
+    group.add_argument("-c", "--clusterName", dest="cluster", help="every master and slave of this cluster")
 
 
 def _topic(p: Parser) -> None:
@@ -701,9 +832,27 @@ def _topic_route_args(p: Parser) -> None:
     p.add_argument("-l", "--list", dest="list_format", action="store_true", help="a table instead of JSON")
 
 
+def _seconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
+    return value
+
+
 def _cluster_list_args(p: Parser) -> None:
     p.add_argument("-m", "--moreStats", dest="more_stats", action="store_true", help="message totals")
     p.add_argument("-c", "--clusterName", dest="cluster", help="only this cluster")
+    p.add_argument("-i", "--interval", type=_seconds, help="print again every this many seconds, until Ctrl-C")
+
+
+def _ha_status_args(p: Parser) -> None:
+    _broker_or_cluster(p)
+    p.add_argument(
+        "-i", "--interval", type=_seconds, nargs="?", const=3, help="print again every this many seconds (default 3)"
+    )
 
 
 def _update_sub_group_args(p: Parser) -> None:
@@ -774,6 +923,31 @@ def _dlq_resend_args(p: Parser) -> None:
     p.add_argument("-t", "--topic", help="send here instead of the recorded origin topic")
 
 
+def _update_acl_args(p: Parser) -> None:
+    _broker_or_cluster(p)
+    p.add_argument("-a", "--accessKey", dest="access_key", required=True, help="the account's access key")
+    p.add_argument("-s", "--secretKey", dest="secret_key", required=True, help="the account's secret key")
+    p.add_argument("-w", "--whiteRemoteAddress", dest="white_remote_address", help="addresses that need no signature")
+    p.add_argument("-i", "--defaultTopicPerm", dest="default_topic_perm", help="DENY, PUB, SUB or PUB|SUB")
+    p.add_argument("-u", "--defaultGroupPerm", dest="default_group_perm", help="DENY, PUB, SUB or PUB|SUB")
+    p.add_argument("-t", "--topicPerms", dest="topic_perms", help="topicA=DENY,topicD=SUB")
+    p.add_argument("-g", "--groupPerms", dest="group_perms", help="groupA=DENY,groupD=SUB")
+    p.add_argument("-m", "--admin", type=_bool, default=False, help="true: an admin account (default false)")
+
+
+def _delete_acl_args(p: Parser) -> None:
+    _broker_or_cluster(p)
+    p.add_argument("-a", "--accessKey", dest="access_key", required=True, help="the account to delete")
+
+
+def _update_white_args(p: Parser) -> None:
+    _broker_or_cluster(p)
+    p.add_argument(
+        "-g", "--globalWhiteRemoteAddresses", dest="global_white_addrs", required=True, help="10.10.103.*,192.168.0.*"
+    )
+    p.add_argument("-p", "--aclFileFullPath", dest="acl_file", help="the broker's ACL file (default: its own)")
+
+
 # name → (one-line help, runner, options)
 COMMANDS: dict[str, tuple[str, Runner, Callable[[Parser], None]]] = {
     "updateTopic": ("create or update a topic", update_topic, _update_topic_args),
@@ -782,8 +956,8 @@ COMMANDS: dict[str, tuple[str, Runner, Callable[[Parser], None]]] = {
     "topicRoute": ("print a topic's route", topic_route, _topic_route_args),
     "topicStatus": ("print a topic's queue offsets", topic_status, _topic),
     "clusterList": ("list brokers with their load", cluster_list, _cluster_list_args),
-    "brokerStatus": ("print a broker's runtime figures", broker_status, _broker_or_cluster),
-    "haStatus": ("replication status: a master's slaves or a slave's master", ha_status, _broker_or_cluster),
+    "brokerStatus": ("print a broker's runtime figures", broker_status, _broker_status_args),
+    "haStatus": ("replication status: a master's slaves or a slave's master", ha_status, _ha_status_args),
     "updateSubGroup": ("create or update a subscription group", update_sub_group, _update_sub_group_args),
     "deleteSubGroup": ("delete a subscription group", delete_sub_group, _delete_sub_group_args),
     "consumerProgress": ("a group's progress (every group without -g)", consumer_progress, lambda p: _group(p, False)),
@@ -796,15 +970,27 @@ COMMANDS: dict[str, tuple[str, Runner, Callable[[Parser], None]]] = {
     "sendMessage": ("send one message", send_message, _send_args),
     "dlqList": ("print a group's dead letters", dlq_list, _dlq_list_args),
     "dlqResend": ("send a group's dead letters back to their topics", dlq_resend, _dlq_resend_args),
+    "updateAclConfig": ("create or update an ACL account in brokers", update_acl_config, _update_acl_args),
+    "deleteAccessConfig": ("delete an ACL account from brokers", delete_acl_config, _delete_acl_args),
+    "updateGlobalWhiteAddr": ("set the ACL global white list of brokers", update_global_white_addr, _update_white_args),
+    "clusterAclConfigVersion": ("print brokers' ACL file versions", cluster_acl_config_version, _broker_or_cluster),
 }
+ALIASES = {"deleteAclConfig": "deleteAccessConfig"}  # RocketMQ's command name; deleteAccessConfig is its alias
+# these use -a/--accessKey and -s/--secretKey for the account they change (Java's options)
+_ACCOUNT_COMMANDS = frozenset({"updateAclConfig", "deleteAccessConfig"})
 
 
 def build_parser() -> Parser:
     parser = Parser(prog="mqadmin", description="Administer a RocketMQ cluster.")
+    add_acl_arguments(parser, dest_prefix="global")  # before the command: for every command
     sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
     for name, (help_, runner, add_options) in COMMANDS.items():
-        p = sub.add_parser(name, help=help_, description=help_)
+        aliases = [alias for alias, target in ALIASES.items() if target == name]
+        p = sub.add_parser(name, help=help_, description=help_, aliases=aliases)
         p.add_argument("-n", "--namesrvAddr", dest="namesrv", help="name server(s), a:9876;b:9876 ($NAMESRV_ADDR)")
+        add_tls_arguments(p)
+        if name not in _ACCOUNT_COMMANDS:
+            add_acl_arguments(p)
         add_options(p)
         p.set_defaults(run=runner)
     return parser
@@ -832,7 +1018,8 @@ async def run(argv: Sequence[str], out: Out | None = None, err: Out | None = Non
     except SystemExit as exc:  # argparse printed the help or the usage error
         return exc.code if isinstance(exc.code, int) else 2
     try:
-        async with MQAdmin(args.namesrv) as admin:
+        credentials = acl_credentials(args, tools_yml=True)
+        async with MQAdmin(args.namesrv, tls=tls_option(args), **credentials) as admin:
             code: int = await args.run(admin, args, out)
             return code
     except MQClientError as exc:

@@ -33,6 +33,9 @@ import trio
 from rmq.client import ConsumeFromWhere, Message, MessageExt, MQClientError, Producer, PushConsumer
 from rmq.client.ids import wall_clock_ms
 
+from .aclopts import acl_credentials, add_acl_arguments
+from .tlsopts import add_tls_arguments, tls_option
+
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
 
@@ -206,7 +209,11 @@ async def run_producer_bench(args: argparse.Namespace, out: TextIO, live: bool) 
     title = f"rmq bench producer: {args.topic}, {args.size} B, {args.workers} in flight" + (
         f", batches of {args.batch}" if args.batch else ""
     )
-    async with Producer(args.group, _namesrv(args.namesrv), send_timeout=args.timeout) as producer:
+    tls = tls_option(args)
+    credentials = acl_credentials(args)
+    async with Producer(
+        args.group, _namesrv(args.namesrv), send_timeout=args.timeout, tls=tls, **credentials
+    ) as producer:
         await producer.fetch_publish_queues(args.topic)
         with Reporter(title, columns, _producer_row, out, live) as reporter:
             async with trio.open_nursery() as nursery:
@@ -232,6 +239,8 @@ def _producer_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between reports (5)")
     p.add_argument("--timeout", type=float, default=3.0, help="send timeout in seconds (3)")
+    add_tls_arguments(p)
+    add_acl_arguments(p)
     return p
 
 
@@ -264,7 +273,13 @@ async def run_consumer_bench(args: argparse.Namespace, out: TextIO, live: bool) 
 
     start = ConsumeFromWhere.FIRST_OFFSET if args.start == "first" else ConsumeFromWhere.LAST_OFFSET
     consumer = PushConsumer(
-        args.group, _namesrv(args.namesrv), handler=handle, consume_from_where=start, consume_concurrency=args.threads
+        args.group,
+        _namesrv(args.namesrv),
+        handler=handle,
+        consume_from_where=start,
+        consume_concurrency=args.threads,
+        tls=tls_option(args),
+        **acl_credentials(args),
     )
     consumer.subscribe(args.topic, args.expression)
     columns = ["Consume TPS", "Average(B2C) RT(ms)", "Average(S2C) RT(ms)", "MAX(B2C) RT(ms)", "MAX(S2C) RT(ms)"]
@@ -288,6 +303,8 @@ def _consumer_parser() -> argparse.ArgumentParser:
     p.add_argument("--from", dest="start", choices=("first", "last"), default="last")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between reports (5)")
+    add_tls_arguments(p)
+    add_acl_arguments(p)
     return p
 
 

@@ -65,6 +65,22 @@ BROKER = {
     "transactionCheckMax": "Check-backs before a half message is given up (TRANS_CHECK_MAX_TIME_TOPIC).",
     "timerWheelEnable": "Serve timer messages (TIMER_DELIVER_MS, TIMER_DELAY_SEC/MS, __STARTDELIVERTIME).",
     "timerMaxDelaySec": "Longest timer delay accepted, in seconds.",
+    "tls.server.mode": "TLS on the main, VIP and HA ports: disabled, permissive (plain and TLS), enforcing (TLS only).",
+    "tls.server.certPath": "PEM certificate chain for TLS (docs/security.md).",
+    "tls.server.keyPath": "PEM private key for TLS.",
+    "tls.server.keyPassword": "Password of an encrypted tls.server.keyPath (shown as ******).",
+    "tls.server.need.client.auth": "Ask clients for a certificate: none, optional (verified if sent) or require.",
+    "tls.server.trustCertPath": "PEM CA file (or directory) client certificates must chain to; empty: system CAs.",
+    "tls.enable": "This broker's own connections (name servers, a slave's master and HA port) use TLS.",
+    "tls.client.certPath": "PEM certificate the broker presents when a server asks for one (mutual TLS).",
+    "tls.client.keyPath": "PEM private key of tls.client.certPath.",
+    "tls.client.keyPassword": "Password of an encrypted tls.client.keyPath (shown as ******).",
+    "tls.client.trustCertPath": "PEM CA file (or directory) servers must chain to; empty: the system's CAs.",
+    "tls.client.authServer": "Verify the certificate and address of the servers this broker connects to.",
+    "tls.config.file": "A tls.properties file the tls.* keys are also read from; keys set here win.",
+    "aclEnable": "Check every request against plain_acl.yml (ACL 1.0, docs/security.md).",
+    "rocketmqHome": "RocketMQ home; the ACL file is <rocketmqHome>/conf/plain_acl.yml. Default: $ROCKETMQ_HOME.",
+    "aclPlainFile": "The ACL file instead of <rocketmqHome>/conf/plain_acl.yml; a relative path is under rocketmqHome.",
 }
 
 NAMESRV = {
@@ -78,6 +94,10 @@ NAMESRV = {
     "tls.server.mode": "disabled, permissive (plain text and TLS) or enforcing (TLS only).",
     "tls.server.certPath": "PEM certificate for TLS.",
     "tls.server.keyPath": "PEM private key for TLS.",
+    "tls.server.keyPassword": "Password of an encrypted tls.server.keyPath (shown as ******).",
+    "tls.server.need.client.auth": "Ask clients for a certificate: none, optional (verified if sent) or require.",
+    "tls.server.trustCertPath": "PEM CA file (or directory) client certificates must chain to; empty: system CAs.",
+    "tls.config.file": "A tls.properties file the tls.server.* keys are also read from; keys set here win.",
     "websocketPort": "Also serve RemotingCommands over WebSocket on this port.",
 }
 
@@ -89,6 +109,8 @@ CLIENT = {
     "request_timeout": "Seconds for name server and admin calls.",
     "poll_name_server_interval": "Seconds between route refreshes (a failing topic refreshes sooner).",
     "heartbeat_broker_interval": "Seconds between heartbeats to every broker.",
+    "tls": "TLS to name servers and brokers: True (verified against the system's CAs), an ssl.SSLContext, "
+    "or TlsClientSettings (RocketMQ's tls.client.* keys, docs/security.md).",
     "send_timeout": "Seconds a send waits for its answer.",
     "retry_times": "Extra attempts, on another broker, after a failed send.",
     "retry_another_broker_when_not_store_ok": "Also retry sends answered with a flush or slave error.",
@@ -117,6 +139,8 @@ CLIENT = {
     "flow_control_delay": "Seconds before pulling again when a queue holds too much.",
     "lock_interval": "Orderly: seconds between queue lock renewals.",
     "offset_store_dir": "Broadcasting: directory of local offsets; None: ~/.rocketmq_offsets.",
+    "access_key": "ACL AccessKey: requests are signed with secret_key when both are set.",
+    "secret_key": "ACL SecretKey, used to sign requests (never sent).",
 }
 
 

@@ -7,7 +7,9 @@ Like `tools.sh org.apache.rocketmq.example.quickstart.Producer` / `...Consumer`:
 producer prints each SendResult as Java's toString does; the consumer (group
 please_rename_unique_group_name_4, from the first offset) prints each message as
 "<task> Receive New Messages: [MessageExt [...]]". The name server comes from `-n`, else
-$NAMESRV_ADDR, else 127.0.0.1:9876.
+$NAMESRV_ADDR, else 127.0.0.1:9876. `--tls` / `--tls-config tls.properties` connect with TLS
+(tlsopts.py); `--accessKey`/`--secretKey` (or $ROCKETMQ_ACCESS_KEY/$ROCKETMQ_SECRET_KEY) sign
+requests for a broker with ACL (aclopts.py).
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from typing import Any, TextIO
 
 import trio
 
-from rmq.client import ConsumeFromWhere, Message, MessageExt, MQClientError, Producer, PushConsumer
+from rmq.client import ConsumeFromWhere, Message, MessageExt, MQClientError, Producer, PushConsumer, TlsClientSettings
 from rmq.client.instance import ClientInstance
+
+from .aclopts import acl_credentials, add_acl_arguments
+from .tlsopts import add_tls_arguments, tls_option
 
 DEFAULT_NAMESRV = "127.0.0.1:9876"
 
@@ -37,6 +42,8 @@ def _producer_parser() -> argparse.ArgumentParser:
     p.add_argument("-g", "--group", default="please_rename_unique_group_name")
     p.add_argument("--tag", default="TagA")
     p.add_argument("-c", "--count", type=int, default=1000, help="messages to send (default 1000)")
+    add_tls_arguments(p)
+    add_acl_arguments(p)
     return p
 
 
@@ -49,6 +56,8 @@ def _consumer_parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, help="stop after this many messages")
     p.add_argument("--seconds", type=float, help="stop after this many seconds")
     p.add_argument("--from", dest="start", choices=("first", "last"), default="first", help="where a new group starts")
+    add_tls_arguments(p)
+    add_acl_arguments(p)
     return p
 
 
@@ -75,9 +84,18 @@ def _broker_name_of(instance: ClientInstance, msg: MessageExt) -> str | None:
     return None
 
 
-async def run_producer(namesrv: str, topic: str, group: str, tag: str, count: int, out: TextIO) -> int:
+async def run_producer(
+    namesrv: str,
+    topic: str,
+    group: str,
+    tag: str,
+    count: int,
+    out: TextIO,
+    tls: bool | TlsClientSettings = False,
+    credentials: Mapping[str, Any] | None = None,
+) -> int:
     failed = 0
-    async with Producer(group, namesrv) as producer:
+    async with Producer(group, namesrv, tls=tls, **(credentials or {})) as producer:
         for i in range(count):
             try:
                 result = await producer.send(Message(topic, f"Hello RocketMQ {i}", tags=tag))
@@ -99,6 +117,8 @@ async def run_consumer(
     seconds: float | None,
     start: ConsumeFromWhere,
     out: TextIO,
+    tls: bool | TlsClientSettings = False,
+    credentials: Mapping[str, Any] | None = None,
 ) -> int:
     received = 0
     enough = trio.Event()
@@ -115,7 +135,7 @@ async def run_consumer(
         if count is not None and received >= count:
             enough.set()
 
-    consumer = PushConsumer(group, namesrv, handler=handle, consume_from_where=start)
+    consumer = PushConsumer(group, namesrv, handler=handle, consume_from_where=start, tls=tls, **(credentials or {}))
     consumer.subscribe(topic, expression)
     async with consumer:
         print("Consumer Started.", file=out)
@@ -136,12 +156,26 @@ def _run(fn: object, *args: object) -> int:
 
 def producer_main(argv: Sequence[str] | None = None) -> int:
     args = _producer_parser().parse_args(argv)
-    return _run(run_producer, _namesrv(args.namesrv), args.topic, args.group, args.tag, args.count, sys.stdout)
+    try:
+        tls = tls_option(args)
+        credentials = acl_credentials(args)
+    except MQClientError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return _run(
+        run_producer, _namesrv(args.namesrv), args.topic, args.group, args.tag, args.count, sys.stdout, tls, credentials
+    )
 
 
 def consumer_main(argv: Sequence[str] | None = None) -> int:
     args = _consumer_parser().parse_args(argv)
     start = ConsumeFromWhere.FIRST_OFFSET if args.start == "first" else ConsumeFromWhere.LAST_OFFSET
+    try:
+        tls = tls_option(args)
+        credentials = acl_credentials(args)
+    except MQClientError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     return _run(
         run_consumer,
         _namesrv(args.namesrv),
@@ -152,4 +186,6 @@ def consumer_main(argv: Sequence[str] | None = None) -> int:
         args.seconds,
         start,
         sys.stdout,
+        tls,
+        credentials,
     )

@@ -27,7 +27,19 @@ PUBLIC = {
     "ServerConfig",
     "TlsMode",
 }
-SUBMODULES = {"abc", "client", "connection", "dispatcher", "errors", "outbox", "server", "service", "stages", "testing"}
+SUBMODULES = {
+    "abc",
+    "client",
+    "connection",
+    "dispatcher",
+    "errors",
+    "outbox",
+    "server",
+    "service",
+    "stages",
+    "testing",
+    "tlsconfig",
+}
 
 
 def test_public_names() -> None:

@@ -14,6 +14,9 @@ connects gets one `SlaveConnection`, two tasks over one TCP stream:
 A slave that asks for an offset this log cannot continue from (past its end, before its first
 file, or not at a record boundary: its log has diverged from ours) is refused with an error
 and the connection closes; the master's store is only ever read here.
+
+TLS: with tls.server.mode permissive or enforcing the HA port negotiates as the main port does
+(the slave speaks first), so slaves with tls.enable connect over TLS.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ import trio
 
 from rmq.protocol.errors import RemoteProtocolError
 from rmq.protocol.ha import ReportDecoder, encode_chunk_header
+from rmq.remoting import RemotingConnectError
+from rmq.remoting.stages.tls import negotiate
 from rmq.store.aio import Replication
 
 from . import unwrapped
@@ -39,6 +44,7 @@ log = logging.getLogger("rmq.broker.ha")
 
 RECEIVE_SIZE = 64 * 1024
 MAX_WRITE = 256 * 1024  # bytes of chunks gathered into one socket write
+CLOSE_TIMEOUT = 1.0
 
 
 class Diverged(Exception):
@@ -48,7 +54,7 @@ class Diverged(Exception):
 class SlaveConnection:
     """One connected slave."""
 
-    def __init__(self, service: HAService, stream: trio.SocketStream, addr: str) -> None:
+    def __init__(self, service: HAService, stream: trio.abc.Stream, addr: str) -> None:
         self.service = service
         self.stream = stream
         self.addr = addr
@@ -192,12 +198,20 @@ class HAService(Replication):
             await nursery.start(trio.serve_listeners, self._serve, listeners)
             task_status.started()
 
-    async def _serve(self, stream: trio.SocketStream) -> None:
+    async def _serve(self, raw: trio.SocketStream) -> None:
         try:
-            host, port = stream.socket.getpeername()[:2]
+            host, port = raw.socket.getpeername()[:2]
             addr = f"{host}:{port}"
         except OSError:
             addr = "?"
+        try:
+            stream = await self._negotiate(raw, addr)
+        except RemotingConnectError as exc:
+            quiet = exc.reason.startswith(("closed before", "connection lost before"))  # a port probe
+            log.log(logging.INFO if quiet else logging.WARNING, "HA slave %s refused: %s", addr, exc.reason)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(raw)
+            return
         conn = SlaveConnection(self, stream, addr)
         self.connections.add(conn)
         try:
@@ -210,10 +224,24 @@ class HAService(Replication):
             log.info("HA slave %s connection lost: %s", addr, exc)
         finally:
             self.connections.discard(conn)
-            with trio.CancelScope(shield=True):
+            # bounded: a TLS close_notify waits on the peer (the socket is closed regardless)
+            with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_TIMEOUT):
                 await stream.aclose()
             if not self.connections:
                 self.broker.store.fail_replica_waits()
+
+    async def _negotiate(self, raw: trio.SocketStream, addr: str) -> trio.abc.Stream:
+        """TLS as the broker's tls.server.mode says (stages/tls.py): a slave speaks first, with
+        its offset report (first byte 0) or a TLS handshake (0x16), so a mode that refuses it
+        says why. Raises RemotingConnectError."""
+        tls = self.broker.tls
+        wait = self.config.ha_housekeeping_interval / 1000
+        with trio.move_on_after(wait):
+            stream = await negotiate(raw, tls.mode, tls.server_context, address=addr)
+            if isinstance(stream, trio.SSLStream):
+                log.info("HA slave %s connected with TLS", addr)
+            return stream
+        raise RemotingConnectError(addr, f"sent nothing for {wait:.0f} s")
 
     # -- status --------------------------------------------------------------------------
 

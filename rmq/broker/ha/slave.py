@@ -12,6 +12,8 @@ or bytes that are no record of it) means the two logs have parted. The slave the
 replicating with an error saying so, keeps serving reads of what it has, and writes nothing
 more: copying on would corrupt its store. Bytes that break the HA protocol only close the
 connection.
+
+TLS: with tls.enable the slave speaks TLS to its master's HA port (tls.client.* settings).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import trio
 
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.ha import ChunkDecoder, encode_report
+from rmq.remoting import RemotingConnectError
+from rmq.remoting.stages.tls import wrap_client
 from rmq.store import StoreError
 
 from ..processors.common import host_port
@@ -106,7 +110,7 @@ class HAClient:
                 break
             except ProtocolError as exc:
                 log.warning("HA master %s sent bad data, closing: %s", self.master_ha_addr, exc)
-            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError) as exc:
+            except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, RemotingConnectError) as exc:
                 log.info("HA master %s unreachable or lost: %s", self.master_ha_addr, exc)
             finally:
                 self.connected = False
@@ -116,12 +120,27 @@ class HAClient:
 
     async def _session_once(self, address: str) -> None:
         host, port = host_port(address)
+        context = self.broker.tls.client_context
         with trio.fail_after(CONNECT_TIMEOUT):
-            stream = await trio.open_tcp_stream(host, port)
+            tcp = await trio.open_tcp_stream(host, port)
+        stream: trio.abc.Stream = tcp
+        if context is not None:  # tls.enable: the master's HA port negotiates TLS (master.py)
+            try:
+                stream = await wrap_client(
+                    tcp, context, server_hostname=host, address=address, handshake_timeout=CONNECT_TIMEOUT
+                )
+            except BaseException:
+                await trio.aclose_forcefully(tcp)
+                raise
         async with stream, unwrapped(), trio.open_nursery() as nursery:
             self.connected = True
             self._session = nursery.cancel_scope
-            log.info("HA connected to master %s, reporting offset %d", address, self.store.max_phy_offset)
+            log.info(
+                "HA connected to master %s%s, reporting offset %d",
+                address,
+                " with TLS" if context is not None else "",
+                self.store.max_phy_offset,
+            )
             try:
                 nursery.start_soon(self._report_loop, stream, nursery.cancel_scope)
                 await self._read_loop(stream)
@@ -129,7 +148,7 @@ class HAClient:
             finally:
                 self._session = None
 
-    async def _report_loop(self, stream: trio.SocketStream, scope: trio.CancelScope) -> None:
+    async def _report_loop(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> None:
         """Report now, then whenever the log advanced, and at least every heartbeat interval.
         A report that cannot be sent for haHousekeepingInterval closes the connection."""
         heartbeat = self.config.ha_send_heartbeat_interval / 1000
@@ -146,7 +165,7 @@ class HAClient:
             with trio.move_on_after(heartbeat):
                 await self._advanced.wait()
 
-    async def _read_loop(self, stream: trio.SocketStream) -> None:
+    async def _read_loop(self, stream: trio.abc.Stream) -> None:
         decoder = ChunkDecoder()
         store = self.broker.store
         idle = self.config.ha_housekeeping_interval / 1000

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from rmq.protocol import RequestCode
 from rmq.remoting import Dispatcher
 
+from ..acl.processor import AclProcessor
 from .admin import AdminProcessor
 from .client_manage import ClientManageProcessor
 from .end_transaction import EndTransactionProcessor
@@ -30,8 +31,9 @@ SEND_CONCURRENCY = 256  # SYNC_FLUSH sends wait for the group commit while holdi
 def build_dispatcher(broker: BrokerController, vip: bool = False) -> Dispatcher:
     """Every broker processor on one Dispatcher; `vip` leaves out PULL_MESSAGE (the fast
     channel on listenPort - 2 serves everything but pulls). Unknown codes are answered
-    REQUEST_CODE_NOT_SUPPORTED by the dispatcher."""
-    dispatcher = Dispatcher()
+    REQUEST_CODE_NOT_SUPPORTED by the dispatcher. With `aclEnable=true` the broker's ACL
+    checks every request first (the dispatcher hook)."""
+    dispatcher = Dispatcher(hook=broker.acl.hook if broker.acl is not None else None)
     dispatcher.register(SendProcessor.CODES, SendProcessor(broker), concurrency=SEND_CONCURRENCY)
     if not vip:
         dispatcher.register(PullProcessor.CODES, PullProcessor(broker), concurrency=PULL_CONCURRENCY)
@@ -50,6 +52,7 @@ def build_dispatcher(broker: BrokerController, vip: bool = False) -> Dispatcher:
     queries = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID)
     dispatcher.register(queries, admin)
     dispatcher.register([c for c in admin.codes if c not in queries], admin)
+    dispatcher.register(AclProcessor.CODES, AclProcessor(broker))
     return dispatcher
 
 

@@ -1,0 +1,173 @@
+"""What a request needs and whether its sender has it (PlainAccessValidator + PlainPermissionManager.validate).
+
+`check(model, request, ip)` returns None when the request may go on, else the reason it
+may not, in the order RocketMQ checks:
+
+1. an address in globalWhiteRemoteAddresses passes, signed or not;
+2. the request must carry an AccessKey the file knows;
+3. an address in that account's whiteRemoteAddress passes unsigned;
+4. the Signature must match the account's secretKey (rmq.protocol.acl);
+5. admin-only request codes need `admin: true`;
+6. every resource the request names needs its permission: sends PUB on the topic;
+   pulls, offset calls, heartbeats and the like SUB on the topic and on the group
+   (a group as its retry topic, so `%RETRY%G` is group G). A send to RMQ_SYS_TRACE_TOPIC
+   needs no permission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from rmq.protocol import RemotingCommand, RequestCode, code_name
+from rmq.protocol import acl as signing
+from rmq.protocol import body as json_body
+from rmq.protocol.errors import ProtocolError
+
+from .model import PUB, RETRY_PREFIX, SUB, AclModel, check_permission, describe_resource, perm_name
+
+TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+
+#: Codes only an admin account may send: RocketMQ's five (topic and group create, update,
+#: delete; broker config) and the other changes an operator makes: offset resets, ACL
+#: changes (and reading the accounts with their secrets), cleanups.
+ADMIN_CODES = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.UPDATE_BROKER_CONFIG,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+        RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+        RequestCode.RESET_CONSUMER_OFFSET_IN_BROKER,
+        RequestCode.CLONE_GROUP_OFFSET,
+        RequestCode.UPDATE_AND_CREATE_ACL_CONFIG,
+        RequestCode.DELETE_ACL_CONFIG,
+        RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+        RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
+        RequestCode.TRIGGER_DELETE_FILES,
+        RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE,
+        RequestCode.CLEAN_UNUSED_TOPIC,
+        RequestCode.DELETE_EXPIRED_COMMITLOG,
+    }
+)
+
+_SEND_V1 = frozenset({RequestCode.SEND_MESSAGE, RequestCode.SEND_REPLY_MESSAGE})
+_SEND_V2 = frozenset({RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2})
+
+
+class AclDenied(Exception):
+    """Why a request is refused; str() is the remark's message."""
+
+
+def _retry(group: str | None) -> str | None:
+    return RETRY_PREFIX + group if group else None
+
+
+def _add(out: dict[str, int], resource: str | None, perm: int) -> None:
+    if resource:
+        out[resource] = perm
+
+
+def needed_resources(request: RemotingCommand) -> dict[str, int]:
+    """The topics and groups (as retry topics) `request` touches, with the permission each needs.
+
+    Raises AclDenied when a body the check must read is malformed."""
+    ext = request.ext_fields
+    code = request.code
+    out: dict[str, int] = {}
+    if code in _SEND_V1 or code in _SEND_V2:
+        topic = ext.get("topic" if code in _SEND_V1 else "b")
+        # a send back to a retry topic is the group's business: SUB on the group it names
+        _add(out, topic, SUB if topic and topic.startswith(RETRY_PREFIX) else PUB)
+    elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
+        _add(out, _retry(ext.get("group")), SUB)
+    elif code == RequestCode.PULL_MESSAGE:
+        _add(out, ext.get("topic"), SUB)
+        _add(out, _retry(ext.get("consumerGroup")), SUB)
+    elif code == RequestCode.QUERY_MESSAGE:
+        _add(out, ext.get("topic"), SUB)
+    elif code in (RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET):
+        _add(out, _retry(ext.get("consumerGroup")), SUB)
+        _add(out, ext.get("topic"), SUB)
+    elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
+        _add(out, _retry(ext.get("consumerGroup")), SUB)
+    elif code == RequestCode.HEART_BEAT:
+        for group, topics in _heartbeat_consumers(request.body):
+            _add(out, _retry(group), SUB)
+            for topic in topics:
+                _add(out, topic, SUB)
+    elif code in (RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ):
+        group, topics = _lock_body(request.body)
+        _add(out, _retry(group), SUB)
+        for topic in topics:
+            _add(out, topic, SUB)
+    return out
+
+
+def _json(body: bytes, what: str) -> dict[str, object]:
+    try:
+        obj = json_body.loads(body) if body else {}
+    except ProtocolError as exc:
+        raise AclDenied(f"cannot read the {what} body to check its permissions: {exc}") from None
+    if not isinstance(obj, dict):
+        raise AclDenied(f"cannot read the {what} body to check its permissions: not a JSON object")
+    return obj
+
+
+def _heartbeat_consumers(body: bytes) -> Iterable[tuple[str | None, list[str]]]:
+    obj = _json(body, "heartbeat")
+    consumers = obj.get("consumerDataSet") or []
+    if not isinstance(consumers, list):
+        raise AclDenied("cannot read the heartbeat body to check its permissions: consumerDataSet is not a list")
+    out = []
+    for data in consumers:
+        if not isinstance(data, dict):
+            continue
+        subs = data.get("subscriptionDataSet") or []
+        topics = (
+            [str(s["topic"]) for s in subs if isinstance(s, dict) and s.get("topic")] if isinstance(subs, list) else []
+        )
+        group = data.get("groupName")
+        out.append((str(group) if group else None, topics))
+    return out
+
+
+def _lock_body(body: bytes) -> tuple[str | None, list[str]]:
+    obj = _json(body, "lock")
+    group = obj.get("consumerGroup")
+    mqs = obj.get("mqSet") or []
+    topics = (
+        [str(mq["topic"]) for mq in mqs if isinstance(mq, dict) and mq.get("topic")] if isinstance(mqs, list) else []
+    )
+    return (str(group) if group else None), sorted(set(topics))
+
+
+def check(model: AclModel, request: RemotingCommand, ip: str) -> None:
+    """Raise AclDenied unless the client at `ip` may send `request` (see the module docstring)."""
+    if model.white_listed(ip):
+        return
+    ext = request.ext_fields
+    access_key = ext.get(signing.ACCESS_KEY)
+    if not access_key:
+        raise AclDenied(f"No accessKey is configured: the request is not signed and {ip} is not white-listed")
+    account = model.accounts.get(access_key)
+    if account is None:
+        raise AclDenied(f"No acl config for {access_key}")
+    if account.white.match(ip):
+        return
+    content = signing.verify_content(ext, request.body)
+    if not signing.signature_matches(content, account.secret_key, ext.get(signing.SIGNATURE)):
+        raise AclDenied(f"Check signature failed for accessKey={access_key}")
+    needed = needed_resources(request)
+    if needed.get(TRACE_TOPIC) == PUB:
+        return
+    if request.code in ADMIN_CODES and not account.admin:
+        name = code_name(request.code, response=False)
+        raise AclDenied(f"Need admin permission for request {name}, but accessKey={access_key} is not")
+    if not needed or (account.admin and not account.perms):
+        return
+    for resource, perm in needed.items():
+        if not check_permission(perm, account.owned(resource)):
+            raise AclDenied(
+                f"No {perm_name(perm)} permission for {describe_resource(resource)}, accessKey={access_key}"
+            )
