@@ -53,7 +53,7 @@ from rmq.protocol import properties as P
 from rmq.protocol.message import MessageExt
 
 from .api import PullStatus
-from .consumer_base import ConsumerBase, group_by_broker
+from .consumer_base import ConsumerBase, group_by_broker, no_progress
 from .errors import MQClientError, MQClientStateError
 from .ids import wall_clock_ms
 from .instance import ClientInstance
@@ -384,8 +384,7 @@ class PushConsumer(ConsumerBase):
             except MQClientError as exc:
                 log.info("pull from %s failed: %s", mq, exc)
                 state.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
-                await self.instance.route_failed(mq.topic)
-                await trio.sleep(cfg.pull_error_delay)
+                await self.pull_failed(mq, exc)
                 continue
             state.broker_id = result.suggest_which_broker_id
             pq.last_pull_time = trio.current_time()
@@ -397,12 +396,15 @@ class PushConsumer(ConsumerBase):
                 self.offsets.update(mq, result.next_begin_offset)
                 await self.offsets.persist(mq)
                 continue
+            stuck = no_progress(result, state.next_offset)
             state.next_offset = pq.pulled_to = result.next_begin_offset
             if result.messages:
                 pq.put(result.messages)
                 await self._dispatch(state, result.messages)
             elif pq.msg_count == 0:  # nothing new, or nothing we want: move the commit along
                 self.offsets.update(mq, pq.commit_offset(), increase_only=True)
+            if stuck:
+                await trio.sleep(cfg.pull_error_delay)
 
     async def _dispatch(self, state: _QueueState, msgs: list[MessageExt]) -> None:
         if self.orderly:

@@ -24,7 +24,7 @@ import abc
 import logging
 import math
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import trio
@@ -33,9 +33,9 @@ from rmq.protocol import properties as P
 from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import MessageExt
 
-from .api import PULL_COMMIT_OFFSET, PULL_LITE, PULL_SUBSCRIPTION, PULL_SUSPEND, PullResult
+from .api import PULL_COMMIT_OFFSET, PULL_LITE, PULL_SUBSCRIPTION, PULL_SUSPEND, PullResult, PullStatus
 from .config import ConsumeFromWhere, ConsumerConfig
-from .errors import MQClientError, MQTimeoutError
+from .errors import MQClientError, MQConnectError, MQTimeoutError
 from .ids import wall_clock_ms
 from .instance import ClientInstance
 from .message import RETRY_PREFIX, MessageQueue, retry_topic
@@ -245,12 +245,15 @@ class ConsumerBase(AsyncService):
         candidates = list(route.broker_datas)
         random.shuffle(candidates)
         for bd in candidates:
-            addr = bd.any_addr()
+            # any broker of the group knows its consumers (they heartbeat to slaves too)
+            addr = self.instance.read_addr(bd.broker_name) or bd.any_addr()
             if addr is None:
                 continue
             try:
                 return await self.instance.api.get_consumer_ids(addr, self.group)
             except MQClientError as exc:
+                if isinstance(exc, (MQConnectError, MQTimeoutError)):
+                    self.instance.unreachable(addr)
                 log.info("consumer list of %s from %s: %s", self.group, addr, exc)
         return []
 
@@ -264,32 +267,41 @@ class ConsumerBase(AsyncService):
         if committed != NO_OFFSET:
             return -1
         where = self.config.consume_from_where
+        api = self.instance.api
         try:
             if where is ConsumeFromWhere.FIRST_OFFSET:
                 return 0
-            addr = await self._master(mq)
+            # a slave has the same consume queues: it answers while the master is gone
             if where is ConsumeFromWhere.LAST_OFFSET:
                 if mq.topic.startswith(RETRY_PREFIX):
                     return 0
-                return await self.instance.api.get_max_offset(addr, mq)
+                return await self._read(mq, lambda addr: api.get_max_offset(addr, mq))
             if mq.topic.startswith(RETRY_PREFIX):
-                return await self.instance.api.get_max_offset(addr, mq)
+                return await self._read(mq, lambda addr: api.get_max_offset(addr, mq))
             when = self.config.consume_timestamp
             if when is None:
                 when = wall_clock_ms() - HALF_AN_HOUR_MS
-            return await self.instance.api.search_offset(addr, mq, when)
+            return await self._read(mq, lambda addr: api.search_offset(addr, mq, when))
         except MQClientError as exc:
             log.warning("start offset of %s: %s", mq, exc)
             return -1
 
-    async def _master(self, mq: MessageQueue) -> str:
-        addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            await self.instance.update_route(mq.topic)
-            addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"the broker {mq.broker_name} does not exist")
-        return addr
+    async def _read(self, mq: MessageQueue, call: Callable[[str], Awaitable[int]]) -> int:
+        """`call(addr)` on the master of `mq`'s group, or a slave while the master is gone
+        or refuses connections (ClientInstance.read_call)."""
+        return await self.instance.read_call(mq.topic, mq.broker_name, call)
+
+    async def pull_failed(self, mq: MessageQueue, exc: MQClientError) -> None:
+        """After a failed pull of `mq`: the topic's route is fetched again (at most once a
+        second), so a group whose master is gone is read from its slave without waiting for
+        the 30 s poll. The next pull follows after `pull_error_delay`, or at once when the
+        broker that failed could not be reached and the group has another one to ask (the
+        address is avoided for a while: a second failure in a row waits)."""
+        await self.instance.route_failed(mq.topic)
+        failed = exc.address if isinstance(exc, (MQConnectError, MQTimeoutError)) else None
+        other = self.instance.read_addr(mq.broker_name)
+        if failed is None or other is None or other == failed or not self.instance.reachable(other):
+            await trio.sleep(self.config.pull_error_delay)
 
     async def pull(
         self,
@@ -312,10 +324,10 @@ class ConsumerBase(AsyncService):
         filters by hash only). Raises MQClientError.
         """
         sub = self._subs.get(mq.topic) or Subscription.parse(mq.topic, "*")
-        addr = self.instance.broker_addr(mq.broker_name, broker_id)
+        addr = self.instance.read_addr(mq.broker_name, broker_id)
         if addr is None:
             await self.instance.update_route(mq.topic)
-            addr = self.instance.broker_addr(mq.broker_name, broker_id)
+            addr = self.instance.read_addr(mq.broker_name, broker_id)
         if addr is None:
             raise MQClientError(f"the broker {mq.broker_name} does not exist")
         sys_flag = PULL_SUSPEND if suspend > 0 else 0
@@ -324,6 +336,8 @@ class ConsumerBase(AsyncService):
         commit_offset = 0
         if commit and not self.config.broadcasting:
             commit_offset = max(await self.offsets.read(mq, ReadType.MEMORY), 0)
+            # only a master takes commits: a pull from a slave clears the flag (as Java's
+            # PullAPIWrapper does), the offset goes to the master with the next persist
             if commit_offset > 0 and addr == self.instance.master_addr(mq.broker_name):
                 sys_flag |= PULL_COMMIT_OFFSET
         header = PullMessageRequestHeader(
@@ -339,12 +353,27 @@ class ConsumerBase(AsyncService):
             subscription=sub.expression,
             expression_type="TAG",
         )
-        result = await self.instance.api.pull(addr, header, timeout)
+        try:
+            result = await self.instance.api.pull(addr, header, timeout)
+        except (MQConnectError, MQTimeoutError):
+            self.instance.unreachable(addr)  # the next pull tries another broker of the group
+            raise
         if sub.tags:
             result.messages = [m for m in result.messages if sub.matches(m.tags)]
         for msg in result.messages:
             self._restore_retry_topic(msg)
         return result
+
+
+def no_progress(result: PullResult, offset: int) -> bool:
+    """A pull from `offset` answered "retry" without moving on: a slave asked for an offset it
+    does not have (it lags its master, or starts later) answers PULL_RETRY_IMMEDIATELY with
+    the same offset. The caller waits before asking again rather than spin."""
+    return (
+        not result.messages
+        and result.next_begin_offset == offset
+        and result.status in (PullStatus.NO_MATCHED_MSG, PullStatus.OFFSET_ILLEGAL)
+    )
 
 
 def group_by_broker(mqs: Iterable[MessageQueue]) -> dict[str, list[MessageQueue]]:

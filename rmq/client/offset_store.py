@@ -5,7 +5,9 @@ Offsets are consume-queue indexes: the next message to consume. Two stores, as R
 * `RemoteOffsetStore` (clustering): the broker keeps the group's offsets. The consumer
   updates a local table as messages complete and commits it every 5 s and on stop
   (UPDATE_CONSUMER_OFFSET); a queue it starts on is read from the broker
-  (QUERY_CONSUMER_OFFSET, 22 = none yet).
+  (QUERY_CONSUMER_OFFSET, 22 = none yet). Commits go to the group's master only; while it
+  is gone (or refuses connections) they stay in the table and later rounds commit them,
+  and offsets are read from a slave (which copies its master's every 10 s).
 * `LocalOffsetStore` (broadcasting): every consumer has its own offsets, kept in
   `<dir>/<clientId>/<group>/offsets.json` (`{"offsetTable":{<MessageQueue>:offset}}`,
   fastjson's object-key dialect), written atomically with a `.bak` of the previous version.
@@ -27,7 +29,7 @@ import trio
 from rmq.protocol import ProtocolError
 from rmq.protocol import body as B
 
-from .errors import MQBrokerError, MQClientError
+from .errors import MQBrokerError, MQClientError, MQConnectError, MQTimeoutError
 from .instance import ClientInstance
 from .message import MessageQueue
 
@@ -89,31 +91,29 @@ class RemoteOffsetStore(_Table):
     async def load(self) -> None:
         return None
 
-    async def _addr(self, mq: MessageQueue) -> str:
+    async def _master(self, mq: MessageQueue) -> str | None:
+        """The master of `mq`'s group, the only broker commits go to (RocketMQ's slaves take
+        their offsets from the master). While the route has none, or its master refuses
+        connections, the route is fetched again (at most once a second per topic): the
+        master may be back, at another address. None: no master now."""
         addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            await self.instance.update_route(mq.topic)
+        if addr is None or not self.instance.reachable(addr):
+            await self.instance.route_failed(mq.topic)
             addr = self.instance.master_addr(mq.broker_name)
-        if addr is None:
-            raise MQClientError(f"the broker {mq.broker_name} does not exist")
         return addr
-
-    async def _read_addr(self, mq: MessageQueue) -> str:
-        """Offsets are read from the master, or from a slave while the master is gone (a slave
-        copies its master's offsets every 10 s); they are only ever committed to the master."""
-        if self.instance.master_addr(mq.broker_name) is None:
-            addr = self.instance.broker_addr(mq.broker_name)
-            if addr is not None:
-                return addr
-        return await self._addr(mq)
 
     async def read(self, mq: MessageQueue, how: ReadType) -> int:
         if how is not ReadType.STORE:
             offset = self.table.get(mq)
             if offset is not None or how is ReadType.MEMORY:
                 return NO_OFFSET if offset is None else offset
+        api = self.instance.api
         try:
-            offset = await self.instance.api.query_consumer_offset(await self._read_addr(mq), self.group, mq)
+            # from the master, or from a slave while the master is gone or refuses
+            # connections: a slave copies its master's offsets every 10 s
+            offset = await self.instance.read_call(
+                mq.topic, mq.broker_name, lambda addr: api.query_consumer_offset(addr, self.group, mq)
+            )
         except MQBrokerError as exc:
             log.info("query offset of %s failed: %s", mq, exc)
             return NO_OFFSET
@@ -125,13 +125,21 @@ class RemoteOffsetStore(_Table):
         return offset
 
     async def persist(self, mq: MessageQueue) -> None:
+        """Commit the offset of `mq` to its master. Without a reachable master it stays in the
+        table, and the next round (every 5 s, and at stop) commits it."""
         offset = self.table.get(mq)
         if offset is None:
             return
+        addr = await self._master(mq)
+        if addr is None or not self.instance.reachable(addr):
+            log.info("commit of offset %d of %s deferred: no reachable master", offset, mq)
+            return
         try:
-            await self.instance.api.update_consumer_offset(await self._addr(mq), self.group, mq, offset)
+            await self.instance.api.update_consumer_offset(addr, self.group, mq, offset)
         except MQClientError as exc:
-            log.warning("commit of offset %d of %s failed: %s", offset, mq, exc)
+            if isinstance(exc, (MQConnectError, MQTimeoutError)):
+                self.instance.unreachable(addr)
+            log.warning("commit of offset %d of %s failed (kept for the next round): %s", offset, mq, exc)
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         for mq in sorted(set(mqs) & self.table.keys()):

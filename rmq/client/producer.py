@@ -192,8 +192,9 @@ class Producer(AsyncService):
         info = self._publish.get(topic)
         if info is None or info.route == route:
             return
-        if route.publish_queues(topic):
-            self._publish[topic] = PublishInfo(topic, route)
+        # also when it has no queue left: a group whose master is gone has none (sends only
+        # ever go to masters), and the next send asks the name servers again
+        self._publish[topic] = PublishInfo(topic, route)
 
     # -- sending --------------------------------------------------------------------------
 
@@ -380,6 +381,9 @@ class Producer(AsyncService):
         for _ in range(attempts):
             if trio.current_time() >= deadline:
                 break
+            # a route refresh during the last attempt may have taken queues away (a master
+            # gone): choose among the current ones
+            info = self._publish.get(out.topic, info)
             try:
                 mq = info.select(last_broker, self._faults)
             except IndexError:
@@ -474,6 +478,11 @@ class Producer(AsyncService):
             route = await self.instance.fetch_route(topic)
             if route is not None and route.publish_queues(topic):
                 info = PublishInfo(topic, route)
+            elif route is not None and route.broker_datas:
+                # the topic exists, but no group of it has a master (or none is writable):
+                # a slave takes no message, and the default topic must not create it elsewhere
+                self.instance.store_route(topic, route)
+                raise MQNoRouteError(topic, self.instance.namesrv, "no writable queue (no master)")
             else:
                 default = await self.instance.fetch_route(self.config.create_topic_key)
                 if default is None or not default.publish_queues(topic):

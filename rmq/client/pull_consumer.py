@@ -28,7 +28,7 @@ import trio
 from rmq.protocol.message import MessageExt
 
 from .api import PullStatus
-from .consumer_base import ConsumerBase
+from .consumer_base import ConsumerBase, no_progress
 from .errors import MQClientError, MQClientStateError, MQNoRouteError
 from .instance import ClientInstance
 from .message import MessageQueue, check_topic
@@ -128,25 +128,28 @@ class PullConsumer(ConsumerBase):
     async def seek(self, mq: MessageQueue, offset: int) -> None:
         """Continue `mq` at `offset` (within the queue's min..max offsets)."""
         q = self._owned(mq)
-        addr = await self._master(mq)
-        lo = await self.instance.api.get_min_offset(addr, mq)
-        hi = await self.instance.api.get_max_offset(addr, mq)
+        api = self.instance.api
+        lo = await self._read(mq, lambda addr: api.get_min_offset(addr, mq))
+        hi = await self._read(mq, lambda addr: api.get_max_offset(addr, mq))
         if not lo <= offset <= hi:
             raise MQClientError(f"seek offset {offset} of {mq} is outside [{lo}, {hi}]")
         self._restart(q, offset)
 
     async def seek_to_begin(self, mq: MessageQueue) -> None:
         q = self._owned(mq)
-        self._restart(q, await self.instance.api.get_min_offset(await self._master(mq), mq))
+        api = self.instance.api
+        self._restart(q, await self._read(mq, lambda addr: api.get_min_offset(addr, mq)))
 
     async def seek_to_end(self, mq: MessageQueue) -> None:
         q = self._owned(mq)
-        self._restart(q, await self.instance.api.get_max_offset(await self._master(mq), mq))
+        api = self.instance.api
+        self._restart(q, await self._read(mq, lambda addr: api.get_max_offset(addr, mq)))
 
     async def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The offset of the first message stored at or after `timestamp_ms` (nearest)."""
         self._check_running()
-        return await self.instance.api.search_offset(await self._master(mq), mq, timestamp_ms)
+        api = self.instance.api
+        return await self._read(mq, lambda addr: api.search_offset(addr, mq, timestamp_ms))
 
     async def seek_to_time(self, mq: MessageQueue, timestamp_ms: int) -> None:
         """Continue `mq` from the messages stored around `timestamp_ms`."""
@@ -297,18 +300,20 @@ class PullConsumer(ConsumerBase):
                     )
                 except MQClientError as exc:
                     log.info("pull from %s failed: %s", q.mq, exc)
-                    q.broker_id = MASTER_ID
-                    await self.instance.route_failed(q.mq.topic)
-                    await trio.sleep(cfg.pull_error_delay)
+                    q.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
+                    await self.pull_failed(q.mq, exc)
                     continue
                 q.broker_id = result.suggest_which_broker_id
                 if q.gen != gen:
                     return
                 if result.status == PullStatus.OFFSET_ILLEGAL:
                     log.warning("offset %d of %s is illegal, moving to %d", offset, q.mq, result.next_begin_offset)
+                stuck = no_progress(result, offset)
                 offset = q.next_offset = result.next_begin_offset
                 if result.messages:
                     await self._buf_send.send((q, gen, result.messages))
+                elif stuck:
+                    await trio.sleep(cfg.pull_error_delay)
 
 
 @asynccontextmanager

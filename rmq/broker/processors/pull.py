@@ -6,6 +6,14 @@ queue's arrival event for up to `suspendTimeoutMillis` (or sleeps
 suspension and answers whatever that finds (19 if still nothing). The store read and the
 `watch` that registers the wait are both synchronous, with no await between them, so an
 arrival cannot slip into the gap.
+
+Master/slave groups (PullMessageProcessor): only a master takes the offset a pull carries
+with COMMIT_OFFSET; a slave ignores it. A slave asked for an offset it does not hold (it
+lags its master, or its log starts later) answers PULL_RETRY_IMMEDIATELY at the same
+offset instead of PULL_OFFSET_MOVED, and points the consumer at the group's brokerId.
+suggestWhichBrokerId is the master unless slaveReadEnable: then a consumer reading further
+behind the CommitLog's end than accessMessageInMemoryMaxRatio of memory is sent to the
+group's whichBrokerWhenConsumeSlowly (1), any other to the group's brokerId (0).
 """
 
 from __future__ import annotations
@@ -56,6 +64,15 @@ _CODES = {
     GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
 }
 _EMPTY_QUEUE = (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
+# statuses of a read that went through consume queue entries
+_SCANNED = (GetMessageStatus.FOUND, GetMessageStatus.NO_MATCHED_MESSAGE, GetMessageStatus.MESSAGE_WAS_REMOVING)
+# statuses answered PULL_OFFSET_MOVED (21) by a master, PULL_RETRY_IMMEDIATELY by a slave
+_MOVED = (
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY,
+    GetMessageStatus.OFFSET_TOO_SMALL,
+    GetMessageStatus.NO_MATCHED_LOGIC_QUEUE,
+    GetMessageStatus.NO_MESSAGE_IN_QUEUE,
+)
 
 
 class PullProcessor:
@@ -189,16 +206,12 @@ class PullProcessor:
         if sql is not None and result.records:
             _filter_records(result, sql)
         code, next_offset = self._code(header, result)
-        suggest = MASTER_ID
-        if broker.config.slave_read_enable:
-            # A consumer reading further behind the log's end than fits in memory is sent to
-            # a slave (the group's whichBrokerWhenConsumeSlowly), sparing the master's disk.
-            lagging = result.suggest_pulling_from_slave or (
-                bool(result.queue_offsets)
-                and broker.is_in_disk(header.topic, header.queue_id, result.queue_offsets[-1])
-            )
-            if lagging:
-                suggest = group_config.which_broker_when_consume_slowly
+        if code == ResponseCode.PULL_RETRY_IMMEDIATELY and result.status in _MOVED:
+            # a slave does not correct offsets (it may lag its master): "retry" at the same
+            # offset, and go back to the group's broker (PullMessageProcessor)
+            suggest = group_config.broker_id
+        else:
+            suggest = self._suggest(header, result, group_config)
         ext = PullMessageResponseHeader(
             suggest_which_broker_id=suggest,
             next_begin_offset=next_offset,
@@ -210,6 +223,23 @@ class PullProcessor:
             return request.make_response(code, result.status.value, ext, result.body)
         remark = NO_NEW_MESSAGE if code == ResponseCode.PULL_NOT_FOUND else result.status.value
         return request.make_response(code, remark, ext)
+
+    def _suggest(
+        self, header: PullMessageRequestHeader, result: GetMessageResult, group_config: SubscriptionGroupConfig
+    ) -> int:
+        """suggestWhichBrokerId: the master, unless slaveReadEnable. Then a consumer reading
+        further behind the CommitLog's end than accessMessageInMemoryMaxRatio of memory (its
+        reads come from disk) is sent to the group's whichBrokerWhenConsumeSlowly, sparing
+        the master's page cache, and any other to the group's brokerId. As RocketMQ's
+        getMessage, the distance is measured at the last consume queue entry the read went
+        through, whether its message was returned or filtered out."""
+        broker = self.broker
+        if not broker.config.slave_read_enable:
+            return MASTER_ID
+        lagging = result.suggest_pulling_from_slave
+        if not lagging and result.status in _SCANNED and result.next_begin_offset > header.queue_offset:
+            lagging = broker.is_in_disk(header.topic, header.queue_id, result.next_begin_offset - 1)
+        return group_config.which_broker_when_consume_slowly if lagging else group_config.broker_id
 
     def _code(self, header: PullMessageRequestHeader, result: GetMessageResult) -> tuple[int, int]:
         """(response code, nextBeginOffset) per the table in PROTOCOL.md 3.2."""
