@@ -9,6 +9,11 @@ replicating it over the HA port, with the ports and roles of the example files i
 conf/2m-2s-*/. All five servers share this one process (one Trio run): it starts in about
 a second and stops cleanly with Ctrl-C, which is what a first look needs; to see a master
 die for real, start the same conf files as separate `mqbroker -c` processes and kill one.
+Replication still goes over real sockets (the HA ports), as between processes.
+
+The four configurations are built here rather than read from conf/, which an installed
+package does not carry; tests/tools/test_ha_cluster.py keeps the two in step. Stores go to
+<store>/<brokerName>-master and <store>/<brokerName>-slave (default ./store).
 """
 
 from __future__ import annotations
@@ -28,7 +33,10 @@ from rmq.namesrv import NamesrvConfig, NamesrvServer
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rmq dev", description="Run a name server and a broker in one process.")
+    parser = argparse.ArgumentParser(
+        prog="rmq dev",
+        description="Run a name server and a broker (with --cluster: two master/slave groups) in one process.",
+    )
     parser.add_argument("--store", default="store", help="store root directory (default ./store)")
     parser.add_argument("--host", default="127.0.0.1", help="address both servers listen on (default 127.0.0.1)")
     parser.add_argument("--namesrv-port", type=int, default=9876, help="default 9876")

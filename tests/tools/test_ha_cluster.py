@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import queue
 import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
+import trio
 
 from rmq.broker.config import BrokerConfig, BrokerRole
+from rmq.client import Message, Producer
 from rmq.protocol import RemotingCommand, RequestCode
 from rmq.protocol import body as json_body
 from rmq.remoting import RemotingClient
@@ -66,32 +70,37 @@ async def test_dev_cluster_starts_four_brokers_that_replicate(tmp_path: Path) ->
         )  # fmt: skip
     try:
         assert proc.stdout is not None
-        lines = []
+        lines: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout or ()], daemon=True).start()
+        seen: list[str] = []
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not any(line.startswith("export NAMESRV_ADDR") for line in lines):
-            line = proc.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-        assert sum("boot success" in line for line in lines) == 5, lines
-        assert sum("role: SLAVE" in line for line in lines) == 2
+        while not any(line.startswith("export NAMESRV_ADDR") for line in seen):
+            try:  # bounded even if the process hangs without a word
+                seen.append(lines.get(timeout=max(deadline - time.monotonic(), 0.01)))
+            except queue.Empty:
+                pytest.fail(f"rmq dev --cluster did not start in 30 s: {seen}")
+        assert sum("boot success" in line for line in seen) == 5, seen
+        assert sum("role: SLAVE" in line for line in seen) == 2
         async with RemotingClient() as client:
             ns = f"127.0.0.1:{ns_port}"
-            r = await client.invoke(ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 5.0)
-            info = json_body.loads(r.body)
-            addrs = info["brokerAddrTable"]
-            assert {str(k) for k in addrs["broker-a"]["brokerAddrs"]} == {"0", "1"}
-            assert {str(k) for k in addrs["broker-b"]["brokerAddrs"]} == {"0", "1"}
-            # the SYNC_MASTER answers SEND_OK once its slave has the message
-            from rmq.client import Message, Producer
-
-            async with Producer("dev-pg", namesrv=ns) as producer:
-                result = await producer.send(Message("DevClusterTopic", b"hello"))
-                for _ in range(50):
-                    if result.status.value == "SEND_OK":
+            want = {"broker-a/0": 0, "broker-a/1": 10, "broker-b/0": 20, "broker-b/1": 30}
+            with trio.fail_after(30):  # the name server shows both groups, each a master and a slave
+                while True:
+                    r = await client.invoke(ns, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 5.0)
+                    groups = json_body.loads(r.body)["brokerAddrTable"]
+                    ports = {
+                        f"{name}/{i}": int(addr.rsplit(":", 1)[1]) - base
+                        for name, group in groups.items()
+                        for i, addr in group["brokerAddrs"].items()
+                    }
+                    if ports == want:
                         break
-                    result = await producer.send(Message("DevClusterTopic", b"hello"))
-                assert result.status.value == "SEND_OK"
+                    await trio.sleep(0.1)
+        # the SYNC_MASTER answers SEND_OK once its slave has the message
+        async with Producer("dev-pg", namesrv=ns) as producer:
+            with trio.fail_after(30):
+                while (await producer.send(Message("DevClusterTopic", b"hello"))).status.value != "SEND_OK":
+                    await trio.sleep(0.1)
         assert len(CLUSTER_BROKERS) == 4
     finally:
         proc.send_signal(signal.SIGINT)

@@ -90,7 +90,8 @@ class AdminProcessor:
         return self._handlers[request.code](request)
 
     def ha_status(self, request: RemotingCommand) -> RemotingCommand:
-        ha = self.broker.ha
+        """GET_BROKER_HA_STATUS (RocketMQ 5.x): the HARuntimeInfo of a master or a slave."""
+        ha = getattr(self.broker, "ha", None)
         if ha is None:
             return fail(request, ResponseCode.SYSTEM_ERROR, "replication is not running on this broker")
         return ok(request, body=json_body.dumps(ha.runtime_info()))
@@ -341,8 +342,9 @@ class AdminProcessor:
             "brokerRole": broker.config.broker_role.value,
             "brokerId": str(broker.config.broker_id),
         }
-        if broker.ha is not None:
-            table.update(await broker.ha.status_fields())
+        ha = getattr(broker, "ha", None)
+        if ha is not None:  # a master's slaves or a slave's master, lag in bytes
+            table.update(await ha.status_fields())
         return ok(request, body=json_body.dumps({"table": table}))
 
 
