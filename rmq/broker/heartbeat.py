@@ -121,10 +121,12 @@ def parse_heartbeat(obj: Any) -> HeartbeatData:
     if not isinstance(client_id, str) or not client_id:
         raise RemoteProtocolError("heartbeat body has no clientID")
     consumers = []
-    for item in obj.get("consumerDataSet") or ():
+    for item in _list(obj.get("consumerDataSet"), "consumerDataSet"):
         if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):
             raise RemoteProtocolError(f"bad consumer data {item!r}")
-        subs = tuple(SubscriptionData.from_json(s) for s in item.get("subscriptionDataSet") or ())
+        subs = tuple(
+            SubscriptionData.from_json(s) for s in _list(item.get("subscriptionDataSet"), "subscriptionDataSet")
+        )
         consumers.append(
             ConsumerData(
                 item["groupName"],
@@ -136,11 +138,20 @@ def parse_heartbeat(obj: Any) -> HeartbeatData:
             )
         )
     producers = []
-    for item in obj.get("producerDataSet") or ():
+    for item in _list(obj.get("producerDataSet"), "producerDataSet"):
         if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):
             raise RemoteProtocolError(f"bad producer data {item!r}")
         producers.append(item["groupName"])
     return HeartbeatData(client_id, tuple(consumers), tuple(producers))
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    """A JSON array (Java sends sets as arrays); absent or null is empty."""
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RemoteProtocolError(f"bad {what}: expected a JSON array, got {value!r:.80}")
+    return value
 
 
 def _enum(value: Any, names: tuple[str, ...], what: str, default: str) -> str:

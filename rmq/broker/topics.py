@@ -57,6 +57,7 @@ NOT_ALLOWED_SEND_TOPICS = frozenset(
 _SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, TRACE_TOPIC}
 
 TOPIC_MAX_LENGTH = 127
+MAX_QUEUE_NUMS = 1024  # per topic: queue tables are walked whole by stats and rebalancing
 _TOPIC_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 

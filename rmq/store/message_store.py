@@ -358,7 +358,8 @@ class MessageStore:
             store_b, store_v6 = self._host(store_host, STOREHOST_V6_FLAG)
         except LocalProtocolError as exc:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, str(exc))
-        sys_flag |= born_v6 | store_v6
+        # the V6 bits describe the hosts we write, whatever the sender's sysFlag said
+        sys_flag = (sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)) | born_v6 | store_v6
         tail = record_tail(topic_b, props_b)
         size = _V4_RECORD_HEAD - 3 + len(body) + len(tail)
         if sys_flag & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG):
@@ -436,7 +437,8 @@ class MessageStore:
             store_b, store_v6 = self._host(store_host, STOREHOST_V6_FLAG)
         except LocalProtocolError as exc:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, str(exc))
-        sys_flag |= born_v6 | store_v6
+        # the V6 bits describe the hosts we write, whatever the sender's sysFlag said
+        sys_flag = (sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)) | born_v6 | store_v6
         head = record_size(sys_flag, 0, 0, 0) - 3
         encoded: list[tuple[Message, bytes, int]] = []
         total = 0

@@ -167,3 +167,22 @@ async def test_retry_topic_send_reroutes_to_dlq(cluster: Cluster) -> None:
     assert r.code == 0
     await cluster.broker.store.wait_dispatched()
     assert cluster.broker.message_store.get_max_offset_in_queue("%DLQ%RG", 0) == 1
+
+
+async def test_hostile_admin_and_heartbeat_requests_get_clear_errors(cluster: Cluster) -> None:
+    """Found by `rmq fuzz --unsafe`: each used to raise inside the broker (or freeze it)."""
+    huge = {"topic": "Huge", "readQueueNums": 2**31 - 1, "writeQueueNums": 2**31 - 1, "perm": 6}
+    r = await cluster.call(RequestCode.UPDATE_AND_CREATE_TOPIC, huge)
+    assert r.code == ResponseCode.SYSTEM_ERROR and "queue counts 0-1024" in r.remark
+    for bad in ("a\x00b", "../x"):
+        r = await cluster.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": bad})
+        assert r.code == ResponseCode.SYSTEM_ERROR and "topic" in r.remark.lower()
+    for body in (b'{"clientID":"c","consumerDataSet":5}', b'{"clientID":"c","producerDataSet":1.5}',
+                 b'{"clientID":"c","consumerDataSet":[{"groupName":"g","subscriptionDataSet":3}]}'):  # fmt: skip
+        r = await cluster.call(RequestCode.HEART_BEAT, {}, body)
+        assert r.code != ResponseCode.SUCCESS and "expected a JSON array" in r.remark
+    await put(cluster, b"m", topic="Q")
+    pull = pull_ext(topic="Q", offset=1, sys_flag=6, suspend=-5)  # suspend + subscription
+    with trio.fail_after(5):
+        r = await cluster.call(RequestCode.PULL_MESSAGE, pull)
+    assert r.code in (ResponseCode.PULL_NOT_FOUND, ResponseCode.TOPIC_NOT_EXIST, ResponseCode.PULL_OFFSET_MOVED)

@@ -462,3 +462,20 @@ def test_iter_commitlog_reads_a_live_store(open_store, tmp_path: Path) -> None:
     start = results[40].wrote_offset
     tail = iter_commitlog(str(tmp_path / "store" / "commitlog"), start=start)
     assert [decode_record(raw)[0].body for _, raw in tail] == [b"%d" % i for i in range(40, 80)]
+
+
+def test_a_senders_v6_bits_do_not_change_the_record_layout(open_store) -> None:
+    """The V6 sysFlag bits describe the hosts the store writes: a sender that sets them (or
+    sends -32769, as the fuzzer did) must not get a record whose size disagrees with its parts,
+    which made dispatch skip the rest of the file."""
+    store = open_store()
+    wrote = []
+    for flag in (0x30, BORNHOST_V6_FLAG, -32769):  # the last is a rollback type: no queue entry
+        r = store.put_message("T", 0, b"x" * 10, sys_flag=flag, born_host=("10.0.0.9", 5555))
+        assert r.status is PutMessageStatus.PUT_OK
+        wrote.append(r.wrote_offset)
+    assert store.dispatch_pending() == 3
+    got = store.get_message("T", 0, 0, 32)
+    assert [m.body for m in iter_records(got.body)] == [b"x" * 10] * 2
+    last = store.look_message_by_offset(wrote[2])
+    assert last.body == b"x" * 10 and last.born_host == ("10.0.0.9", 5555)

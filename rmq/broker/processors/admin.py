@@ -38,7 +38,7 @@ from rmq.protocol.headers import (
 )
 
 from ..subscriptions import SubscriptionGroupConfig
-from ..topics import TopicConfig, topic_error
+from ..topics import MAX_QUEUE_NUMS, TopicConfig, topic_error
 from .common import fail, json_of, ok
 
 if TYPE_CHECKING:
@@ -154,12 +154,14 @@ class AdminProcessor:
             return fail(request, ResponseCode.SYSTEM_ERROR, why)
         if broker.topics.is_system_topic(h.topic):
             return fail(request, ResponseCode.SYSTEM_ERROR, f"The topic[{h.topic}] is conflict with system topic.")
-        if h.read_queue_nums < 0 or h.write_queue_nums < 0 or not 0 <= h.perm <= 15:
+        if not (0 <= h.read_queue_nums <= MAX_QUEUE_NUMS and 0 <= h.write_queue_nums <= MAX_QUEUE_NUMS) or not (
+            0 <= h.perm <= 15
+        ):
             return fail(
                 request,
                 ResponseCode.SYSTEM_ERROR,
                 f"bad topic config: readQueueNums {h.read_queue_nums}, writeQueueNums "
-                f"{h.write_queue_nums}, perm {h.perm}",
+                f"{h.write_queue_nums}, perm {h.perm} (queue counts 0-{MAX_QUEUE_NUMS}, perm 0-15)",
             )
         broker.topics.update(
             TopicConfig(
@@ -179,6 +181,9 @@ class AdminProcessor:
         if broker.config.is_slave:
             return fail(request, ResponseCode.SYSTEM_ERROR, SLAVE_REMARK)
         topic = TopicRequestHeader.from_ext(request.ext_fields).topic
+        why = topic_error(topic)
+        if why is not None:  # a topic name reaches file paths (its ConsumeQueue directory)
+            return fail(request, ResponseCode.SYSTEM_ERROR, why)
         broker.topics.delete(topic)
         broker.offsets.remove_topic(topic)
         broker.message_store.delete_topic(topic)

@@ -104,7 +104,7 @@ class PullProcessor:
         # Park: no await between the read above and `watch`, so no arrival is missed.
         if broker.config.long_polling_enable:
             arrived = broker.waiters.watch(header.topic, header.queue_id)
-            with trio.move_on_after(header.suspend_timeout_millis / 1000):
+            with trio.move_on_after(max(0, header.suspend_timeout_millis) / 1000):  # Java treats < 0 as 0
                 await arrived.wait()
         else:
             await trio.sleep(broker.config.short_polling_time_mills / 1000)
