@@ -38,7 +38,11 @@ def test_mqshutdown_stops_a_running_name_server(tmp_path: Path) -> None:
     )
     try:
         _wait_listening(port)
-        assert (tmp_path / "run" / f"namesrv-{port}.pid").read_text().strip() == str(server.pid)
+        pid = tmp_path / "run" / f"namesrv-{port}.pid"
+        end = time.monotonic() + 10
+        while not pid.exists() and time.monotonic() < end:  # written just after the port opens
+            time.sleep(0.02)
+        assert pid.read_text().strip() == str(server.pid)
         # the server is our child and is not reaped until wait(): mqshutdown must not take
         # the exited-but-unreaped process for a running one
         done = subprocess.run(
