@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ import trio.testing
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
+from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.protocol import RemotingCommand
 from rmq.remoting import RemotingClient
@@ -47,6 +48,20 @@ def broker_config(store: Path, namesrv: str | None = None, **props: str) -> Brok
         base["namesrvAddr"] = namesrv
     base.update(props)
     return BrokerConfig.from_properties(base, environ={})
+
+
+@contextlib.asynccontextmanager
+async def loopback_namesrv() -> AsyncIterator[NamesrvServer]:
+    """A name server on 127.0.0.1, on a free port, keeping no KV file."""
+    async with NamesrvServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=None)) as ns:
+        yield ns
+
+
+async def start_broker(nursery: trio.Nursery, store: Path, namesrv: NamesrvServer, **props: str) -> BrokerController:
+    """A broker (broker_config with `props`) serving in `nursery`, registered with `namesrv`."""
+    broker = BrokerController(broker_config(store, namesrv.address, **props))
+    await nursery.start(broker.serve)
+    return broker
 
 
 @contextlib.contextmanager

@@ -14,13 +14,12 @@ import trio
 
 from rmq.broker.controller import BrokerController
 from rmq.client import Message, MessageQueue, Producer
-from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from rmq.remoting import RemotingClient
 
-from .cluster import broker_config
+from .cluster import loopback_namesrv, start_broker
 
 TOPIC = "SlaveRead"
 GROUP = "CG-slave-read"
@@ -30,14 +29,11 @@ FLAG_SUBSCRIPTION = 0x4
 
 @pytest.fixture
 async def namesrv() -> AsyncIterator[NamesrvServer]:
-    async with NamesrvServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=None)) as ns:
+    async with loopback_namesrv() as ns:
         yield ns
 
 
-async def start(nursery: trio.Nursery, store: Path, namesrv: NamesrvServer, **props: str) -> BrokerController:
-    broker = BrokerController(broker_config(store, namesrv.address, **props))
-    await nursery.start(broker.serve)
-    return broker
+start = start_broker
 
 
 async def replicated(master: BrokerController, slave: BrokerController, timeout: float = 10) -> None:

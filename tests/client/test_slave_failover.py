@@ -30,11 +30,10 @@ from rmq.client.errors import MQConnectError, MQNoRouteError
 from rmq.client.instance import ClientInstance
 from rmq.client.pull_consumer import BUFFERED_BATCHES
 from rmq.client.route import TopicRoute
-from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.remoting import RemotingClient
 
-from ..broker.cluster import broker_config
+from ..broker.cluster import loopback_namesrv, start_broker
 
 LIMIT = 20  # seconds: every wait in these tests ends by then (well under the 30 s route poll)
 
@@ -51,14 +50,11 @@ QUICK: dict[str, Any] = {
 
 @pytest.fixture
 async def namesrv() -> AsyncIterator[NamesrvServer]:
-    async with NamesrvServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=None)) as ns:
+    async with loopback_namesrv() as ns:
         yield ns
 
 
-async def start(nursery: trio.Nursery, store: Path, namesrv: NamesrvServer, **props: str) -> BrokerController:
-    broker = BrokerController(broker_config(store, namesrv.address, **props))
-    await nursery.start(broker.serve)
-    return broker
+start = start_broker
 
 
 async def stop(broker: BrokerController) -> None:

@@ -12,23 +12,19 @@ import trio
 
 from rmq.broker.controller import BrokerController
 from rmq.client import Message, Producer
-from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.tools.admin import run as admin_run
 
-from ..cluster import broker_config
+from ..cluster import loopback_namesrv, start_broker
 
 
 @pytest.fixture
 async def namesrv() -> AsyncIterator[NamesrvServer]:
-    async with NamesrvServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=None)) as ns:
+    async with loopback_namesrv() as ns:
         yield ns
 
 
-async def start(nursery: trio.Nursery, store: Path, namesrv: NamesrvServer, **props: str) -> BrokerController:
-    broker = BrokerController(broker_config(store, namesrv.address, **props))
-    await nursery.start(broker.serve)
-    return broker
+start = start_broker
 
 
 async def caught_up(master: BrokerController, slave: BrokerController, timeout: float = 10) -> None:
