@@ -20,8 +20,6 @@ from itertools import islice
 
 from .errors import StoreError
 
-_PAGE = mmap.PAGESIZE
-
 
 class MappedFile:
     """A store file of ``size`` bytes at ``path`` holding the offsets ``start .. start+size``.
@@ -133,24 +131,21 @@ class MappedFile:
             os.close(fd)
 
     def sync(self, upto: int, *, begin: int | None = None) -> None:
-        """Make bytes ``[flushed, upto)`` (or ``[begin, upto)``) durable; safe to call from a
-        worker thread. A closed file is skipped (it was deleted or truncated meanwhile).
+        """Make bytes up to ``upto`` durable; safe to call from a worker thread. Without ``begin``
+        a file already flushed that far is skipped; with it the sync always happens. A closed file
+        is skipped (it was deleted or truncated meanwhile).
         """
         with self._lock:
             if self.closed or (begin is None and upto <= self.flushed):
                 return
-            if begin is None:
-                begin = self.flushed
-            begin -= begin % _PAGE
-            mm = self._mm
-            if mm is not None:
-                mm.flush(begin, min(upto, self.size) - begin)
-            else:
-                fd = os.open(self.path, os.O_RDWR)
-                try:
-                    os.fdatasync(fd)
-                finally:
-                    os.close(fd)
+            # fdatasync rather than mmap.flush: msync through mmap.flush holds the GIL for the
+            # whole disk write, stalling the event loop; fdatasync releases it, and on Linux it
+            # writes back the pages dirtied through the mapping too (one page cache).
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.fdatasync(fd)
+            finally:
+                os.close(fd)
             self.flushed = max(self.flushed, upto)
 
     def unmap(self, *, blocking: bool = True) -> bool:
