@@ -108,6 +108,10 @@ def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | 
     return code, language, version, opaque, flag, remark, ext
 
 
+_KEYS: dict[str, str] = {}  # extFields name -> its encoded form and the colon
+_KEYS_LIMIT = 4096
+
+
 def encode_json(
     code: int, language: int, version: int, opaque: int, flag: int, remark: str | None, ext: dict[str, str] | None
 ) -> bytes:
@@ -119,8 +123,18 @@ def encode_json(
     enc = _encode_basestring
     parts = ['{"code":', str(int(code))]
     if ext:
+        keys = _KEYS
+        if len(keys) > _KEYS_LIMIT:  # names are a few dozen header fields; never grow unbounded
+            keys.clear()
         parts.append(',"extFields":{')
-        parts.append(",".join([enc(k) + ":" + enc(v if type(v) is str else ext_str(v)) for k, v in ext.items()]))
+        parts.append(
+            ",".join(
+                [
+                    (keys.get(k) or keys.setdefault(k, enc(k) + ":")) + enc(v if type(v) is str else ext_str(v))
+                    for k, v in ext.items()
+                ]
+            )
+        )
         parts.append("}")
     parts += [
         ',"flag":',

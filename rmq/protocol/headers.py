@@ -69,40 +69,71 @@ class Header:
     @classmethod
     def from_ext(cls: type[H], ext: dict[str, str]) -> H:
         """Read the header from extFields; HeaderError names a missing or bad field."""
-        kwargs: dict[str, Any] = {}
-        for attr, wire, kind, required in cls._fields():
-            raw = ext.get(wire)
-            if raw is None:
-                if required:
-                    raise HeaderError(f"the header field {wire!r} is missing in {cls.__name__}")
-                continue
-            if kind == "int" or kind == "long":
-                try:
-                    value = int(raw)
-                except ValueError:
-                    raise HeaderError(f"the header field {wire!r} is not an integer: {raw!r}") from None
-                low, high = _RANGES[kind]
-                if not low <= value <= high:
-                    raise HeaderError(f"the header field {wire!r} does not fit a Java {kind}: {raw!r}")
-                kwargs[attr] = value
-            elif kind == "bool":
-                kwargs[attr] = parse_bool(raw)
-            else:
-                kwargs[attr] = raw
-        return cls(**kwargs)
+        read = cls.__dict__.get("_read")
+        if read is None:
+            read = cls._read = _compile_read(cls, {})  # type: ignore[attr-defined]
+        return read(ext)  # type: ignore[no-any-return]
 
     def to_ext(self) -> dict[str, str]:
         """The header as extFields: every value a string, None fields left out."""
-        out: dict[str, str] = {}
-        for attr, wire, kind, _ in self._fields():
-            value = getattr(self, attr)
-            if value is None:
-                continue
-            if kind == "bool":
-                out[wire] = "true" if value else "false"
-            else:
-                out[wire] = str(value)
-        return out
+        cls = type(self)
+        write = cls.__dict__.get("_write")
+        if write is None:
+            write = cls._write = _compile_write(cls, {})  # type: ignore[attr-defined]
+        return write(self)  # type: ignore[no-any-return]
+
+
+# Header codecs are generated per class (and per wire naming) on first use: this runs for
+# every request and response, and the generic loop over the field table cost 2-3 times more.
+
+
+def _int_value(raw: str, wire: str, kind: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise HeaderError(f"the header field {wire!r} is not an integer: {raw!r}") from None
+    low, high = _RANGES[kind]
+    if not low <= value <= high:
+        raise HeaderError(f"the header field {wire!r} does not fit a Java {kind}: {raw!r}")
+    return value
+
+
+def _compile_read(cls: type[Header], rename: dict[str, str]) -> Any:
+    """`ext -> cls(...)`; `rename` maps a wire name to the key read instead (V2's letters)."""
+    lines = ["def read(ext):", "    get = ext.get", "    kw = {}"]
+    for attr, wire, kind, required in cls._fields():
+        key = rename.get(wire, wire)
+        lines.append(f"    raw = get({key!r})")
+        if kind in ("int", "long"):
+            value = f"_int_value(raw, {wire!r}, {kind!r})"
+        elif kind == "bool":
+            value = "parse_bool(raw)"
+        else:
+            value = "raw"
+        lines.append(f"    if raw is not None: kw[{attr!r}] = {value}")
+        if required:
+            message = f"the header field {wire!r} is missing in {cls.__name__}"
+            lines.append(f"    else: raise HeaderError({message!r})")
+    lines.append("    return cls(**kw)")
+    scope: dict[str, Any] = {"cls": cls, "_int_value": _int_value, "parse_bool": parse_bool, "HeaderError": HeaderError}
+    exec("\n".join(lines), scope)  # noqa: S102 - code built above from the class's own field table
+    return scope["read"]
+
+
+def _compile_write(cls: type[Header], rename: dict[str, str]) -> Any:
+    """`header -> extFields`, None fields left out; `rename` as for `_compile_read`."""
+    lines = ["def write(self):", "    out = {}"]
+    for attr, wire, kind, _ in cls._fields():
+        key = rename.get(wire, wire)
+        lines.append(f"    v = self.{attr}")
+        if kind == "bool":
+            lines.append(f"    if v is not None: out[{key!r}] = 'true' if v else 'false'")
+        else:
+            lines.append(f"    if v is not None: out[{key!r}] = v if type(v) is str else str(v)")
+    lines.append("    return out")
+    scope: dict[str, Any] = {}
+    exec("\n".join(lines), scope)  # noqa: S102 - as above
+    return scope["write"]
 
 
 # --- send ----------------------------------------------------------------------------
@@ -128,10 +159,10 @@ class SendMessageRequestHeader(Header):
     @classmethod
     def from_v2_ext(cls, ext: dict[str, str]) -> SendMessageRequestHeader:
         """Read SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE's one-letter keys."""
-        return cls.from_ext({V2_TO_V1.get(k, k): v for k, v in ext.items()})
+        return _READ_V2(ext)  # type: ignore[no-any-return]
 
     def to_v2_ext(self) -> dict[str, str]:
-        return {V1_TO_V2.get(k, k): v for k, v in self.to_ext().items()}
+        return _WRITE_V2(self)  # type: ignore[no-any-return]
 
 
 # SendMessageRequestHeaderV2's short keys (a..n) and the V1 names they stand for.
@@ -152,6 +183,8 @@ V2_TO_V1 = {
     "n": "bname",
 }
 V1_TO_V2 = {v: k for k, v in V2_TO_V1.items()}
+_READ_V2 = _compile_read(SendMessageRequestHeader, V1_TO_V2)
+_WRITE_V2 = _compile_write(SendMessageRequestHeader, V1_TO_V2)
 
 
 @dataclass(slots=True)
@@ -323,6 +356,19 @@ class GetConsumerRunningInfoRequestHeader(Header):
     jstack_enable: bool | None = None
 
 
+@dataclass(slots=True)
+class ConsumeMessageDirectlyRequestHeader(Header):
+    """CONSUME_MESSAGE_DIRECTLY (309); the broker fills in brokerName before relaying."""
+
+    consumer_group: str
+    client_id: str
+    msg_id: str
+    broker_name: str | None = None
+    topic: str | None = None
+    topic_sys_flag: int | None = None
+    group_sys_flag: int | None = None
+
+
 # --- admin ---------------------------------------------------------------------------
 
 
@@ -354,6 +400,34 @@ class GetConsumeStatsRequestHeader(Header):
 @dataclass(slots=True)
 class DeleteSubscriptionGroupRequestHeader(Header):
     group_name: str
+
+
+@dataclass(slots=True)
+class CloneGroupOffsetRequestHeader(Header):
+    """CLONE_GROUP_OFFSET (314): no topic means every topic the source group has offsets in."""
+
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
+@dataclass(slots=True)
+class QueryConsumeQueueRequestHeader(Header):
+    """QUERY_CONSUME_QUEUE (321)."""
+
+    topic: str
+    queue_id: int
+    index: int
+    count: int
+    consumer_group: str | None = None
+
+
+@dataclass(slots=True)
+class GetConsumeStatsInBrokerHeader(Header):
+    """GET_BROKER_CONSUME_STATS (317)."""
+
+    is_order: bool = False
 
 
 # --- name server ---------------------------------------------------------------------

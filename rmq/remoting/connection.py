@@ -17,7 +17,9 @@ a response from a request, so one table of pending requests per side is enough.
   joins what it finds into one `send_all`. It is the only task that writes to the
   stream.
 * worker tasks, one per request being processed; each queues its response (routes
-  registered `inline=True` run in the reader instead, saving a task switch). A worker
+  registered `inline=True` run in the reader instead, saving a task switch). A processor
+  with a `begin` method (an ordered route, the broker's sends) is started in the reader,
+  in arrival order, and only what it leaves to wait for (a flush) goes to a worker. A worker
   that finishes waits, parked, for the next request instead of exiting (at most
   `_MAX_IDLE_WORKERS` wait), which saves a task spawn per request. Processors must
   therefore not rely on context variables being fresh for each request.
@@ -493,15 +495,18 @@ class Connection:
                         continue
                     if isinstance(decision, Route):
                         self._in_flight += 1
+                        if decision.begin is not None:
+                            await self._serve_ordered(decision, ctx, command)
+                            continue
                         if decision.inline and not ctx.queued:
                             await self._serve_inline(decision, ctx, command)
                             continue
                         idle = self._idle_workers
                         while idle:
-                            if idle.pop().wake((decision, ctx, command)):
+                            if idle.pop().wake((decision.run, ctx, command, None)):
                                 break
                         else:
-                            self._nursery.start_soon(self._worker, decision, ctx, command)  # type: ignore[union-attr]
+                            self._nursery.start_soon(self._worker, decision.run, ctx, command)  # type: ignore[union-attr]
                     else:
                         await self._queue_response(command, decision)
         except ProtocolError as exc:
@@ -517,25 +522,52 @@ class Connection:
         finally:
             self._in_flight -= 1
 
-    async def _worker(self, route: Route, ctx: RequestContext, request: RemotingCommand) -> None:
+    async def _serve_ordered(self, route: Route, ctx: RequestContext, request: RemotingCommand) -> None:
+        """An ordered route starts each request here, in the reader, so requests of one
+        connection reach the processor in the order they came; only what is left to wait
+        for (a flush) moves to a worker. When the route is full the reader waits for a
+        slot (the peer is pushed back by TCP) rather than let a later request overtake."""
+        rest: Any = None
+        try:
+            await route.wait_slot(ctx)
+            rest = route.start(ctx, request)
+            if rest is not None and not isinstance(rest, RemotingCommand):
+                idle = self._idle_workers
+                job = (route.finish, ctx, request, rest)
+                while idle:
+                    if idle.pop().wake(job):
+                        return
+                self._nursery.start_soon(self._worker, *job)  # type: ignore[union-attr]
+                return
+            if rest is not None:
+                await self._queue_response(request, rest)
+            rest = None
+        finally:
+            if rest is None:
+                self._done_one()
+
+    def _done_one(self) -> None:
+        self._in_flight -= 1
+        changed = self._in_flight_changed
+        if changed is not None:
+            self._in_flight_changed = None
+            changed.set()
+
+    async def _worker(self, run: Any, ctx: RequestContext, request: RemotingCommand, rest: Any = None) -> None:
         idle = self._idle_workers
         parked = Parked()
         while True:
             try:
-                response = await route.run(ctx, request)
+                response = await (run(ctx, request) if rest is None else run(ctx, request, rest))
                 if response is not None:
                     await self._queue_response(request, response)
             finally:
-                self._in_flight -= 1
-                changed = self._in_flight_changed
-                if changed is not None:
-                    self._in_flight_changed = None
-                    changed.set()
+                self._done_one()
             if len(idle) >= _MAX_IDLE_WORKERS:
                 return
             idle.append(parked)
             try:
-                route, ctx, request = await parked.wait()
+                run, ctx, request, rest = await parked.wait()
             finally:
                 if parked.task is None and parked in idle:  # cancelled while parked
                     idle.remove(parked)

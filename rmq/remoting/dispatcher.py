@@ -24,13 +24,16 @@ doBeforeRequest, e.g. the broker's ACL validator): `hook(ctx, request)` is calle
 a response (`request.make_response(...)`) to answer instead, and the processor never
 runs. A refused oneway request is dropped, as RocketMQ answers no oneway request. A
 hook that raises is logged and the request answered SYSTEM_ERROR.
+
+`Dispatcher.observe_with(fn)` calls `fn(request_code, response, received_at)` as each
+processed request is answered (the metrics' latency histogram, rmq/metrics).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -74,7 +77,19 @@ class Route:
     a slot handed straight to the next waiter, at a third of the cost per request.)
     """
 
-    __slots__ = ("_lot", "active", "concurrency", "inline", "name", "process", "queue_size", "reject", "waiting")
+    __slots__ = (
+        "_lot",
+        "active",
+        "begin",
+        "concurrency",
+        "inline",
+        "name",
+        "observe",
+        "process",
+        "queue_size",
+        "reject",
+        "waiting",
+    )
 
     def __init__(
         self, processor: RequestProcessor | ProcessFunction, concurrency: int, queue_size: int, inline: bool = False
@@ -89,11 +104,16 @@ class Route:
         self.name: str = getattr(processor, "__qualname__", type(processor).__qualname__)
         self.process = process
         self.reject = getattr(processor, "reject_request", None)
+        # An ordered processor: `begin(ctx, request)` runs in the reader, in arrival order,
+        # and returns the response (or None) or an awaitable finishing it in a worker.
+        self.begin: Callable[[RequestContext, RemotingCommand], Any] | None = getattr(processor, "begin", None)
         self.concurrency = concurrency
         self.queue_size = queue_size
         self.inline = inline
         self.active = 0
         self.waiting = 0
+        # observe(request_code, response or None, received_at): set by Dispatcher.observe_with
+        self.observe: Callable[[int, Any, float], None] | None = None
         self._lot = trio.lowlevel.ParkingLot()
 
     def _release(self) -> None:
@@ -102,6 +122,15 @@ class Route:
         else:
             self.active -= 1
 
+    async def wait_slot(self, ctx: RequestContext) -> None:
+        """Wait for the slot `admit` queued the request for (no-op if it holds one)."""
+        if ctx.queued:
+            ctx.queued = False
+            try:
+                await self._lot.park()
+            finally:
+                self.waiting -= 1
+
     async def run(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         """Wait for a slot if `admit` queued the request, run the processor, and map
         its outcome to the response to send (None: send nothing).
@@ -109,32 +138,63 @@ class Route:
         Cancellation: the slot (or the place in the queue) is given back; nothing is
         returned or sent.
         """
-        if ctx.queued:
-            try:
-                await self._lot.park()
-            finally:
-                self.waiting -= 1
+        await self.wait_slot(ctx)
         try:
             response = await self.process(ctx, request)
-        except ProtocolError as exc:
-            log.info("%s from %s: %s", code_name(request.code, response=False), ctx.connection.remote_address, exc)
-            response = request.make_response(ResponseCode.SYSTEM_ERROR, _one_line(exc, with_type=False))
         except Exception as exc:
-            log.exception(
-                "processor %s failed on %s from %s",
-                self.name,
-                code_name(request.code, response=False),
-                ctx.connection.remote_address,
-            )
-            response = request.make_response(ResponseCode.SYSTEM_ERROR, _one_line(exc, with_type=True))
+            response = self._failed(ctx, request, exc)
         finally:
             self._release()
+        return self._answer(ctx, request, response)
+
+    def start(self, ctx: RequestContext, request: RemotingCommand) -> Any:
+        """Run an ordered route's `begin` (the caller holds the slot, see `wait_slot`).
+
+        Returns the response to send (None: nothing), or an awaitable: pass it to
+        `finish`, which still holds the slot.
+        """
+        assert self.begin is not None
+        try:
+            response = self.begin(ctx, request)
+        except Exception as exc:
+            response = self._failed(ctx, request, exc)
+        if response is None or isinstance(response, RemotingCommand):
+            self._release()
+            return self._answer(ctx, request, response)
+        return response
+
+    async def finish(self, ctx: RequestContext, request: RemotingCommand, rest: Any) -> RemotingCommand | None:
+        """Await what `start` returned, then answer as `run` does."""
+        try:
+            response = await rest
+        except Exception as exc:
+            response = self._failed(ctx, request, exc)
+        finally:
+            self._release()
+        return self._answer(ctx, request, response)
+
+    def _failed(self, ctx: RequestContext, request: RemotingCommand, exc: Exception) -> RemotingCommand:
+        if isinstance(exc, ProtocolError):
+            log.info("%s from %s: %s", code_name(request.code, response=False), ctx.connection.remote_address, exc)
+            return request.make_response(ResponseCode.SYSTEM_ERROR, _one_line(exc, with_type=False))
+        log.error(
+            "processor %s failed on %s from %s",
+            self.name,
+            code_name(request.code, response=False),
+            ctx.connection.remote_address,
+            exc_info=exc,
+        )
+        return request.make_response(ResponseCode.SYSTEM_ERROR, _one_line(exc, with_type=True))
+
+    def _answer(self, ctx: RequestContext, request: RemotingCommand, response: Any) -> RemotingCommand | None:
+        if self.observe is not None:  # metrics: request latency by request and response code
+            self.observe(request.code, response, ctx.received_at)
         if request.flag & RPC_ONEWAY:
             return None
-        if response is not None and not isinstance(response, RemotingCommand):
-            log.error("processor %s returned %r instead of a RemotingCommand", self.name, type(response))
-            response = request.make_response(ResponseCode.SYSTEM_ERROR, "processor returned a bad response")
-        return response
+        if response is None or isinstance(response, RemotingCommand):
+            return response
+        log.error("processor %s returned %r instead of a RemotingCommand", self.name, type(response))
+        return request.make_response(ResponseCode.SYSTEM_ERROR, "processor returned a bad response")
 
 
 class Dispatcher:
@@ -151,6 +211,7 @@ class Dispatcher:
         self.hook = hook
         self._routes: dict[int, Route] = {}
         self._default: Route | None = None
+        self._observe: Callable[[int, Any, float], None] | None = None
 
     def register(
         self,
@@ -180,6 +241,7 @@ class Dispatcher:
         if taken:
             raise ValueError(f"codes already registered: {taken}")
         route = Route(processor, concurrency, queue_size, inline)
+        route.observe = self._observe
         for code in code_list:
             self._routes[code] = route
         return route
@@ -197,7 +259,16 @@ class Dispatcher:
         if self._default is not None:
             raise ValueError("a default processor is already registered")
         self._default = Route(processor, concurrency, queue_size, inline)
+        self._default.observe = self._observe
         return self._default
+
+    def observe_with(self, observe: Callable[[int, Any, float], None] | None) -> None:
+        """Call `observe(request_code, response, received_at)` as each processed request is
+        answered (response None for a processor answering nothing): the metrics' latency
+        histogram. Requests refused in `admit` are not observed."""
+        self._observe = observe
+        for route in {*self._routes.values(), *([self._default] if self._default else [])}:
+            route.observe = observe
 
     @property
     def codes(self) -> frozenset[int]:

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import trio
 
@@ -250,9 +250,28 @@ class AsyncMessageStore:
         )  # fmt: skip
         return await self._after_append(result, wait, extra_properties)
 
+    def put_message_now(self, topic: str, queue_id: int, body: bytes, **kwargs: Any) -> Any:
+        """`put_message` without a checkpoint before the append: appends and joins the
+        flush (or slave) wait now, so callers keep their order. Returns the
+        PutMessageResult when there is nothing to wait for, else an awaitable giving it."""
+        wait = kwargs.pop("wait", None)
+        result = self.store.append_message(topic, queue_id, body, **kwargs)
+        return self._register(result, wait, kwargs.get("properties"))
+
+    def put_messages_now(self, topic: str, queue_id: int, messages: Iterable[Message], **kwargs: Any) -> Any:
+        """`put_messages` as `put_message_now` does it."""
+        wait = kwargs.pop("wait", None)
+        result = self.store.append_messages(topic, queue_id, messages, **kwargs)
+        return self._register(result, wait, kwargs.get("extra_properties"))
+
     async def _after_append(
         self, result: PutMessageResult, wait: bool | None, props: Mapping[str, str] | str | None
     ) -> PutMessageResult:
+        rest = self._register(result, wait, props)
+        return rest if isinstance(rest, PutMessageResult) else await rest
+
+    def _register(self, result: PutMessageResult, wait: bool | None, props: Mapping[str, str] | str | None) -> Any:
+        """What follows an append, up to the waits: the result, or an awaitable of it."""
         if not result.ok:
             return result
         self._reput_wanted.set()
@@ -269,6 +288,7 @@ class AsyncMessageStore:
                     replica = _ReplicaWait(result.end_offset, trio.current_time() + timeout)
                     self._replica_waits.append(replica)
                     self._replica_wait_added.set()
+        batch: _Batch | None = None
         if self.store.sync_flush and waits:
             if not self._running:
                 raise RuntimeError("AsyncMessageStore is not running")
@@ -280,6 +300,17 @@ class AsyncMessageStore:
                 self._batches.append(batch)
                 self._batch_opened.set()
             self._flush_wanted.set()
+        if batch is None and replica is None:
+            if refused is not None:
+                result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+                result.remark = refused
+            return result
+        return self._wait(result, batch, replica, refused)
+
+    async def _wait(
+        self, result: PutMessageResult, batch: _Batch | None, replica: _ReplicaWait | None, refused: str | None
+    ) -> PutMessageResult:
+        if batch is not None:
             await batch.event.wait()
             if batch.timed_out and self._flushed < result.end_offset:
                 result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import random
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
@@ -126,18 +126,43 @@ class SendProcessor:
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
+        self._chosen = 0  # the queue the last send_one / send_batch picked
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        rest = self.begin(ctx, request)
+        return rest if isinstance(rest, RemotingCommand) else await rest
+
+    def begin(self, ctx: RequestContext, request: RemotingCommand) -> Any:
+        """Check and append now, without a checkpoint, so that the sends of one connection
+        are stored in the order they came (the dispatcher calls this in the reader).
+
+        Returns the response, or an awaitable of it when a flush (or slave) is waited for.
+        """
         try:
             if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
-                return await self.send_back(ctx, request)
+                return self._send_back_refusals(self.send_back(ctx, request), request)
             if request.code == RequestCode.SEND_MESSAGE:
                 header = SendMessageRequestHeader.from_ext(request.ext_fields)
             else:
                 header = SendMessageRequestHeader.from_v2_ext(request.ext_fields)
             if header.batch:
-                return await self.send_batch(ctx, request, header)
-            return await self.send_one(ctx, request, header)
+                result = self.send_batch(ctx, request, header)
+            else:
+                result = self.send_one(ctx, request, header)
+        except Refused as refused:
+            return fail(request, refused.code, refused.remark)
+        queue_id = self._chosen
+        if isinstance(result, PutMessageResult):
+            return self._respond(request, result, queue_id)
+        return self._respond_later(request, result, queue_id)
+
+    async def _respond_later(self, request: RemotingCommand, waiting: Any, queue_id: int) -> RemotingCommand:
+        return self._respond(request, await waiting, queue_id)
+
+    @staticmethod
+    async def _send_back_refusals(work: Any, request: RemotingCommand) -> RemotingCommand:
+        try:
+            return await work  # type: ignore[no-any-return]
         except Refused as refused:
             return fail(request, refused.code, refused.remark)
 
@@ -213,9 +238,9 @@ class SendProcessor:
 
     # -- single message -------------------------------------------------------------------
 
-    async def send_one(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand:
+    def send_one(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
+        """Store one message: the PutMessageResult, or an awaitable of it (see `begin`).
+        Sets `_chosen` to the queue picked (the one RocketMQ answers)."""
         broker = self.broker
         tc = self._check(ctx, request, header)
         if len(request.body) > broker.config.max_message_size:
@@ -223,7 +248,7 @@ class SendProcessor:
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"the message body size over max value, MAX: {broker.config.max_message_size}",
             )
-        queue_id = self._choose_queue(tc, header.queue_id)
+        queue_id = self._chosen = self._choose_queue(tc, header.queue_id)
         dest = Destination(header.topic, queue_id, tc)
         self._retry_or_dlq(request, header, dest)
         props = P.decode_properties(header.properties or "")
@@ -241,7 +266,7 @@ class SendProcessor:
             self._route_later(dest, props)
         wait = props.pop(P.WAIT, None) != "false"  # not stored (saves 9 bytes), but obeyed
         props[P.CLUSTER] = broker.config.broker_cluster_name
-        result = await broker.store.put_message(
+        return broker.store.put_message_now(
             dest.topic,
             dest.queue_id,
             request.body,
@@ -254,7 +279,6 @@ class SendProcessor:
             reconsume_times=header.reconsume_times or 0,
             wait=wait,
         )
-        return self._respond(request, result, queue_id)  # the chosen queue, as RocketMQ answers
 
     def _route_later(self, dest: Destination, props: dict[str, str]) -> None:
         """Timer and delay-level messages wait in their system topics until due; dead
@@ -285,9 +309,8 @@ class SendProcessor:
 
     # -- batch ----------------------------------------------------------------------------
 
-    async def send_batch(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> RemotingCommand:
+    def send_batch(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
+        """Store a batch, as `send_one` does (`_chosen` is the queue picked)."""
         broker = self.broker
         tc = self._check(ctx, request, header)
         topic = header.topic
@@ -310,13 +333,13 @@ class SendProcessor:
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
         if broker.config.timer_wheel_enable and any(k in m.properties for m in messages for k in TIMER_KEYS):
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be timer messages")
-        queue_id = self._choose_queue(tc, header.queue_id)
+        self._chosen = self._choose_queue(tc, header.queue_id)
         extra = P.decode_properties(header.properties or "")
         wait = extra.pop(P.WAIT, None) != "false"
         extra[P.CLUSTER] = broker.config.broker_cluster_name
-        result = await broker.store.put_messages(
+        return broker.store.put_messages_now(
             topic,
-            queue_id,
+            self._chosen,
             messages,
             extra_properties=extra,
             sys_flag=sys_flag,
@@ -326,14 +349,15 @@ class SendProcessor:
             reconsume_times=header.reconsume_times or 0,
             wait=wait,
         )
-        return self._respond(request, result, queue_id)
 
     def _respond(self, request: RemotingCommand, result: PutMessageResult, queue_id: int) -> RemotingCommand:
         code, remark = _PUT_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
         if not result.ok:
             detail = f"{remark} ({result.remark})" if remark and result.remark else (remark or result.remark)
             return fail(request, code, detail or result.status.value)
-        self.broker.stats.put_total += max(result.msg_num, 1)
+        ext = request.ext_fields  # SEND_MESSAGE names the topic "topic", SEND_MESSAGE_V2 "b"
+        topic = ext.get("topic") or ext.get("b", "")
+        self.broker.stats.count_in(topic, max(result.msg_num, 1), len(request.body or b""))
         config = self.broker.config
         header = SendMessageResponseHeader(
             msg_id=result.msg_id,

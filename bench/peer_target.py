@@ -1,0 +1,178 @@
+"""rmq as a target of the peer benchmark harness (bench-peers: RabbitMQ, NATS, Redis).
+
+Plug in, from the harness directory, with the project root on PYTHONPATH:
+
+    BENCH_EXTRA_TARGETS="rocketmq=bench.peer_target:RocketMQTarget" PYTHONPATH=PROJECT_ROOT \\
+        .venv/bin/python run_peers.py --only rocketmq,nats,redis --ratio-to rocketmq/async-flush
+
+The orchestrator side starts a name server and a broker as two separate processes
+(`python -m rmq namesrv` / `python -m rmq broker`) over a fresh store, restarting the
+broker when the flush mode changes. The worker side is what a user writes: `Producer.send`
+for every message and a `PullConsumer` polling the topic's one queue (auto commit).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Any
+
+from harness.core import HOST, ManagedProcess, Target, dist_version, port_free, tcp_ready, wait_until
+from harness.trioclient import TrioClient
+
+NAMESRV_PORT = 23876  # below 32768: outside the ephemeral range
+BROKER_PORT = 23911  # the broker also binds listenPort - 2 (VIP) and listenPort + 1 (HA)
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FLUSH = {"async-flush": "ASYNC_FLUSH", "sync-flush": "SYNC_FLUSH"}
+
+
+def _topic(dest: str) -> str:
+    # harness destinations may hold dots and dashes; topics allow [A-Za-z0-9_%|-]
+    return "".join(c if c.isalnum() or c in "_-" else "_" for c in dest)
+
+
+class RocketMQTarget(Target):
+    name = "rocketmq"
+    variants = ("async-flush", "sync-flush")
+    client_class = "bench.peer_target:RocketMQClient"
+    durability = {
+        "sync-flush": "SYNC_FLUSH: answer after the commit log flush (group commit)",
+        "async-flush": "ASYNC_FLUSH: answer after the page-cache write; flushed in the background",
+    }
+
+    def __init__(self, workdir: str) -> None:
+        super().__init__(workdir)
+        self.dir = os.path.join(workdir, "rocketmq")
+        self.namesrv: ManagedProcess | None = None
+        self.broker: ManagedProcess | None = None
+        self.variant: str | None = None
+
+    def available(self) -> str | None:
+        for port in (NAMESRV_PORT, BROKER_PORT - 2, BROKER_PORT, BROKER_PORT + 1):
+            if not port_free(port):
+                return f"port {port} busy"
+        return None
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        env["PYTHONPATH"] = PROJECT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+        return env
+
+    def start(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        os.makedirs(self.dir)
+        argv = [sys.executable, "-m", "rmq", "namesrv", "--host", HOST, "-p", str(NAMESRV_PORT)]
+        argv += ["--log-level", "WARNING"]
+        self.namesrv = ManagedProcess(
+            "mqnamesrv", argv, env=self._env(), log_path=os.path.join(self.dir, "namesrv.log")
+        )
+        self.namesrv.start()
+        wait_until(lambda: tcp_ready(NAMESRV_PORT), 30, what="name server port", proc=self.namesrv)
+        self._start_broker("async-flush")
+
+    def _start_broker(self, variant: str) -> None:
+        if self.broker is not None:
+            self.broker.stop(timeout=20)
+        store = os.path.join(self.dir, "store")
+        shutil.rmtree(store, ignore_errors=True)
+        conf = os.path.join(self.dir, "broker.conf")
+        with open(conf, "w") as f:
+            f.write(
+                f"brokerName=bench\nbrokerIP1={HOST}\nlistenPort={BROKER_PORT}\n"
+                f"namesrvAddr={HOST}:{NAMESRV_PORT}\nflushDiskType={FLUSH[variant]}\n"
+                f"storePathRootDir={store}\nautoCreateTopicEnable=false\n"
+            )
+        argv = [sys.executable, "-m", "rmq", "broker", "-c", conf, "--log-level", "WARNING"]
+        self.broker = ManagedProcess("mqbroker", argv, env=self._env(), log_path=os.path.join(self.dir, "broker.log"))
+        self.broker.start()
+        wait_until(lambda: tcp_ready(BROKER_PORT), 30, what="broker port", proc=self.broker)
+        self.variant = variant
+
+    def stop(self) -> None:
+        for proc in (self.broker, self.namesrv):
+            if proc is not None:
+                proc.stop(timeout=20)
+        self.broker = self.namesrv = None
+
+    def server_cpu_seconds(self) -> float | None:
+        # the broker alone: the name server idles after the first route lookup
+        return self.broker.cpu_seconds() if self.broker is not None else None
+
+    def versions(self) -> dict[str, str]:
+        return {"rmq": dist_version("rmq"), "trio": dist_version("trio"), "python": sys.version.split()[0]}
+
+    def select_variant(self, variant: str) -> None:
+        if variant != self.variant:
+            self._start_broker(variant)
+
+    def prepare(self, dest: str, variant: str) -> None:
+        import trio
+
+        sys.path.insert(0, PROJECT_ROOT)
+        from rmq.client import MQAdmin
+        from rmq.client.admin import TopicConfig
+
+        async def create() -> None:
+            async with MQAdmin(f"{HOST}:{NAMESRV_PORT}", timeout=10) as admin:
+                config = TopicConfig(_topic(dest), read_queue_nums=1, write_queue_nums=1)
+                await admin.create_topic(f"{HOST}:{BROKER_PORT}", config)
+                with trio.fail_after(30):  # until the name server has the route
+                    while True:
+                        try:
+                            await admin.topic_route(_topic(dest))
+                            return
+                        except Exception:  # noqa: BLE001 - not registered yet
+                            await trio.sleep(0.1)
+
+        trio.run(create)
+
+    def client_config(self, variant: str) -> dict[str, Any]:
+        return {"namesrv": f"{HOST}:{NAMESRV_PORT}", "variant": variant}
+
+
+class RocketMQClient(TrioClient):
+    """Our own client, used as a user would: one Producer, one PullConsumer.
+
+    Each one lives in a task of the harness's nursery (its context opens a nursery, which
+    must not straddle the harness's timeouts around open/close)."""
+
+    async def open(self) -> None:
+        import trio
+
+        from rmq.client import Producer
+
+        self._done = trio.Event()
+        self.consumer: Any = None
+        self.producer = await self.nursery.start(
+            self._hold, Producer("bench_peer_producer", self.cfg["namesrv"], send_timeout=30.0)
+        )
+
+    async def _hold(self, service: Any, task_status: Any) -> None:
+        async with service as running:
+            task_status.started(running)
+            await self._done.wait()
+
+    async def close(self) -> None:
+        self._done.set()
+
+    async def send(self, dest: str, body: bytes) -> None:
+        from rmq.client import Message, SendStatus
+
+        result = await self.producer.send(Message(_topic(dest), body))
+        if result.status is not SendStatus.SEND_OK:
+            raise RuntimeError(f"send status {result.status}")
+
+    async def consumer_open(self, dest: str) -> None:
+        from rmq.client import ConsumeFromWhere, PullConsumer
+
+        consumer = PullConsumer(
+            f"bench_peer_{_topic(dest)}",
+            self.cfg["namesrv"],
+            consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+        )
+        consumer.subscribe(_topic(dest))
+        self.consumer = await self.nursery.start(self._hold, consumer)
+
+    async def receive(self, timeout: float) -> list[bytes]:
+        return [m.body for m in await self.consumer.poll(timeout)]

@@ -1,0 +1,92 @@
+"""Ordered routes (a processor with `begin`): started in the reader in arrival order, the
+wait moved to a worker, the route's bounds and error answers kept."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+import trio.testing
+
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.remoting import BUSY_OVERLOAD, Dispatcher, RequestContext
+from rmq.remoting.testing import raw_peer
+
+
+class Appender:
+    """Appends each request's body at `begin`; bodies starting with b"wait" then wait for
+    `release`, b"bad" raise."""
+
+    def __init__(self) -> None:
+        self.log: list[bytes] = []
+        self.release = trio.Event()
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> Any:
+        raise AssertionError("an ordered route starts requests with begin()")
+
+    def begin(self, ctx: RequestContext, request: RemotingCommand) -> Any:
+        if request.body.startswith(b"bad"):
+            raise ValueError("bad body")
+        self.log.append(request.body)
+        if request.body.startswith(b"wait"):
+            return self._finish(request)
+        return request.make_response(ResponseCode.SUCCESS, request.body.decode())
+
+    async def _finish(self, request: RemotingCommand) -> RemotingCommand:
+        await self.release.wait()
+        return request.make_response(ResponseCode.SUCCESS, request.body.decode())
+
+
+def _request(opaque: int, body: bytes, *, oneway: bool = False) -> RemotingCommand:
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE, body=body, oneway=oneway)
+    request.opaque = opaque
+    return request
+
+
+async def test_begin_runs_in_arrival_order_and_waits_apart() -> None:
+    appender = Appender()
+    d = Dispatcher()
+    route = d.register(RequestCode.SEND_MESSAGE, appender, concurrency=1000)
+    async with raw_peer(d) as (peer, _):
+        sent = [b"wait-%d" % i if i % 2 else b"now-%d" % i for i in range(200)]
+        for i, body in enumerate(sent):
+            await peer.send(_request(i, body, oneway=i % 5 == 4))
+        await peer.send(_request(999, b"bad"))
+        answers: dict[int, RemotingCommand] = {}
+        with trio.fail_after(5):
+            # the immediate ones and the error come first, while the waits still wait
+            while len(answers) < 81:
+                for r in await peer.receive_batch():
+                    answers[r.opaque] = r
+            assert appender.log == sent
+            assert answers.pop(999).code == ResponseCode.SYSTEM_ERROR
+            assert sorted(answers) == [i for i in range(0, 200, 2) if i % 5 != 4]
+            appender.release.set()
+            while len(answers) < 160:
+                for r in await peer.receive_batch():
+                    answers[r.opaque] = r
+        assert sorted(answers) == [i for i in range(200) if i % 5 != 4]
+        assert all(answers[i].remark == sent[i].decode() for i in answers)
+        await trio.testing.wait_all_tasks_blocked()
+        assert (route.active, route.waiting) == (0, 0)
+
+
+async def test_full_ordered_route_answers_busy() -> None:
+    appender = Appender()
+    d = Dispatcher()
+    route = d.register(RequestCode.SEND_MESSAGE, appender, concurrency=2, queue_size=0)
+    async with raw_peer(d) as (peer, _):
+        for i in range(3):
+            await peer.send(_request(i, b"wait-%d" % i))
+        with trio.fail_after(5):
+            (busy,) = await peer.receive_batch()
+        assert (busy.opaque, busy.code, busy.remark) == (2, ResponseCode.SYSTEM_BUSY, BUSY_OVERLOAD)
+        assert appender.log == [b"wait-0", b"wait-1"]  # the refused one was never started
+        appender.release.set()
+        got: set[int] = set()
+        with trio.fail_after(5):
+            while len(got) < 2:
+                got |= {r.opaque for r in await peer.receive_batch()}
+        assert got == {0, 1}
+        await trio.testing.wait_all_tasks_blocked()
+        assert (route.active, route.waiting) == (0, 0)
