@@ -136,6 +136,8 @@ class BrokerConfig:
     default_topic_queue_nums: int = 8
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     reject_transaction_message: bool = False
 
     # consumers
@@ -175,6 +177,11 @@ class BrokerConfig:
     rocketmq_home: str = ""  # "" = $ROCKETMQ_HOME
     acl_plain_file: str = ""  # "" = <rocketmqHome>/conf/plain_acl.yml; relative paths are under rocketmqHome
 
+    # metrics (RocketMQ 5.x's keys; docs/operations.md "Metrics")
+    metrics_exporter_type: str = "DISABLE"  # DISABLE or PROM (a Prometheus endpoint)
+    metrics_prom_exporter_host: str = ""  # "" = brokerIP1
+    metrics_prom_exporter_port: int = 5557
+
     # -- derived ------------------------------------------------------------------------
 
     @property
@@ -202,6 +209,11 @@ class BrokerConfig:
             path = Path(self.acl_plain_file).expanduser()
             return path if path.is_absolute() or home is None else home / path
         return home / "conf" / "plain_acl.yml" if home is not None else None
+
+    @property
+    def prometheus_enabled(self) -> bool:
+        """metricsExporterType=PROM (or RocketMQ's number for it, 2)."""
+        return self.metrics_exporter_type.upper() in ("PROM", "2")
 
     @property
     def is_slave(self) -> bool:
@@ -351,6 +363,10 @@ class BrokerConfig:
             parse_delay_levels(self.message_delay_level)
         except ValueError as exc:
             raise bad("messageDelayLevel", str(exc)) from None
+        if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM", "0", "2"):
+            raise bad("metricsExporterType", f"{self.metrics_exporter_type!r} is not DISABLE or PROM")
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise bad("metricsPromExporterPort", f"{self.metrics_prom_exporter_port} is not a port number")
         hours = self.delete_when.split(";")
         if not all(h.strip().isdigit() and int(h) < 24 for h in hours):
             raise bad("deleteWhen", f"{self.delete_when!r} is not hours of the day like 04 or 04;16")
@@ -398,7 +414,7 @@ ACCEPTED_KEYS = frozenset(
     storePathConsumeQueue storePathIndex storeCheckpoint abortFile
     fetchNamesrvAddrByAddressServer filterServerNums filterSupportRetry enableCalcFilterBitMap
     enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt
-    compressedRegister forceRegister registerBrokerTimeoutMills traceTopicEnable msgTraceTopicName
+    compressedRegister forceRegister registerBrokerTimeoutMills
     enableDLegerCommitLog dLegerGroup dLegerPeers dLegerSelfId isEnableBatchPush
     autoDeleteUnusedStats startAcceptSendRequestTimeStamp commercialEnable highSpeedMode
     commercialTimerCount commercialTransCount commercialBigCount transferMsgByHeap

@@ -128,6 +128,7 @@ class BrokerController:
         self.ha: HAService | HAClient | None = None  # replication: master service or slave client
         self.acl: PlainAcl | None = None  # aclEnable=true: read in serve(), checks every request
         self.slave_sync: SlaveSynchronize | None = None
+        self.metrics: Any = None  # metricsExporterType=PROM: the MetricsExporter (rmq/metrics)
         self._nursery: trio.Nursery | None = None
         self._servers: list[RemotingServer] = []
         self._stop = trio.Event()
@@ -233,8 +234,14 @@ class BrokerController:
         self.timers.load()
         self.transactions.load()
         await self._start_servers(nursery)
+        if config.prometheus_enabled:
+            from rmq.metrics.broker import broker_exporter
+
+            self.metrics = broker_exporter(self)
+            await nursery.start(self.metrics.serve)
         await self._start_replication(nursery, namesrv_client)
         self.topics.persist()
+        self.stats.store_stats = getattr(self.message_store, "_stats", None)  # found / miss TPS
         self.stats.sample()
         self.registration = Registration(
             namesrv_client,

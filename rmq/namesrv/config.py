@@ -56,6 +56,9 @@ class NamesrvConfig:
         (`tls.config.file`); keys given directly win.
       websocket_port: also serve RocketMQ frames over WebSocket on this port
         (`websocketPort`); None for no WebSocket listener, 0 for a free port.
+      metrics_exporter_type: "PROM" serves Prometheus metrics (`metricsExporterType`).
+      metrics_prom_exporter_host, metrics_prom_exporter_port: where (`metricsPromExporterHost`,
+        "" = listen_host; `metricsPromExporterPort`, 0 for a free port).
     """
 
     listen_host: str = "0.0.0.0"
@@ -74,9 +77,12 @@ class NamesrvConfig:
     tls_trust_cert_path: str | None = None
     tls_config_file: str | None = None
     websocket_port: int | None = None
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""
+    metrics_prom_exporter_port: int = 5558
 
     def __post_init__(self) -> None:
-        for name in ("listen_port", "websocket_port"):
+        for name in ("listen_port", "websocket_port", "metrics_prom_exporter_port"):
             port = getattr(self, name)
             if port is not None and not 0 <= port <= 65535:
                 raise ConfigError(name, f"port {port} is outside 0..65535")
@@ -85,6 +91,8 @@ class NamesrvConfig:
                 raise ConfigError(name, f"must be positive, got {getattr(self, name)}")
         if self.first_scan_delay < 0:
             raise ConfigError("first_scan_delay", f"must not be negative, got {self.first_scan_delay}")
+        if self.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ConfigError("metrics_exporter_type", f"must be DISABLE or PROM, got {self.metrics_exporter_type!r}")
         if self.tls_mode not in TLS_MODES:
             raise ConfigError("tls_mode", f"must be one of {', '.join(TLS_MODES)}, got {self.tls_mode!r}")
         if self.tls_need_client_auth not in NEED_CLIENT_AUTH:
@@ -159,6 +167,14 @@ def _show_bool(value: bool) -> str:
     return "true" if value else "false"
 
 
+def _metrics_type(text: str) -> str:
+    """RocketMQ's names or numbers: DISABLE (0) and PROM (2); OTLP_GRPC and LOG are not served."""
+    value = {"0": "DISABLE", "2": "PROM"}.get(text, text.upper())
+    if value not in ("DISABLE", "PROM"):
+        raise ValueError("must be DISABLE or PROM")
+    return value
+
+
 def _show_seconds(value: float) -> str:
     return str(round(value))
 
@@ -180,5 +196,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str], bool]] =
     "tls.server.trustCertPath": ("tls_trust_cert_path", _optional(str), str, False),
     "tls.config.file": ("tls_config_file", _optional(str), str, False),
     "websocketPort": ("websocket_port", _optional(int), str, False),
+    "metricsExporterType": ("metrics_exporter_type", _metrics_type, str, False),
+    "metricsPromExporterHost": ("metrics_prom_exporter_host", str, str, False),
+    "metricsPromExporterPort": ("metrics_prom_exporter_port", int, str, False),
 }
 _PROPERTY_OF = {field_name: key for key, (field_name, *_) in _KEYS.items()}

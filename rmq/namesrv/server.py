@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -55,6 +55,7 @@ class NamesrvServer(Service):
             build_dispatcher(self.state), _server_config(config, ssl_context), on_close=self._connection_closed
         )
         self._nursery: trio.Nursery | None = None
+        self.metrics: Any = None  # metricsExporterType=PROM: the MetricsExporter (rmq/metrics)
 
     @property
     def config(self) -> NamesrvConfig:
@@ -97,11 +98,24 @@ class NamesrvServer(Service):
                 failure = exc
             else:
                 nursery.start_soon(self._scan_loop)
-                task_status.started(self.address)
+                try:
+                    if self.config.metrics_exporter_type == "PROM":
+                        await nursery.start(self._serve_metrics)
+                except OSError as exc:  # the metrics port is in use
+                    failure = exc
+                    nursery.cancel_scope.cancel()
+                else:
+                    task_status.started(self.address)
         if failure is not None:
             # raised outside the nursery, so callers see the OSError itself and not an
             # ExceptionGroup, whatever trio's strict_exception_groups setting
             raise failure
+
+    async def _serve_metrics(self, *, task_status: trio.TaskStatus[int]) -> None:
+        from rmq.metrics.namesrv import namesrv_exporter
+
+        self.metrics = namesrv_exporter(self)
+        await self.metrics.serve(task_status=task_status)
 
     async def _serve_remoting(self, *, task_status: trio.TaskStatus[RemotingServer]) -> None:
         try:

@@ -54,6 +54,8 @@ BROKER = {
     "defaultTopicQueueNums": "Queues of the TBW102 template topic.",
     "clusterTopicEnable": "Register a topic named after the cluster.",
     "brokerTopicEnable": "Register a topic named after the broker.",
+    "traceTopicEnable": "Create the message trace topic (msgTraceTopicName, 1 queue) at start.",
+    "msgTraceTopicName": "The trace topic created by traceTopicEnable.",
     "rejectTransactionMessage": "Refuse transactional messages.",
     "longPollingEnable": "Hold pulls until a message arrives (else retry after shortPollingTimeMills).",
     "shortPollingTimeMills": "Milliseconds a pull is held without long polling.",
@@ -81,6 +83,9 @@ BROKER = {
     "aclEnable": "Check every request against plain_acl.yml (ACL 1.0, docs/security.md).",
     "rocketmqHome": "RocketMQ home; the ACL file is <rocketmqHome>/conf/plain_acl.yml. Default: $ROCKETMQ_HOME.",
     "aclPlainFile": "The ACL file instead of <rocketmqHome>/conf/plain_acl.yml; a relative path is under rocketmqHome.",
+    "metricsExporterType": "PROM serves Prometheus metrics (docs/operations.md, Metrics); DISABLE does not.",
+    "metricsPromExporterHost": "Address of the metrics endpoint. Default: brokerIP1.",
+    "metricsPromExporterPort": "Port of the metrics endpoint (GET /metrics); 0 picks a free port.",
 }
 
 NAMESRV = {
@@ -99,6 +104,9 @@ NAMESRV = {
     "tls.server.trustCertPath": "PEM CA file (or directory) client certificates must chain to; empty: system CAs.",
     "tls.config.file": "A tls.properties file the tls.server.* keys are also read from; keys set here win.",
     "websocketPort": "Also serve RemotingCommands over WebSocket on this port.",
+    "metricsExporterType": "PROM serves Prometheus metrics (docs/operations.md, Metrics); DISABLE does not.",
+    "metricsPromExporterHost": "Address of the metrics endpoint. Default: bindAddress.",
+    "metricsPromExporterPort": "Port of the metrics endpoint (GET /metrics); 0 picks a free port.",
 }
 
 CLIENT = {

@@ -219,7 +219,14 @@ class PullProcessor:
             max_offset=result.max_offset,
         ).to_ext()
         if code == ResponseCode.SUCCESS:
-            broker.stats.get_total += result.message_count
+            broker.stats.count_out(
+                header.consumer_group,
+                header.topic,
+                header.queue_id,
+                result.message_count,
+                result.buffer_total_size,
+                next_offset,
+            )
             return request.make_response(code, result.status.value, ext, result.body)
         remark = NO_NEW_MESSAGE if code == ResponseCode.PULL_NOT_FOUND else result.status.value
         return request.make_response(code, remark, ext)

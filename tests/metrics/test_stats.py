@@ -1,0 +1,141 @@
+"""BrokerStats (sans-IO, a fake clock) and RpcLatency, and the metrics config keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from rmq.broker.config import BrokerConfig, ConfigError
+from rmq.broker.stats import IN_BUCKETS, BrokerStats
+from rmq.metrics.latency import LATENCY_BUCKETS_MS, RpcLatency, cumulative
+from rmq.namesrv.config import ConfigError as NamesrvConfigError
+from rmq.namesrv.config import NamesrvConfig
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_tps_over_three_windows() -> None:
+    clock = FakeClock()
+    stats = BrokerStats(clock)
+    stats.sample()
+    # 10 messages a second for 10 minutes, sampled every 10 s
+    for _ in range(60):
+        clock.now += 10
+        stats.count_in("T", 100, 100 * 50)
+        stats.sample()
+    assert stats.tps("put") == "10.00 10.00 10.00"
+    # then 10 s of 100 a second: the 10 s figure follows at once, the longer ones slowly
+    clock.now += 10
+    stats.count_in("T", 1000, 1000 * 50)
+    figures = [float(x) for x in stats.tps(1).split()]
+    assert figures[0] == 100.0
+    assert figures[1] == pytest.approx((1000 + 5 * 100) / 60)
+    assert figures[2] == pytest.approx((1000 + 59 * 100) / 600)
+    assert stats.tps(2) == "0.00 0.00 0.00"
+
+
+def test_young_broker_rates_from_its_first_sample() -> None:
+    clock = FakeClock()
+    stats = BrokerStats(clock)
+    assert stats.tps("put") == "0.00 0.00 0.00"  # no sample yet
+    stats.sample()
+    clock.now += 2
+    stats.count_out("g", "T", 0, 30, 3000, 30)
+    assert stats.consume_tps("g") == 15.0
+    assert stats.consume_tps("other") == 0.0
+    assert stats.tps("get") == "15.00 15.00 15.00"
+
+
+def test_consume_tps_per_group_over_a_minute() -> None:
+    clock = FakeClock()
+    stats = BrokerStats(clock)
+    stats.sample()
+    for _ in range(12):  # two minutes: group a pulls 50 every 10 s, b only in the first minute
+        clock.now += 10
+        stats.count_out("a", "T", 0, 50, 500, 0)
+        if clock.now < 1060:
+            stats.count_out("b", "T", 1, 50, 500, 0)
+        stats.sample()
+    assert stats.consume_tps("a") == 5.0
+    assert stats.consume_tps("b") == 0.0
+
+
+def test_found_and_miss_from_the_store_counters() -> None:
+    class StoreStats:
+        get_message_times_total_found = 0
+        get_message_times_total_miss = 0
+
+    clock = FakeClock()
+    stats = BrokerStats(clock)
+    stats.store_stats = StoreStats()
+    stats.sample()
+    clock.now += 10
+    stats.store_stats.get_message_times_total_found = 40
+    stats.store_stats.get_message_times_total_miss = 20
+    assert stats.tps("found").split()[0] == "4.00"
+    assert stats.tps("miss").split()[0] == "2.00"
+
+
+def test_message_size_buckets_and_average() -> None:
+    stats = BrokerStats(FakeClock())
+    stats.count_in("T", 1, 1024)  # le 1 KiB
+    stats.count_in("T", 1, 1025)  # le 4 KiB
+    stats.count_in("T", 4, 4 * 600 * 1024)  # a batch of four 600 KiB messages: le 1 MiB
+    stats.count_in("T", 1, 5 * 1024 * 1024)  # above 4 MiB
+    buckets = stats.topics_in["T"][IN_BUCKETS:]
+    assert buckets == [1, 1, 0, 4, 0, 0, 1]
+    assert stats.put_total == 7
+    assert stats.average_put_size() == pytest.approx((1024 + 1025 + 4 * 600 * 1024 + 5 * 1024 * 1024) / 7)
+
+
+def test_rpc_latency_buckets() -> None:
+    clock = FakeClock()
+    latency = RpcLatency(clock)
+    for ms in (0.5, 1.0, 2.0, 50.0, 5000.0):
+        latency.record(310, 0, ms)
+    latency.record(11, 19, 1.5)
+    entry = latency.table[310][0]
+    assert entry[0] == 5 and entry[1] == pytest.approx(5053.5)
+    pairs = cumulative(LATENCY_BUCKETS_MS, entry[2:])
+    assert pairs[0] == ("1.0", 2) and pairs[1] == ("3.0", 3) and pairs[5] == ("100.0", 4)
+    assert pairs[-1] == ("+Inf", 5)
+
+    class Response:
+        code = 0
+
+    latency.observe(310, Response(), clock.now - 0.002)  # arrived 2 ms ago
+    latency.observe(34, None, clock.now)  # a oneway request
+    assert latency.table[310][0][0] == 6
+    assert -1 in latency.table[34]
+
+
+@pytest.mark.parametrize(
+    ("props", "key"),
+    [
+        ({"metricsExporterType": "OTLP_GRPC"}, "metricsExporterType"),
+        ({"metricsExporterType": "yes"}, "metricsExporterType"),
+        ({"metricsPromExporterPort": "70000"}, "metricsPromExporterPort"),
+        ({"metricsPromExporterPort": "-1"}, "metricsPromExporterPort"),
+        ({"metricsPromExporterPort": "port"}, "metricsPromExporterPort"),
+    ],
+)
+def test_bad_metrics_settings_name_the_key(props: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        BrokerConfig.from_properties({"brokerName": "b", **props}, environ={})
+    with pytest.raises(NamesrvConfigError, match=key):
+        NamesrvConfig().with_properties(props)
+
+
+def test_metrics_settings() -> None:
+    config = BrokerConfig.from_properties({"brokerName": "b"}, environ={})
+    assert not config.prometheus_enabled and config.metrics_prom_exporter_port == 5557
+    config = BrokerConfig.from_properties({"brokerName": "b", "metricsExporterType": "PROM"}, environ={})
+    assert config.prometheus_enabled
+    assert BrokerConfig.from_properties({"brokerName": "b", "metricsExporterType": "2"}, environ={}).prometheus_enabled
+    namesrv, unknown = NamesrvConfig().with_properties({"metricsExporterType": "prom", "metricsPromExporterPort": "0"})
+    assert namesrv.metrics_exporter_type == "PROM" and namesrv.metrics_prom_exporter_port == 0 and not unknown
