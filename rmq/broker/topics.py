@@ -185,6 +185,8 @@ class TopicConfigManager:
                 c.broker_name, 1, 1, perm=PERM_INHERIT | (PERM_READ | PERM_WRITE if c.broker_topic_enable else 0)
             ),
         ]
+        if c.trace_topic_enable:  # where clients with tracing on send their records
+            builtins.append(TopicConfig(c.msg_trace_topic_name, 1, 1))
         if c.auto_create_topic_enable:
             n = c.default_topic_queue_nums
             builtins.append(TopicConfig(AUTO_CREATE_TOPIC, n, n, PERM_INHERIT | PERM_READ | PERM_WRITE))

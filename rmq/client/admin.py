@@ -40,6 +40,7 @@ from rmq.protocol import (
     ResponseCode,
     acl,
     code_name,
+    javaprops,
 )
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
@@ -911,6 +912,152 @@ class MQAdmin:
             return acl.AclConfigBody.from_json(self._json(response, addr, "ACL config"))
         except ProtocolError as exc:
             raise MQClientError(f"malformed ACL config from {addr}: {exc}") from None
+
+    # -- maintenance (mqadmin's broker, name server and client commands) ------------------
+
+    async def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG: the broker's settings as conf keys and text values."""
+        response = await self._request(addr, RequestCode.GET_BROKER_CONFIG)
+        return javaprops.parse(response.body.decode("utf-8", "replace"))
+
+    async def update_broker_config(self, addr: str, props: dict[str, str]) -> None:
+        """UPDATE_BROKER_CONFIG: change settings of a running broker (not its conf file)."""
+        body = "".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8")
+        await self._request(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
+
+    async def namesrv_config(self) -> dict[str, dict[str, str]]:
+        """GET_NAMESRV_CONFIG of every name server: address → settings."""
+        out = {}
+        for addr in self._namesrv_addrs():
+            response = await self._request(addr, RequestCode.GET_NAMESRV_CONFIG)
+            out[addr] = javaprops.parse(response.body.decode("utf-8", "replace"))
+        return out
+
+    async def update_namesrv_config(self, props: dict[str, str]) -> list[str]:
+        """UPDATE_NAMESRV_CONFIG on every name server; returns their addresses."""
+        body = "".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8")
+        addrs = list(self._namesrv_addrs())
+        for addr in addrs:
+            await self._request(addr, RequestCode.UPDATE_NAMESRV_CONFIG, body=body)
+        return addrs
+
+    async def delete_kv_config(self, namespace: str, key: str) -> None:
+        """DELETE_KV_CONFIG on every name server."""
+        for addr in self._namesrv_addrs():
+            await self._request(addr, RequestCode.DELETE_KV_CONFIG, H.KVConfigRequestHeader(namespace, key))
+
+    async def change_write_perm(self, broker_name: str, *, add: bool) -> list[tuple[str, int]]:
+        """WIPE_ or ADD_WRITE_PERM_OF_BROKER on every name server: (address, topics changed)."""
+        code = RequestCode.ADD_WRITE_PERM_OF_BROKER if add else RequestCode.WIPE_WRITE_PERM_OF_BROKER
+        field = "addTopicCount" if add else "wipeTopicCount"
+        out = []
+        for addr in self._namesrv_addrs():
+            response = await self._request(addr, code, H.BrokerNameRequestHeader(broker_name))
+            out.append((addr, int(response.ext_fields.get(field, "0") or 0)))
+        return out
+
+    async def producer_connection_on(self, addr: str, group: str) -> list[ClientConnection]:
+        """GET_PRODUCER_CONNECTION_LIST on one broker."""
+        response = await self._request(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
+        obj = self._json(response, addr, "producer connections")
+        try:
+            return [
+                ClientConnection(str(c["clientId"]), str(c["clientAddr"]), str(c["language"]), int(c["version"]))
+                for c in obj.get("connectionSet") or ()
+            ]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise MQClientError(f"malformed producer connections from {addr}: {exc!r}") from None
+
+    async def _call_consumer(self, group: str, code: int, header: H.Header, addr: str | None = None) -> dict[Any, Any]:
+        """A request the broker relays to one client of `group` (307, 309); the client's answer."""
+        addrs = [addr] if addr else [a for _, a in await self.group_masters(group)]
+        last: MQClientError | None = None
+        for target in addrs:
+            try:
+                response = await self._request(target, code, header)
+            except AdminResponseError as exc:
+                last = exc
+                continue
+            return self._json(response, target, "client answer")
+        raise last or MQClientError(f"no broker serves group {group!r}")
+
+    async def consumer_running_info(
+        self, group: str, client_id: str, *, jstack: bool = False, addr: str | None = None
+    ) -> dict[Any, Any]:
+        """GET_CONSUMER_RUNNING_INFO: the client's ConsumerRunningInfo, relayed by a broker
+        (`addr`, else the first master serving the group that knows the client)."""
+        header = H.GetConsumerRunningInfoRequestHeader(group, client_id, jstack)
+        return await self._call_consumer(group, RequestCode.GET_CONSUMER_RUNNING_INFO, header, addr)
+
+    async def consume_message_directly(
+        self, group: str, client_id: str, offset_msg_id: str, topic: str | None = None
+    ) -> dict[Any, Any]:
+        """CONSUME_MESSAGE_DIRECTLY at the broker storing the message: the client runs its
+        handler on it and answers a ConsumeMessageDirectlyResult."""
+        try:
+            ip, port, _ = parse_offset_msg_id(offset_msg_id.strip())
+        except ProtocolError as exc:
+            raise MQClientError(f"{offset_msg_id!r} is not an offset message id: {exc}") from None
+        header = H.ConsumeMessageDirectlyRequestHeader(group, client_id, offset_msg_id.strip(), topic=topic)
+        return await self._call_consumer(group, RequestCode.CONSUME_MESSAGE_DIRECTLY, header, _addr_of(ip, port))
+
+    async def broker_consume_stats(self, addr: str, *, is_order: bool = False) -> dict[Any, Any]:
+        """GET_BROKER_CONSUME_STATS: ConsumeStatsList of every group on one broker."""
+        header = H.GetConsumeStatsInBrokerHeader(is_order)
+        return self._json(await self._request(addr, RequestCode.GET_BROKER_CONSUME_STATS, header), addr, "stats")
+
+    async def clone_group_offset(self, addr: str, src: str, dest: str, topic: str | None, offline: bool) -> None:
+        header = H.CloneGroupOffsetRequestHeader(src, dest, topic, offline)
+        await self._request(addr, RequestCode.CLONE_GROUP_OFFSET, header)
+
+    async def query_consume_queue(
+        self, addr: str, topic: str, queue_id: int, index: int, count: int, group: str | None = None
+    ) -> dict[Any, Any]:
+        """QUERY_CONSUME_QUEUE: raw entries (CommitLog offset, size, tags code) of a queue."""
+        header = H.QueryConsumeQueueRequestHeader(topic, queue_id, index, count, group)
+        return self._json(await self._request(addr, RequestCode.QUERY_CONSUME_QUEUE, header), addr, "queue data")
+
+    async def broker_maintenance(self, addr: str, code: int) -> None:
+        """CLEAN_EXPIRED_CONSUMEQUEUE, CLEAN_UNUSED_TOPIC or DELETE_EXPIRED_COMMITLOG."""
+        await self._request(addr, code)
+
+    async def subscription_groups(self, addr: str) -> dict[str, dict[str, Any]]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG: group name → its config JSON."""
+        response = await self._request(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        table = self._json(response, addr, "subscription groups").get("subscriptionGroupTable") or {}
+        return {str(k): v for k, v in table.items() if isinstance(v, dict)}
+
+    async def pull_queue(self, mq: MessageQueue, offset: int, count: int) -> list[MessageExt]:
+        """Up to `count` messages of one queue from `offset`, pulled without a consumer."""
+        route = await self.topic_route(mq.topic)
+        bd = route.broker(mq.broker_name)
+        addr = bd.any_addr() if bd is not None else None
+        if addr is None:
+            raise MQNoRouteError(mq.topic, [], f"broker {mq.broker_name} is not in the route")
+        out: list[MessageExt] = []
+        for _ in range(count + 2):
+            if len(out) >= count:
+                break
+            header = H.PullMessageRequestHeader(
+                consumer_group=TOOLS_CONSUMER_GROUP,
+                topic=mq.topic,
+                queue_id=mq.queue_id,
+                queue_offset=offset,
+                max_msg_nums=min(PULL_BATCH, count - len(out)),
+                sys_flag=PULL_SUBSCRIPTION,
+                suspend_timeout_millis=0,
+                subscription="*",
+                expression_type="TAG",
+            )
+            result = await self.api.pull(addr, header, self.timeout)
+            if result.status != PullStatus.FOUND or result.next_begin_offset <= offset:
+                break
+            out += result.messages[: count - len(out)]
+            offset = result.next_begin_offset
+        for msg in out:
+            msg.properties.pop(P.MIN_OFFSET, None)
+            msg.properties.pop(P.MAX_OFFSET, None)
+        return out
 
 
 @dataclass(frozen=True)

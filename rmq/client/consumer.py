@@ -62,7 +62,9 @@ from .process_queue import ProcessQueue
 from .producer import Producer
 from .rebalance import AllocateStrategy, allocate_averagely
 from .route import MASTER_ID
+from .running_info import ConsumeCounters
 from .subscription import Subscription
+from .trace import TraceDispatcher
 
 log = logging.getLogger("rmq.client.consumer")
 
@@ -130,6 +132,8 @@ class PushConsumer(ConsumerBase):
         orderly: bool = False,
         allocate: AllocateStrategy = allocate_averagely,
         instance: ClientInstance | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
         **options: Any,
     ) -> None:
         super().__init__(group, namesrv, instance=instance, allocate=allocate, options=options)
@@ -141,6 +145,10 @@ class PushConsumer(ConsumerBase):
         self._consume_send, self._consume_recv = trio.open_memory_channel[tuple[_QueueState, MessageExt]](workers)
         self._iter_send, self._iter_recv = trio.open_memory_channel[_Delivery](0)
         self._iter_pending: _Delivery | None = None
+        self.counters = ConsumeCounters()  # for running info (307)
+        self.start_timestamp = 0  # epoch ms of the last start
+        # SubBefore/SubAfter records to the trace topic (trace.py), sent in the background
+        self.tracer = TraceDispatcher(self.instance, group, trace_topic) if enable_trace else None
 
     def __repr__(self) -> str:
         return f"<PushConsumer {self.group} {self.instance.client_id} {len(self._queues)} queues>"
@@ -154,6 +162,11 @@ class PushConsumer(ConsumerBase):
 
     def unsubscribe(self, topic: str) -> None:
         self._remove_subscription(topic)
+
+    @property
+    def queue_states(self) -> dict[MessageQueue, _QueueState]:
+        """The queues owned now, with their process queues (for running info)."""
+        return dict(self._queues)
 
     def __aiter__(self) -> PushConsumer:
         if self.handler is not None:
@@ -194,6 +207,8 @@ class PushConsumer(ConsumerBase):
             try:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
+                    if self.tracer is not None:
+                        await nursery.start(self.tracer.run)
                     nursery.start_soon(self._rebalance_loop)
                     nursery.start_soon(self._persist_loop)
                     if self.orderly and not self.config.broadcasting:
@@ -217,6 +232,7 @@ class PushConsumer(ConsumerBase):
             retry = retry_topic(self.group)
             self._subs.setdefault(retry, Subscription.parse(retry, "*", wall_clock_ms()))
         await self.offsets.load()
+        self.start_timestamp = wall_clock_ms()
         self.instance.add_consumer(self)
         self._running = True
         await self._refresh_routes()
@@ -372,6 +388,7 @@ class PushConsumer(ConsumerBase):
             if mq.topic not in self._subs:
                 await trio.sleep(cfg.pull_error_delay)
                 continue
+            pull_start = trio.current_time()
             try:
                 result = await self.pull(
                     mq,
@@ -388,6 +405,7 @@ class PushConsumer(ConsumerBase):
                 continue
             state.broker_id = result.suggest_which_broker_id
             pq.last_pull_time = trio.current_time()
+            self.counters.pulled(mq.topic, len(result.messages), pq.last_pull_time - pull_start)
             if pq.dropped:
                 return
             if result.status == PullStatus.OFFSET_ILLEGAL:
@@ -428,17 +446,23 @@ class PushConsumer(ConsumerBase):
             await self._iter_send.send((msg, done, on_success))
             await done.wait()
             return True
+        start = trio.current_time()
+        if self.tracer is not None:
+            request_id = self.tracer.before_consume(msg)
         try:
             status = self.handler(msg)
             if inspect.isawaitable(status):
                 status = await status
         except Exception:
             log.exception("handler of group %s failed on message %s", self.group, msg.msg_id)
-            return False
-        if status is None or status is ConsumeStatus.SUCCESS:
+            status = ConsumeStatus.RECONSUME_LATER
+        ok = status is None or status is ConsumeStatus.SUCCESS
+        self.counters.consumed(msg.topic, ok, trio.current_time() - start)
+        if self.tracer is not None:
+            self.tracer.after_consume(msg, request_id, trio.current_time() - start, ok)
+        if ok:
             on_success()
-            return True
-        return False
+        return ok
 
     async def _consume_worker(self) -> None:
         async for state, msg in self._consume_recv:

@@ -32,9 +32,10 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
-from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
+from rmq.protocol.message import decompress_body, iter_records
 from rmq.remoting import ClientConfig as RemotingConfig
 from rmq.remoting import Dispatcher, RemotingClient, RequestContext
 
@@ -44,6 +45,7 @@ from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRoute
 from .ids import client_id, default_instance_name, local_ip
 from .message import MessageQueue
 from .route import MASTER_ID, BrokerData, TopicRoute, brokers_of
+from .running_info import consume_directly, running_info
 
 log = logging.getLogger("rmq.client.instance")
 
@@ -111,6 +113,7 @@ class ClientInstance:
         self.dispatcher.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._notify_ids_changed)
         self.dispatcher.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._reset_offset)
         self.dispatcher.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._running_info)
+        self.dispatcher.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._consume_directly)
 
     def __repr__(self) -> str:
         return f"<ClientInstance {self.client_id}>"
@@ -401,6 +404,9 @@ class ClientInstance:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{header.consumer_group}> not exist in this consumer"
             )
+        if hasattr(consumer, "queue_states"):  # a push consumer: the full picture
+            info = running_info(consumer, self.namesrv)  # type: ignore[arg-type]
+            return request.make_response(body=B.dumps(info))
         data = consumer.consumer_data()
         info = {
             "jstack": "",
@@ -415,3 +421,18 @@ class ClientInstance:
             "subscriptionSet": data["subscriptionDataSet"],
         }
         return request.make_response(body=B.dumps(info))
+
+    async def _consume_directly(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        header = H.ConsumeMessageDirectlyRequestHeader.from_ext(request.ext_fields)
+        consumer = self._consumers.get(header.consumer_group)
+        if consumer is None or not hasattr(consumer, "queue_states"):
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{header.consumer_group}> not exist in this consumer"
+            )
+        try:
+            msg = next(iter_records(request.body))
+        except (ProtocolError, StopIteration) as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad message in the request body: {exc!r}")
+        msg.body = decompress_body(msg.body, msg.sys_flag)
+        result = await consume_directly(consumer, msg)  # type: ignore[arg-type]
+        return request.make_response(body=B.dumps(result))

@@ -61,6 +61,7 @@ from .message import (
 from .route import PublishInfo, TopicRoute
 from .selector import QueueSelector, select_by_hash
 from .service import AsyncService
+from .trace import TraceDispatcher
 
 log = logging.getLogger("rmq.client.producer")
 
@@ -142,6 +143,8 @@ class Producer(AsyncService):
         namesrv: str | Sequence[str] | None = None,
         *,
         instance: ClientInstance | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
         **options: Any,
     ) -> None:
         if not group:
@@ -156,6 +159,8 @@ class Producer(AsyncService):
         self._route_lock = trio.Lock()
         self._async_slots = trio.Semaphore(self.config.max_async_in_flight)
         self._nursery: trio.Nursery | None = None
+        # Pub records to the trace topic (trace.py), sent in the background
+        self.tracer = TraceDispatcher(self.instance, group, trace_topic) if enable_trace else None
 
     def __repr__(self) -> str:
         return f"<Producer {self.group} {self.instance.client_id}>"
@@ -171,10 +176,14 @@ class Producer(AsyncService):
             try:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
+                    if self.tracer is not None:
+                        await nursery.start(self.tracer.run)
                     try:
                         yield
                     finally:
                         self._nursery = None
+                        if self.tracer is not None:
+                            self.tracer.stop()
             finally:
                 if self.instance.remove(self, self.group):
                     await self.instance.unregister(self.group, None)
@@ -229,9 +238,25 @@ class Producer(AsyncService):
         """
         self._check_running()
         check_message(msg, self.config.max_message_size)
+        if self.tracer is not None:
+            return await self._traced_send(msg, timeout, queue, selector, arg)
         result = await self._send(msg, timeout, queue, selector, arg, oneway=False)
         assert result is not None
         return result
+
+    async def _traced_send(
+        self, msg: ProtocolMessage, timeout: float | None, queue: MessageQueue | None, selector: Any, arg: Any
+    ) -> SendResult:
+        assert self.tracer is not None
+        start = trio.current_time()
+        result = None
+        try:
+            result = await self._send(msg, timeout, queue, selector, arg, oneway=False)
+            assert result is not None
+            return result
+        finally:
+            host = self.instance.master_addr(result.message_queue.broker_name) or "" if result else ""
+            self.tracer.published(msg, result, trio.current_time() - start, host)  # type: ignore[arg-type]
 
     async def send_orderly(
         self, msg: ProtocolMessage, sharding_key: Any, *, timeout: float | None = None

@@ -980,11 +980,18 @@ ALIASES = {"deleteAclConfig": "deleteAccessConfig"}  # RocketMQ's command name; 
 _ACCOUNT_COMMANDS = frozenset({"updateAclConfig", "deleteAccessConfig"})
 
 
+def all_commands() -> dict[str, tuple[str, Runner, Callable[[Parser], None]]]:
+    """COMMANDS and the maintenance commands of admin_ops.py (imported late: it uses this module)."""
+    from .admin_ops import COMMANDS as MORE
+
+    return {**COMMANDS, **MORE}
+
+
 def build_parser() -> Parser:
     parser = Parser(prog="mqadmin", description="Administer a RocketMQ cluster.")
     add_acl_arguments(parser, dest_prefix="global")  # before the command: for every command
     sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
-    for name, (help_, runner, add_options) in COMMANDS.items():
+    for name, (help_, runner, add_options) in all_commands().items():
         aliases = [alias for alias, target in ALIASES.items() if target == name]
         p = sub.add_parser(name, help=help_, description=help_, aliases=aliases)
         p.add_argument("-n", "--namesrvAddr", dest="namesrv", help="name server(s), a:9876;b:9876 ($NAMESRV_ADDR)")
@@ -998,7 +1005,7 @@ def build_parser() -> Parser:
 
 def usage() -> str:
     lines = ["usage: mqadmin <command> [-n namesrvAddr] [options]", "", "commands:"]
-    lines += [f"  {name:<22}{help_}" for name, (help_, _, _) in COMMANDS.items()]
+    lines += [f"  {name:<24}{help_}" for name, (help_, _, _) in all_commands().items()]
     lines += ["", "See `mqadmin help <command>` for a command's options."]
     return "\n".join(lines)
 

@@ -37,8 +37,11 @@ from rmq.protocol.headers import (
     ViewMessageRequestHeader,
 )
 
+from ..stats import processor_queues
 from ..subscriptions import SubscriptionGroupConfig
 from ..topics import MAX_QUEUE_NUMS, TopicConfig, topic_error
+from . import admin_ops
+from .client_call import CLIENT_CALLS, call_client
 from .common import fail, json_of, ok
 
 if TYPE_CHECKING:
@@ -82,11 +85,18 @@ class AdminProcessor:
 
     @property
     def codes(self) -> tuple[int, ...]:
-        return (*self._handlers, RequestCode.GET_BROKER_RUNTIME_INFO)
+        extra = (RequestCode.GET_BROKER_RUNTIME_INFO, RequestCode.GET_BROKER_CONSUME_STATS, *CLIENT_CALLS)
+        return (*self._handlers, *extra, *admin_ops.HANDLERS)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         if request.code == RequestCode.GET_BROKER_RUNTIME_INFO:
             return await self.runtime_info(request)
+        if request.code in CLIENT_CALLS:
+            return await call_client(self.broker, request)
+        if request.code == RequestCode.GET_BROKER_CONSUME_STATS:
+            return admin_ops.broker_consume_stats(self.broker, request, self.consume_stats)
+        if request.code in admin_ops.HANDLERS:
+            return admin_ops.HANDLERS[request.code](self.broker, request)
         return self._handlers[request.code](request)
 
     def ha_status(self, request: RemotingCommand) -> RemotingCommand:
@@ -235,7 +245,8 @@ class AdminProcessor:
                     "consumerOffset": consumer_offset,
                     "lastTimestamp": max(last, 0),
                 }
-        return ok(request, body=json_body.dumps({"consumeTps": 0.0, "offsetTable": table}))
+        tps = broker.stats.consume_tps(group)  # over every topic the group pulls, as RocketMQ sums them
+        return ok(request, body=json_body.dumps({"consumeTps": round(tps, 2), "offsetTable": table}))
 
     def consumer_connections(self, request: RemotingCommand) -> RemotingCommand:
         group = GroupRequestHeader.from_ext(request.ext_fields).consumer_group
@@ -304,6 +315,7 @@ class AdminProcessor:
         broker = self.broker
         store = broker.message_store
         stats = broker.stats
+        queues = processor_queues(broker)  # requests waiting for a processor slot
         uptime = int(time.time() - broker.boot_time)
         days, rest = divmod(uptime, 86400)
         hours, rest = divmod(rest, 3600)
@@ -324,9 +336,12 @@ class AdminProcessor:
             "msgGetTotalTodayNow": str(stats.get_total),
             "putTps": stats.tps(1),
             "getTransferedTps": stats.tps(2),
-            "sendThreadPoolQueueSize": "0",
+            "getFoundTps": stats.tps("found"),
+            "getMissTps": stats.tps("miss"),
+            "putMessageAverageSize": f"{stats.average_put_size():.2f}",
+            "sendThreadPoolQueueSize": str(queues.get("send", 0)),
             "sendThreadPoolQueueCapacity": "10000",
-            "pullThreadPoolQueueSize": "0",
+            "pullThreadPoolQueueSize": str(queues.get("pull", 0)),
             "pullThreadPoolQueueCapacity": "100000",
             "queryThreadPoolQueueSize": "0",
             "queryThreadPoolQueueCapacity": "20000",
@@ -336,7 +351,7 @@ class AdminProcessor:
             "pageCacheLockTimeMills": "0",
             "dispatchBehindBytes": str(store.dispatch_behind),
             "earliestMessageTimeStamp": str(max(store.get_earliest_message_time(), 0)),
-            "startAcceptSendRequestTimeStamp": "0",
+            "startAcceptSendRequestTimeStamp": str(int(broker.boot_time * 1000)),
             "commitLogDiskRatio": f"{disk_ratio:.4f}",
             "commitLogMinOffset": str(store.min_phy_offset),
             "commitLogMaxOffset": str(store.max_phy_offset),
