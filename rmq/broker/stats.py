@@ -7,8 +7,12 @@ lock: everything runs in the broker's Trio thread), and `sample()`, called by th
 controller every SAMPLE_INTERVAL, copies them into a ring long enough for the 10-minute
 figure. The sampler is sans-IO: it only reads the clock it is given.
 
-Per topic (`topics_in`): [messages, bytes, size-bucket counts...]; per group and topic
-(`groups_out`): [messages, bytes]; `pulled`: the next offset a group's last pull of a queue
+`stats_data` answers VIEW_BROKER_STATS_DATA (mqadmin statsAll) as BrokerStatsManager's
+StatsItems do: sum, TPS and average per call over the last minute, hour and day, from the
+10 s ring and two coarser ones (one sample per 10 minutes, one per hour).
+
+Per topic (`topics_in`): [messages, bytes, sends, size-bucket counts...]; per group and topic
+(`groups_out`): [messages, bytes, pulls]; `pulled`: the next offset a group's last pull of a queue
 returned (what consumers hold but have not committed = inflight).
 """
 
@@ -21,12 +25,20 @@ from typing import Any
 
 SAMPLE_INTERVAL = 10.0  # seconds
 _WINDOWS = (10, 60, 600)  # seconds, as putTps / getTransferedTps report them
+_HOUR_STEP, _DAY_STEP = 600, 3600  # seconds between samples of the hour and day rings
 CONSUME_TPS_WINDOW = 60  # seconds: consumeTps is BrokerStatsManager's per-minute figure
 
 # rocketmq_message_size buckets (BrokerMetricsManager): 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB
 MESSAGE_SIZE_BUCKETS = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
 _SIZE_SLOTS = len(MESSAGE_SIZE_BUCKETS) + 1  # the last slot counts sizes above 4 MiB
-IN_MSGS, IN_BYTES, IN_BUCKETS = 0, 1, 2  # indexes into a topics_in entry (bytes: the size sum)
+IN_MSGS, IN_BYTES, IN_SENDS, IN_BUCKETS = 0, 1, 2, 3  # indexes into a topics_in entry (bytes: size sum)
+OUT_MSGS, OUT_BYTES, OUT_PULLS = 0, 1, 2  # indexes into a groups_out entry
+
+# statsName → (per-topic or per-"topic@group" value index, index of its call count);
+# BROKER_* are keyed by the cluster name and summed over topics.
+_TOPIC_ITEMS = {"TOPIC_PUT_NUMS": (IN_MSGS, IN_SENDS), "TOPIC_PUT_SIZE": (IN_BYTES, IN_SENDS)}
+_GROUP_ITEMS = {"GROUP_GET_NUMS": (OUT_MSGS, OUT_PULLS), "GROUP_GET_SIZE": (OUT_BYTES, OUT_PULLS)}
+_BROKER_ITEMS = {"BROKER_PUT_NUMS": "TOPIC_PUT_NUMS", "BROKER_GET_NUMS": "GROUP_GET_NUMS"}
 
 
 class BrokerStats:
@@ -44,6 +56,10 @@ class BrokerStats:
         self.store_stats: Any = None  # the store's StoreStats once open (found / miss counts)
         # (time, counters); the first sample is taken when the broker starts
         self._samples: deque[tuple[float, dict[Any, int]]] = deque(maxlen=_WINDOWS[-1] // int(SAMPLE_INTERVAL) + 2)
+        # (time, per-item snapshots) for stats_data: every sample, every 10 min, every hour
+        self._items_minute: deque[tuple[float, dict[Any, tuple[int, int]]]] = deque(maxlen=8)
+        self._items_hour: deque[tuple[float, dict[Any, tuple[int, int]]]] = deque(maxlen=8)
+        self._items_day: deque[tuple[float, dict[Any, tuple[int, int]]]] = deque(maxlen=26)
 
     # -- the hot path -------------------------------------------------------------------
 
@@ -55,6 +71,7 @@ class BrokerStats:
             entry = self.topics_in[topic] = [0] * (IN_BUCKETS + _SIZE_SLOTS)
         entry[IN_MSGS] += messages
         entry[IN_BYTES] += size
+        entry[IN_SENDS] += 1
         # a batch counts its messages at their average size
         entry[IN_BUCKETS + bisect_left(MESSAGE_SIZE_BUCKETS, size // messages if messages > 1 else size)] += messages
 
@@ -67,9 +84,10 @@ class BrokerStats:
             self.pulled[group] = {}
         entry = by_topic.get(topic)
         if entry is None:
-            entry = by_topic[topic] = [0, 0]
-        entry[0] += messages
-        entry[1] += size
+            entry = by_topic[topic] = [0, 0, 0]
+        entry[OUT_MSGS] += messages
+        entry[OUT_BYTES] += size
+        entry[OUT_PULLS] += 1
         self.pulled[group][topic, queue_id] = next_offset
 
     # -- sampling -----------------------------------------------------------------------
@@ -81,12 +99,18 @@ class BrokerStats:
             counters["found"] = store.get_message_times_total_found
             counters["miss"] = store.get_message_times_total_miss
         for group, by_topic in self.groups_out.items():
-            counters["group", group] = sum(entry[0] for entry in by_topic.values())
+            counters["group", group] = sum(entry[OUT_MSGS] for entry in by_topic.values())
         return counters
 
     def sample(self) -> None:
         """Record the counters now; the controller calls this every SAMPLE_INTERVAL."""
-        self._samples.append((self._clock(), self._counters()))
+        now = self._clock()
+        self._samples.append((now, self._counters()))
+        items = self._items()
+        self._items_minute.append((now, items))
+        for ring, step in ((self._items_hour, _HOUR_STEP), (self._items_day, _DAY_STEP)):
+            if not ring or now - ring[-1][0] >= step:
+                ring.append((now, items))
 
     def new_day(self) -> None:
         """Shift the "morning" totals at local midnight."""
@@ -118,6 +142,50 @@ class BrokerStats:
     def consume_tps(self, group: str) -> float:
         """Messages per second pulled by `group` over the last minute (consumeTps)."""
         return self.rate(("group", group), CONSUME_TPS_WINDOW)
+
+    def _items(self) -> dict[Any, tuple[int, int]]:
+        """(statsName, key) → (value, calls) for every topic and topic@group seen."""
+        out: dict[Any, tuple[int, int]] = {}
+        for topic, entry in self.topics_in.items():
+            for name, (value, calls) in _TOPIC_ITEMS.items():
+                out[name, topic] = (entry[value], entry[calls])
+        for group, by_topic in self.groups_out.items():
+            for topic, entry in by_topic.items():
+                for name, (value, calls) in _GROUP_ITEMS.items():
+                    out[name, f"{topic}@{group}"] = (entry[value], entry[calls])
+        return out
+
+    def _item(self, items: dict[Any, tuple[int, int]], name: str, key: str, cluster: str) -> tuple[int, int] | None:
+        if name in _BROKER_ITEMS:
+            if key != cluster:
+                return None
+            parts = [v for (n, _), v in items.items() if n == _BROKER_ITEMS[name]]
+            return sum(v for v, _ in parts), sum(c for _, c in parts)
+        return items.get((name, key))
+
+    def stats_data(self, name: str, key: str, cluster: str) -> dict[str, dict[str, float]] | None:
+        """BrokerStatsData of one item: {"statsMinute"|"statsHour"|"statsDay": {"sum", "tps",
+        "avgpt"}}; None if the broker has no such item (nothing counted under that key)."""
+        now = self._clock()
+        current = self._item(self._items(), name, key, cluster)
+        if current is None:
+            return None
+        out: dict[str, dict[str, float]] = {}
+        rings = (("statsMinute", self._items_minute, 60), ("statsHour", self._items_hour, 3600))
+        for label, ring, span in (*rings, ("statsDay", self._items_day, 86400)):
+            base_time, base = now, (0, 0)
+            for when, items in reversed(ring):  # the newest sample at least `span` old, else the oldest
+                base_time, base = when, self._item(items, name, key, cluster) or (0, 0)
+                if now - when >= span:
+                    break
+            total, calls = current[0] - base[0], current[1] - base[1]
+            elapsed = now - base_time
+            out[label] = {
+                "sum": total,
+                "tps": round(total / elapsed, 2) if elapsed > 0 else 0.0,
+                "avgpt": round(total / calls, 2) if calls > 0 else 0.0,
+            }
+        return out
 
     def average_put_size(self) -> float:
         """Mean body size of the messages sent since start (putMessageAverageSize)."""

@@ -1006,6 +1006,13 @@ class MQAdmin:
         header = H.GetConsumeStatsInBrokerHeader(is_order)
         return self._json(await self._request(addr, RequestCode.GET_BROKER_CONSUME_STATS, header), addr, "stats")
 
+    async def view_broker_stats_data(self, addr: str, name: str, key: str) -> dict[str, dict[str, float]]:
+        """VIEW_BROKER_STATS_DATA: BrokerStatsData of one item (statsMinute, statsHour, statsDay,
+        each with sum, tps and avgpt), e.g. TOPIC_PUT_NUMS of a topic."""
+        header = H.ViewBrokerStatsDataRequestHeader(name, key)
+        data = self._json(await self._request(addr, RequestCode.VIEW_BROKER_STATS_DATA, header), addr, "stats data")
+        return {k: v for k, v in data.items() if isinstance(v, dict)}
+
     async def clone_group_offset(self, addr: str, src: str, dest: str, topic: str | None, offline: bool) -> None:
         header = H.CloneGroupOffsetRequestHeader(src, dest, topic, offline)
         await self._request(addr, RequestCode.CLONE_GROUP_OFFSET, header)

@@ -18,7 +18,15 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from rmq.broker.stats import IN_BUCKETS, IN_BYTES, IN_MSGS, MESSAGE_SIZE_BUCKETS, processor_queues
+from rmq.broker.stats import (
+    IN_BUCKETS,
+    IN_BYTES,
+    IN_MSGS,
+    MESSAGE_SIZE_BUCKETS,
+    OUT_BYTES,
+    OUT_MSGS,
+    processor_queues,
+)
 
 from .exporter import MetricsExporter
 from .latency import RpcLatency, cumulative
@@ -72,9 +80,9 @@ class BrokerCollector(Collector):
             "rocketmq_throughput_out_total", "Total traffic of outgoing messages (bytes)", labels=labels
         )
         for group, by_topic in sorted(stats.groups_out.items()):
-            for topic, (count, size) in sorted(by_topic.items()):
-                messages_out.add_metric([topic, group, *values], count)
-                bytes_out.add_metric([topic, group, *values], size)
+            for topic, entry in sorted(by_topic.items()):
+                messages_out.add_metric([topic, group, *values], entry[OUT_MSGS])
+                bytes_out.add_metric([topic, group, *values], entry[OUT_BYTES])
         yield from (messages_out, bytes_out)
 
     def _consumers(self, const: dict[str, str]) -> Iterator[Metric]:

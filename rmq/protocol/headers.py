@@ -424,6 +424,15 @@ class QueryConsumeQueueRequestHeader(Header):
 
 
 @dataclass(slots=True)
+class ViewBrokerStatsDataRequestHeader(Header):
+    """VIEW_BROKER_STATS_DATA (315): one of BrokerStatsManager's items, e.g. TOPIC_PUT_NUMS
+    keyed by topic or GROUP_GET_NUMS keyed by "topic@group"."""
+
+    stats_name: str
+    stats_key: str
+
+
+@dataclass(slots=True)
 class GetConsumeStatsInBrokerHeader(Header):
     """GET_BROKER_CONSUME_STATS (317)."""
 

@@ -20,6 +20,7 @@ import trio
 
 from rmq.client import Message, MessageQueue, MQClientError
 from rmq.client.admin import ORDER_TOPIC_CONFIG, MQAdmin, version_desc
+from rmq.client.message import DLQ_PREFIX, RETRY_PREFIX
 from rmq.client.rebalance import allocate_averagely
 from rmq.client.subscription import Subscription
 from rmq.protocol import RequestCode
@@ -55,6 +56,9 @@ DETAIL_ROW = "{:<64}  {:<32}  {:<4}  {}"
 RT_ROW = "{:<32}  {:<4}  {:<20}    {}"
 CLUSTER_RT = "{:<24}  {:<24}  {:<4}  {:<8}  {:<8}"
 TRACE_ROW = "{:<10} {:<20} {:<20} {:<20} {:<10} {:<10}"
+STATS_HEAD = "{:<64}  {:<64} {:>12} {:>11} {:>11} {:>14} {:>14}"
+STATS_ROW = "{:<64}  {:<64} {:>12d} {:>11.2f} {:>11.2f} {:>14d} {:>14d}"
+STATS_NO_CONSUMER = "{:<64}  {:<64} {:>12d} {:>11.2f} {:>11} {:>14d} {:>14}"
 
 
 def _config_table(out: Out, title: str, table: dict[str, str]) -> None:
@@ -109,6 +113,59 @@ async def broker_consume_stats(admin: MQAdmin, args: Args, out: Out) -> int:
                     row(out, BROKER_CONSUME, front(mq.topic, 64), group, front(mq.broker_name, 32), mq.queue_id,
                         ow["brokerOffset"], ow["consumerOffset"], diff, date_text(last) if last else "N/A")  # fmt: skip
     print(f"\nDiff Total: {stats.get('totalDiff', 0)}", file=out)
+    return 0
+
+
+def _day_sum(data: dict[str, dict[str, float]]) -> int:
+    """StatsAllSubCommand.compute24HourSum: the day's sum, else the hour's, else the minute's."""
+    for window in ("statsDay", "statsHour", "statsMinute"):
+        total = int((data.get(window) or {}).get("sum") or 0)
+        if total:
+            return total
+    return 0
+
+
+async def _item_on_masters(admin: MQAdmin, masters: list[str], name: str, key: str) -> tuple[float, int]:
+    """(minute TPS, 24-hour count) of one stats item summed over `masters`; a master that
+    never counted it adds nothing, as in Java."""
+    tps, day = 0.0, 0
+    for addr in masters:
+        try:
+            data = await admin.view_broker_stats_data(addr, name, key)
+        except MQClientError:  # AdminResponseError too: the item does not exist there
+            continue
+        tps += float((data.get("statsMinute") or {}).get("tps") or 0)
+        day += _day_sum(data)
+    return tps, day
+
+
+async def stats_all(admin: MQAdmin, args: Args, out: Out) -> int:
+    """Per topic and consumer group: backlog, in/out TPS over the last minute and 24-hour
+    counts, from every master's VIEW_BROKER_STATS_DATA (StatsAllSubCommand's layout)."""
+    row(out, STATS_HEAD, "#Topic", "#Consumer Group", "#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour",
+        "#OutMsg24Hour")  # fmt: skip
+    for topic in sorted(await admin.topic_list()):
+        if topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) or (args.topic and topic != args.topic):
+            continue
+        try:
+            route = await admin.topic_route(topic)
+            groups = await admin.topic_consumed_by(topic)
+        except MQClientError:
+            continue  # as Java: a topic whose details cannot be read is left out
+        masters = [bd.master_addr for bd in route.broker_datas if bd.master_addr is not None]
+        in_tps, in_day = await _item_on_masters(admin, masters, "TOPIC_PUT_NUMS", topic)
+        if not groups:
+            if not args.active or in_day > 0:
+                row(out, STATS_NO_CONSUMER, front(topic, 64), "", 0, in_tps, "", in_day, "NO_CONSUMER")
+            continue
+        for group in groups:
+            out_tps, out_day = await _item_on_masters(admin, masters, "GROUP_GET_NUMS", f"{topic}@{group}")
+            try:
+                backlog = max((await admin.consume_stats(group, topic)).diff_total, 0)
+            except MQClientError:
+                backlog = 0
+            if not args.active or in_day > 0 or out_day > 0:
+                row(out, STATS_ROW, front(topic, 64), front(group, 64), backlog, in_tps, out_tps, in_day, out_day)
     return 0
 
 
@@ -558,6 +615,11 @@ def _broker_consume_stats_args(p: Parser) -> None:
     p.add_argument("-o", "--order", type=_bool, default=False, help="true: only orderly groups")
 
 
+def _stats_all_args(p: Parser) -> None:
+    p.add_argument("-a", "--activeTopic", dest="active", action="store_true", help="print active topics only")
+    p.add_argument("-t", "--topic", help="print this topic only")
+
+
 def _maintenance_args(p: Parser) -> None:
     _broker_or_cluster(p)
 
@@ -722,4 +784,5 @@ COMMANDS: dict[str, tuple[str, Runner, Callable[[argparse.ArgumentParser], None]
     "sendMsgStatus": ("send probe messages to a broker", _checked(send_msg_status), _send_status_args),
     "checkMsgSendRT": ("send probe messages to a topic, with RT", _checked(check_msg_send_rt), _send_rt_args),
     "clusterRT": ("send RT of every master", _checked(cluster_rt), _cluster_rt_args),
+    "statsAll": ("every topic's and group's TPS and 24-hour counts", stats_all, _stats_all_args),
 }

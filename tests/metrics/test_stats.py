@@ -139,3 +139,45 @@ def test_metrics_settings() -> None:
     assert BrokerConfig.from_properties({"brokerName": "b", "metricsExporterType": "2"}, environ={}).prometheus_enabled
     namesrv, unknown = NamesrvConfig().with_properties({"metricsExporterType": "prom", "metricsPromExporterPort": "0"})
     assert namesrv.metrics_exporter_type == "PROM" and namesrv.metrics_prom_exporter_port == 0 and not unknown
+
+
+def test_stats_data_minute_hour_day() -> None:
+    """VIEW_BROKER_STATS_DATA's figures: sums over the last minute, hour and day, TPS and
+    messages per call, from the 10 s samples and the coarser rings."""
+    clock = FakeClock()
+    stats = BrokerStats(clock)
+    stats.sample()
+    assert stats.stats_data("TOPIC_PUT_NUMS", "T", "C") is None  # never counted
+    # 25 hours: one send of 10 messages every 10 s, pulled by group g in pulls of 20
+    for step in range(25 * 360):
+        clock.now += 10
+        stats.count_in("T", 10, 10 * 100)
+        if step % 2:
+            stats.count_out("g", "T", 0, 20, 20 * 100, 0)
+        stats.sample()
+    put = stats.stats_data("TOPIC_PUT_NUMS", "T", "C")
+    assert put is not None
+    assert put["statsMinute"] == {"sum": 60, "tps": 1.0, "avgpt": 10.0}
+    assert put["statsHour"] == {"sum": 3600, "tps": 1.0, "avgpt": 10.0}
+    assert put["statsDay"]["sum"] == 86400 and put["statsDay"]["tps"] == 1.0
+    size = stats.stats_data("TOPIC_PUT_SIZE", "T", "C")
+    assert size is not None and size["statsMinute"]["sum"] == 6000
+    got = stats.stats_data("GROUP_GET_NUMS", "T@g", "C")
+    assert got is not None and got["statsMinute"] == {"sum": 60, "tps": 1.0, "avgpt": 20.0}
+    assert stats.stats_data("GROUP_GET_NUMS", "T@other", "C") is None
+    broker = stats.stats_data("BROKER_PUT_NUMS", "C", "C")
+    assert broker is not None and broker["statsHour"]["sum"] == 3600
+    assert stats.stats_data("BROKER_PUT_NUMS", "OtherCluster", "C") is None
+    assert stats.stats_data("NO_SUCH_STATS", "T", "C") is None
+
+
+def test_stats_data_on_a_young_broker() -> None:
+    clock = FakeClock()
+    stats = BrokerStats(clock)
+    stats.sample()
+    clock.now += 5
+    stats.count_in("T", 3, 300)
+    data = stats.stats_data("TOPIC_PUT_NUMS", "T", "C")
+    assert data is not None
+    for window in ("statsMinute", "statsHour", "statsDay"):  # everything since the start
+        assert data[window] == {"sum": 3, "tps": 0.6, "avgpt": 3.0}

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import re
 
-from rmq.client import Message, Producer
+import pytest
+
+from rmq.client import ConsumeFromWhere, Message, MessageExt, MQClientError, Producer, PushConsumer
 from rmq.client.admin import MQAdmin
 
-from .test_admin import CLUSTER, Servers, admin, create_topic, one_line_error, servers
+from .test_admin import CLUSTER, FAST, Servers, admin, create_topic, one_line_error, servers, wait_for
 
 __all__ = ["servers"]  # the fixture, imported for pytest
 
@@ -158,3 +160,55 @@ async def test_send_probes(servers: Servers) -> None:
     assert r.code == 0, r.err
     assert r.lines[1].split()[:2] == [CLUSTER, "broker-a"] and r.lines[1].split()[3:] == ["2", "0"]
     one_line_error(await admin(s, "checkMsgSendRT", "-t", "Probe", "-a", "0"), "amount")
+
+
+async def test_stats_all(servers: Servers) -> None:
+    """statsAll: a consumed topic shows its backlog, TPS and 24-hour counts per group; a
+    topic nobody consumes shows NO_CONSUMER; -a hides topics with no traffic."""
+    s = servers
+    await create_topic(s, "Busy", queues=2)
+    await create_topic(s, "Lonely", queues=1)
+    await create_topic(s, "Idle", queues=1)
+    async with Producer("pg_stats", s.ns) as producer:
+        for i in range(8):
+            await producer.send(Message("Busy", f"b{i}"))
+        for i in range(3):
+            await producer.send(Message("Lonely", f"l{i}"))
+    got: list[MessageExt] = []
+
+    async def handler(msg: MessageExt) -> None:
+        got.append(msg)
+
+    consumer = PushConsumer("cg_stats", s.ns, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST)
+    consumer.subscribe("Busy", "*")
+    async with consumer:
+
+        async def consumed() -> bool:
+            return len(got) >= 8
+
+        await wait_for(consumed)
+        r = await admin(s, "statsAll")
+        assert r.code == 0, r.err
+        assert r.lines[0].split() == [
+            "#Topic", "#Consumer", "Group", "#Accumulation", "#InTPS", "#OutTPS", "#InMsg24Hour", "#OutMsg24Hour"
+        ]  # fmt: skip
+        rows = {line.split()[0]: line.split() for line in r.lines[1:]}
+        busy = rows["Busy"]
+        assert busy[1] == "cg_stats" and busy[5] == "8" and busy[6] == "8", r.out
+        assert float(busy[3]) > 0 and float(busy[4]) > 0  # the broker is younger than a minute
+        assert rows["Lonely"][-1] == "NO_CONSUMER" and rows["Lonely"][-2] == "3"
+        assert rows["Idle"][-1] == "NO_CONSUMER" and rows["Idle"][-2] == "0"
+        assert not any(name.startswith(("%RETRY%", "%DLQ%")) for name in rows)
+
+        active = await admin(s, "statsAll", "-a")
+        names = {line.split()[0] for line in active.lines[1:]}
+        assert {"Busy", "Lonely"} <= names and "Idle" not in names
+        only = await admin(s, "statsAll", "-t", "Lonely")
+        assert [line.split()[0] for line in only.lines[1:]] == ["Lonely"]
+
+    # the broker refuses an item it never counted, with RocketMQ's remark
+    async with MQAdmin(s.ns) as a:
+        data = await a.view_broker_stats_data(s.addr, "TOPIC_PUT_NUMS", "Busy")
+        assert data["statsMinute"]["sum"] == 8
+        with pytest.raises(MQClientError, match="The stats <TOPIC_PUT_NUMS> <Nobody> not exist"):
+            await a.view_broker_stats_data(s.addr, "TOPIC_PUT_NUMS", "Nobody")

@@ -5,7 +5,8 @@ read from the broker's config when used takes the new value; what a component co
 start (ports, store paths and sizes) needs a restart. And
 GET_BROKER_CONSUME_STATS (317), CLONE_GROUP_OFFSET (314), QUERY_CONSUME_QUEUE (321),
 CLEAN_EXPIRED_CONSUMEQUEUE (306), CLEAN_UNUSED_TOPIC (316) and
-DELETE_EXPIRED_COMMITLOG (329) work on the store and the offset table.
+DELETE_EXPIRED_COMMITLOG (329) work on the store and the offset table;
+VIEW_BROKER_STATS_DATA (315) reads the broker's statistics (mqadmin statsAll).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from rmq.protocol.headers import (
     GetConsumeStatsInBrokerHeader,
     GetConsumeStatsRequestHeader,
     QueryConsumeQueueRequestHeader,
+    ViewBrokerStatsDataRequestHeader,
 )
 
 from ..config import ACCEPTED_KEYS, BrokerConfig, ConfigError
@@ -154,6 +156,15 @@ def delete_expired_commitlog(broker: BrokerController, request: RemotingCommand)
     return ok(request)
 
 
+def view_stats_data(broker: BrokerController, request: RemotingCommand) -> RemotingCommand:
+    header = ViewBrokerStatsDataRequestHeader.from_ext(request.ext_fields)
+    data = broker.stats.stats_data(header.stats_name, header.stats_key, broker.config.broker_cluster_name)
+    if data is None:  # RocketMQ's answer for an item it never counted
+        remark = f"The stats <{header.stats_name}> <{header.stats_key}> not exist"
+        return fail(request, ResponseCode.SYSTEM_ERROR, remark)
+    return ok(request, body=json_body.dumps(data))
+
+
 HANDLERS: dict[int, Callable[[BrokerController, RemotingCommand], RemotingCommand]] = {
     RequestCode.UPDATE_BROKER_CONFIG: update_config,
     RequestCode.CLONE_GROUP_OFFSET: clone_group_offset,
@@ -161,4 +172,5 @@ HANDLERS: dict[int, Callable[[BrokerController, RemotingCommand], RemotingComman
     RequestCode.CLEAN_UNUSED_TOPIC: clean_unused_topic,
     RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: clean_unused_topic,
     RequestCode.DELETE_EXPIRED_COMMITLOG: delete_expired_commitlog,
+    RequestCode.VIEW_BROKER_STATS_DATA: view_stats_data,
 }
