@@ -8,7 +8,10 @@ Plug in, from the harness directory, with the project root on PYTHONPATH:
 The orchestrator side starts a name server and a broker as two separate processes
 (`python -m rmq namesrv` / `python -m rmq broker`) over a fresh store, restarting the
 broker when the flush mode changes. The worker side is what a user writes: `Producer.send`
-for every message and a `PullConsumer` polling the topic's one queue (auto commit).
+for every message and a `PullConsumer` polling the topic's one queue (auto commit). The
+`-batch` variants turn on the producer's `auto_batch` (RocketMQ 5.x's autoBatch): concurrent
+sends leave as batch requests, each still answered with its own SendResult after the broker
+stored it (and flushed it, with SYNC_FLUSH).
 """
 
 from __future__ import annotations
@@ -24,7 +27,12 @@ from harness.trioclient import TrioClient
 NAMESRV_PORT = 23876  # below 32768: outside the ephemeral range
 BROKER_PORT = 23911  # the broker also binds listenPort - 2 (VIP) and listenPort + 1 (HA)
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FLUSH = {"async-flush": "ASYNC_FLUSH", "sync-flush": "SYNC_FLUSH"}
+FLUSH = {
+    "async-flush": "ASYNC_FLUSH",
+    "sync-flush": "SYNC_FLUSH",
+    "async-flush-batch": "ASYNC_FLUSH",
+    "sync-flush-batch": "SYNC_FLUSH",
+}
 
 
 def _topic(dest: str) -> str:
@@ -34,11 +42,13 @@ def _topic(dest: str) -> str:
 
 class RocketMQTarget(Target):
     name = "rocketmq"
-    variants = ("async-flush", "sync-flush")
+    variants = ("async-flush", "sync-flush", "async-flush-batch", "sync-flush-batch")
     client_class = "bench.peer_target:RocketMQClient"
     durability = {
         "sync-flush": "SYNC_FLUSH: answer after the commit log flush (group commit)",
         "async-flush": "ASYNC_FLUSH: answer after the page-cache write; flushed in the background",
+        "sync-flush-batch": "SYNC_FLUSH, producer auto_batch (concurrent sends coalesced into batch requests)",
+        "async-flush-batch": "ASYNC_FLUSH, producer auto_batch (concurrent sends coalesced into batch requests)",
     }
 
     def __init__(self, workdir: str) -> None:
@@ -103,7 +113,7 @@ class RocketMQTarget(Target):
         return {"rmq": dist_version("rmq"), "trio": dist_version("trio"), "python": sys.version.split()[0]}
 
     def select_variant(self, variant: str) -> None:
-        if variant != self.variant:
+        if variant != self.variant:  # a fresh store per variant: topics and groups repeat
             self._start_broker(variant)
 
     def prepare(self, dest: str, variant: str) -> None:
@@ -144,8 +154,9 @@ class RocketMQClient(TrioClient):
 
         self._done = trio.Event()
         self.consumer: Any = None
+        batch = self.cfg["variant"].endswith("-batch")
         self.producer = await self.nursery.start(
-            self._hold, Producer("bench_peer_producer", self.cfg["namesrv"], send_timeout=30.0)
+            self._hold, Producer("bench_peer_producer", self.cfg["namesrv"], send_timeout=30.0, auto_batch=batch)
         )
 
     async def _hold(self, service: Any, task_status: Any) -> None:

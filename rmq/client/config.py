@@ -131,9 +131,18 @@ class ProducerConfig(ClientConfig):
     create_topic_key: str = "TBW102"
     send_latency_fault_enable: bool = True
     max_async_in_flight: int = 10_000  # send_async tasks at once; more wait (backpressure)
+    # autoBatch (RocketMQ 5.x): concurrent sends of a topic leave as SEND_BATCH_MESSAGE
+    # requests of at most batch_max_bytes, batch_in_flight of them at once (client/batcher.py)
+    auto_batch: bool = False
+    batch_max_bytes: int = 32 * 1024
+    batch_in_flight: int = 2
 
     def validate(self) -> None:
         ClientConfig.validate(self)
+        if self.batch_max_bytes < 1:
+            raise MQClientError(f"batch_max_bytes must be at least 1, not {self.batch_max_bytes}")
+        if self.batch_in_flight < 1:
+            raise MQClientError(f"batch_in_flight must be at least 1, not {self.batch_in_flight}")
         if self.compress_type not in ("zlib", "lz4", "zstd"):
             raise MQClientError(f"compress_type must be zlib, lz4 or zstd, not {self.compress_type!r}")
         if self.compress_type != "zlib":

@@ -42,6 +42,7 @@ from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import Message as ProtocolMessage
 from rmq.protocol.message import encode_batch_body
 
+from .batcher import AutoBatcher, batchable
 from .config import ProducerConfig
 from .errors import MQClientError, MQClientStateError, MQNoRouteError, MQTimeoutError, is_retriable
 from .ids import UniqueIdGenerator, wall_clock_ms
@@ -161,6 +162,12 @@ class Producer(AsyncService):
         self._nursery: trio.Nursery | None = None
         # Pub records to the trace topic (trace.py), sent in the background
         self.tracer = TraceDispatcher(self.instance, group, trace_topic) if enable_trace else None
+        c = self.config
+        self._batcher = (
+            AutoBatcher(self._send_as_batch, min(c.batch_max_bytes, c.max_message_size), c.batch_in_flight)
+            if c.auto_batch
+            else None
+        )
 
     def __repr__(self) -> str:
         return f"<Producer {self.group} {self.instance.client_id}>"
@@ -240,7 +247,26 @@ class Producer(AsyncService):
         check_message(msg, self.config.max_message_size)
         if self.tracer is not None:
             return await self._traced_send(msg, timeout, queue, selector, arg)
+        return await self._send_one(msg, timeout, queue, selector, arg)
+
+    async def _send_one(
+        self, msg: ProtocolMessage, timeout: float | None, queue: MessageQueue | None, selector: Any, arg: Any
+    ) -> SendResult:
+        """A sync send: through the auto batcher when it is on and the message may be batched."""
+        batcher = self._batcher
+        if batcher is not None and queue is None and selector is None and batchable(msg, self.config.compress_over):
+            return await batcher.send(msg, self.config.send_timeout if timeout is None else timeout)
         result = await self._send(msg, timeout, queue, selector, arg, oneway=False)
+        assert result is not None
+        return result
+
+    async def _send_as_batch(self, msgs: Sequence[ProtocolMessage], timeout: float) -> SendResult:
+        """The auto batcher's way out: one SEND_BATCH_MESSAGE (a lone message: a plain send)."""
+        if len(msgs) == 1:
+            out = _Outgoing(msgs[0], self.config.compress_over, self._ids, self.config.compress_type)
+        else:
+            out = _Outgoing.batch_of(msgs, self._ids)
+        result = await self._send_outgoing(out, timeout, None, None, None, msgs[0], oneway=False)
         assert result is not None
         return result
 
@@ -251,8 +277,7 @@ class Producer(AsyncService):
         start = trio.current_time()
         result = None
         try:
-            result = await self._send(msg, timeout, queue, selector, arg, oneway=False)
-            assert result is not None
+            result = await self._send_one(msg, timeout, queue, selector, arg)
             return result
         finally:
             host = self.instance.master_addr(result.message_queue.broker_name) or "" if result else ""
@@ -323,9 +348,7 @@ class Producer(AsyncService):
         try:
             outcome: SendResult | MQClientError
             try:
-                result = await self._send(msg, timeout, queue, selector, arg, oneway=False)
-                assert result is not None
-                outcome = result
+                outcome = await self._send_one(msg, timeout, queue, selector, arg)
             except MQClientError as exc:
                 outcome = exc
             if callback is None:

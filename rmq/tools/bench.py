@@ -206,13 +206,21 @@ async def run_producer_bench(args: argparse.Namespace, out: TextIO, live: bool) 
             windows[0].record(n, trio.current_time() - t0)
 
     columns = ["Send TPS", "Max RT(ms)", "Average RT(ms)", "Send Failed"]
-    title = f"rmq bench producer: {args.topic}, {args.size} B, {args.workers} in flight" + (
-        f", batches of {args.batch}" if args.batch else ""
+    title = (
+        f"rmq bench producer: {args.topic}, {args.size} B, {args.workers} in flight"
+        + (f", batches of {args.batch}" if args.batch else "")
+        + (", auto batch" if args.auto_batch else "")
     )
     tls = tls_option(args)
     credentials = acl_credentials(args)
     async with Producer(
-        args.group, _namesrv(args.namesrv), send_timeout=args.timeout, tls=tls, **credentials
+        args.group,
+        _namesrv(args.namesrv),
+        send_timeout=args.timeout,
+        tls=tls,
+        auto_batch=args.auto_batch,
+        batch_max_bytes=args.batch_max_bytes,
+        **credentials,
     ) as producer:
         await producer.fetch_publish_queues(args.topic)
         with Reporter(title, columns, _producer_row, out, live) as reporter:
@@ -236,6 +244,10 @@ def _producer_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", "--keys", action="store_true", help="give each message a key")
     p.add_argument("--tag", default=None)
     p.add_argument("--batch", type=int, default=0, help="send batches of this many messages")
+    p.add_argument(
+        "--auto-batch", action="store_true", help="the producer coalesces concurrent sends into batches (autoBatch)"
+    )
+    p.add_argument("--batch-max-bytes", type=int, default=32 * 1024, help="auto batch size limit (32768)")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between reports (5)")
     p.add_argument("--timeout", type=float, default=3.0, help="send timeout in seconds (3)")

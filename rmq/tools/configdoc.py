@@ -129,6 +129,10 @@ CLIENT = {
     "create_topic_key": "Template topic for creating topics on first send.",
     "send_latency_fault_enable": "Avoid brokers that answered slowly or failed, for a while.",
     "max_async_in_flight": "send_async calls running at once; more wait.",
+    "auto_batch": "Coalesce concurrent sends of a topic into batch requests (RocketMQ 5.x's autoBatch); "
+    "each send still gets its own SendResult.",
+    "batch_max_bytes": "Largest body of an automatic batch, in bytes (batchMaxBytes).",
+    "batch_in_flight": "Automatic batches of one topic in flight at once.",
     "message_model": "CLUSTERING (the group shares the queues) or BROADCASTING (each consumer gets all).",
     "consume_from_where": "Where a new group starts: LAST_OFFSET, FIRST_OFFSET or TIMESTAMP.",
     "consume_timestamp": "Milliseconds since the epoch for TIMESTAMP; None: half an hour ago.",
