@@ -104,8 +104,8 @@ class AutoBatcher:
             if me in lane.pending:  # timed out or cancelled before it left: it never will
                 lane.pending.remove(me)
                 self._wake_head(lane)
-            if not lane.pending and not lane.in_flight:
-                self._lanes.pop(key, None)
+            if not lane.pending and not lane.in_flight and self._lanes.get(key) is lane:
+                del self._lanes[key]  # (a newer lane of the key may have taken its place)
         if me.error is not None:
             raise me.error
         if me.result is None:
