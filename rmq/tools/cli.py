@@ -20,6 +20,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "bench": ("rmq.tools.cli", "_bench", "benchmark producer and consumer (benchmark/*.sh)"),
     "export": ("rmq.tools.cli", "_export", "export topics or a store to Parquet with Spark"),
     "fuzz": ("rmq.tools.fuzz", "main", "send hostile requests to a name server or broker and report what broke"),
+    "dashboard": ("rmq.dashboard.app", "main", "a web console for a cluster, like rocketmq-dashboard"),
 }
 
 

@@ -1,0 +1,512 @@
+"""The dashboard's web application (Starlette on hypercorn's Trio worker) and its command.
+
+    rmq dashboard -n 127.0.0.1:9876 --port 8080 [--users users.properties] [--read-only]
+
+Every page is rendered on the server from `data.py`'s rows; writes are HTML forms posted
+back, refused in read-only mode or for a logged-in user who is not an administrator. Errors
+from brokers or bad form input are shown on the page, with the status code saying whose
+fault it was (400 input, 502 broker), never as a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import secrets
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from rmq.client import Message, MessageQueue, MQAdmin, MQClientError, Producer
+from rmq.client.admin import AdminResponseError, TopicConfig
+from rmq.client.message import check_topic
+
+from . import data
+from .auth import User, UsersFileError, check, load_users
+from .charts import bar_chart, line_chart
+
+log = logging.getLogger("rmq.dashboard")
+HERE = Path(__file__).parent
+MISSING_EXTRA = "the dashboard needs its extra: pip install 'rmq[dashboard]'"
+
+Handler = Callable[[Any], Awaitable[Any]]
+
+
+class InputError(ValueError):
+    """A form or query value the page cannot use; shown to the user, status 400."""
+
+
+@dataclass
+class Settings:
+    namesrv: list[str]
+    read_only: bool = False
+    users: dict[str, User] | None = None
+    access_key: str | None = None
+    secret_key: str | None = None
+    sample_interval: float = 10.0
+
+
+def _int(form: Any, name: str, low: int, high: int, default: int | None = None) -> int:
+    raw = str(form.get(name) or "").strip()
+    if not raw and default is not None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InputError(f"{name} must be a whole number, not {raw!r}") from None
+    if not low <= value <= high:
+        raise InputError(f"{name} must be between {low} and {high}, not {value}")
+    return value
+
+
+_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
+
+
+def _topic_name(raw: object, *, new: bool = False) -> str:
+    """A topic name from a form or path; `new` (creating, sending) also applies the client's
+    send rules, which refuse system topics."""
+    name = str(raw or "").strip()
+    if not name:
+        raise InputError("the topic name is empty")
+    if not _TOPIC.match(name):
+        raise InputError(f"{name!r} is not a topic name: 1-127 of letters, digits, %, |, _ and -")
+    if new:
+        try:
+            check_topic(name)
+        except MQClientError as exc:
+            raise InputError(str(exc)) from None
+    return name
+
+
+def _time_ms(raw: str, default: int) -> int:
+    """A form time: empty, milliseconds since the epoch, or "YYYY-MM-DD HH:MM[:SS]" (local)."""
+    text = raw.strip().replace("T", " ")
+    if not text:
+        return default
+    if text.isdigit():
+        return int(text)
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"):
+        try:
+            return int(time.mktime(time.strptime(text, fmt)) * 1000)
+        except ValueError:
+            continue
+    raise InputError(f"not a time: {raw!r} (use YYYY-MM-DD HH:MM[:SS] or milliseconds)")
+
+
+def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None = None) -> Any:
+    """The ASGI application; `admin` must be running (its connections stay open)."""
+    try:
+        from starlette.applications import Starlette
+        from starlette.middleware import Middleware
+        from starlette.middleware.sessions import SessionMiddleware
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, RedirectResponse, Response
+        from starlette.routing import Mount, Route
+        from starlette.staticfiles import StaticFiles
+        from starlette.templating import Jinja2Templates
+    except ImportError:
+        raise SystemExit(MISSING_EXTRA) from None
+
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    sampler = sampler or data.Sampler(admin, interval=settings.sample_interval)
+
+    def user_of(request: Request) -> User | None:
+        if settings.users is None:
+            return None
+        name = request.session.get("user")
+        return settings.users.get(name) if name else None
+
+    def can_write(request: Request) -> bool:
+        if settings.read_only:
+            return False
+        if settings.users is None:
+            return True
+        user = user_of(request)
+        return user is not None and user.admin
+
+    def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
+        context.update(
+            read_only=not can_write(request),
+            user=user_of(request),
+            login=settings.users is not None,
+            namesrv=";".join(settings.namesrv),
+            flash=request.query_params.get("flash", ""),
+        )
+        return templates.TemplateResponse(request, name, context, status_code=status)
+
+    def page(fn: Handler, *, write: bool = False) -> Handler:
+        """Errors become the page's message: 400 for input, 502 for the cluster, 403 for a
+        write that is not allowed."""
+
+        async def handler(request: Request) -> Response:
+            if write and not can_write(request):
+                why = "the dashboard is read-only" if settings.read_only else "only an administrator may change this"
+                return render(request, "error.html", 403, error=why)
+            try:
+                result: Response = await fn(request)
+                return result
+            except InputError as exc:
+                return render(request, "error.html", 400, error=str(exc))
+            except MQClientError as exc:
+                return render(request, "error.html", 502, error=str(exc))
+
+        return handler
+
+    def back(url: str, flash: str) -> RedirectResponse:
+        from urllib.parse import quote
+
+        sep = "&" if "?" in url else "?"
+        return RedirectResponse(f"{url}{sep}flash={quote(flash)}", status_code=303)
+
+    # -- pages --------------------------------------------------------------------------
+
+    async def home(request: Request) -> Response:
+        points = list(sampler.points)
+        tps = line_chart(
+            {"in": [(t, i) for t, i, _ in points], "out": [(t, o) for t, _, o in points]},
+            title="Messages per second, last hour",
+        )
+        busiest = bar_chart(sampler.busiest, title="Busiest topics, messages in the last hour")
+        rows = await data.cluster_rows(admin)
+        return render(request, "home.html", tps_chart=tps, busiest_chart=busiest, brokers=rows, error=sampler.error)
+
+    async def cluster(request: Request) -> Response:
+        return render(request, "cluster.html", brokers=await data.cluster_rows(admin))
+
+    async def broker_config(request: Request) -> Response:
+        addr = request.query_params.get("addr", "")
+        if not addr:
+            raise InputError("no broker address given")
+        return render(request, "config.html", addr=addr, config=await admin.broker_config(addr))
+
+    async def topics(request: Request) -> Response:
+        q = request.query_params.get("q", "")
+        kinds = frozenset(request.query_params.getlist("kind") or ["NORMAL"])
+        info = await admin.cluster_info()
+        rows = await data.topic_rows(admin, q, kinds)
+        return render(request, "topics.html", topics=rows, q=q, kinds=kinds, clusters=sorted(info.clusters))
+
+    async def topic_save(request: Request) -> Response:
+        form = await request.form()
+        name = _topic_name(form.get("topic"), new=True)
+        config = TopicConfig(
+            name,
+            read_queue_nums=_int(form, "read", 1, 1024, 8),
+            write_queue_nums=_int(form, "write", 1, 1024, 8),
+            perm=_int(form, "perm", 2, 6, 6),
+        )
+        info = await admin.cluster_info()
+        cluster_name = str(form.get("cluster") or "").strip() or next(iter(sorted(info.clusters)), "")
+        masters = info.masters(cluster_name)
+        if not masters:
+            raise InputError(f"cluster {cluster_name!r} has no master")
+        for _, addr in masters:
+            await admin.create_topic(addr, config)
+        return back(f"/topic/{name}", f"topic {name} saved on {len(masters)} broker(s)")
+
+    async def topic(request: Request) -> Response:
+        name = _topic_name(request.path_params["topic"])
+        return render(request, "topic.html", t=await data.topic_detail(admin, name), result=None)
+
+    async def topic_delete(request: Request) -> Response:
+        name = _topic_name(request.path_params["topic"])
+        route = await admin.topic_route(name)
+        for bd in route.broker_datas:
+            if bd.master_addr is not None:
+                await admin.delete_topic_in_broker(bd.master_addr, name)
+        await admin.delete_topic_in_namesrv(name)
+        return back("/topics", f"topic {name} deleted")
+
+    async def topic_send(request: Request) -> Response:
+        name = _topic_name(request.path_params["topic"], new=True)
+        form = await request.form()
+        body = str(form.get("body") or "")
+        if not body:
+            raise InputError("the message body is empty")
+        msg = Message(name, body, tags=str(form.get("tags") or "") or None, keys=str(form.get("keys") or "") or None)
+        async with _producer(settings) as producer:
+            result = await producer.send(msg)
+        flash = f"{result.status.name}: msgId {result.msg_id}, queue {result.message_queue.queue_id}"
+        return back(f"/topic/{name}", flash)
+
+    async def topic_reset(request: Request) -> Response:
+        name = _topic_name(request.path_params["topic"])
+        form = await request.form()
+        group = str(form.get("group") or "").strip()
+        if not group:
+            raise InputError("no consumer group given")
+        when = _time_ms(str(form.get("time") or ""), int(time.time() * 1000))
+        try:
+            table = await admin.reset_offset_by_time(name, group, when)
+        except AdminResponseError as exc:
+            if exc.response_code != 206:  # CONSUMER_NOT_ONLINE: reset the stored offsets instead
+                raise
+            table = await admin.reset_offset_by_time_old(group, name, when)
+        return back(f"/topic/{name}", f"offsets of {group} reset on {len(table)} queue(s)")
+
+    async def consumers(request: Request) -> Response:
+        return render(request, "consumers.html", groups=await data.group_rows(admin))
+
+    async def consumer(request: Request) -> Response:
+        group = request.path_params["group"]
+        return render(request, "consumer.html", g=await data.group_detail(admin, group))
+
+    async def consumer_client(request: Request) -> Response:
+        group, client_id = request.path_params["group"], request.path_params["client"]
+        info = await admin.consumer_running_info(group, client_id)
+        text = json.dumps(info, indent=2, sort_keys=True, default=str)
+        return render(request, "running.html", group=group, client=client_id, text=text)
+
+    async def consumer_delete(request: Request) -> Response:
+        group = request.path_params["group"]
+        info = await admin.cluster_info()
+        count = 0
+        for cluster_name in info.clusters:
+            for _, addr in info.masters(cluster_name):
+                await admin.delete_subscription_group(addr, group)
+                count += 1
+        return back("/consumers", f"group {group} deleted on {count} broker(s)")
+
+    async def producers(request: Request) -> Response:
+        topic_q = request.query_params.get("topic", "").strip()
+        group = request.query_params.get("group", "").strip()
+        rows = await data.producer_rows(admin, _topic_name(topic_q), group) if topic_q and group else []
+        return render(request, "producers.html", rows=rows, topic=topic_q, group=group, asked=bool(topic_q and group))
+
+    async def messages(request: Request) -> Response:
+        p = request.query_params
+        topic_q, key, msg_id = p.get("topic", "").strip(), p.get("key", "").strip(), p.get("msg_id", "").strip()
+        rows: list[dict[str, Any]] = []
+        asked = ""
+        if msg_id:
+            found = await data.message_by_id(admin, msg_id, topic_q)
+            if found is None:
+                raise InputError(f"no message {msg_id} in {topic_q}")
+            return RedirectResponse(f"/message/{found['offset_msg_id']}", status_code=303)
+        if topic_q and key:
+            rows, asked = await data.messages_by_key(admin, _topic_name(topic_q), key), f"key {key}"
+        elif topic_q:
+            now = int(time.time() * 1000)
+            begin = _time_ms(p.get("begin", ""), now - 3600_000)
+            end = _time_ms(p.get("end", ""), now)
+            if begin > end:
+                raise InputError("the range begins after it ends")
+            rows = await data.messages_by_time(admin, _topic_name(topic_q), begin, end)
+            asked = f"time {data._time_text(begin)} .. {data._time_text(end)}"
+        return render(request, "messages.html", rows=rows, topic=topic_q, key=key, asked=asked, p=p)
+
+    async def message(request: Request) -> Response:
+        m = await data.message_by_id(admin, request.path_params["msg_id"])
+        assert m is not None
+        trace = await data.message_trace(admin, m["msg_id"])
+        return render(request, "message.html", m=m, trace=trace, view=request.query_params.get("view", "text"))
+
+    async def dlq(request: Request) -> Response:
+        group = request.query_params.get("group", "").strip()
+        rows = [data.message_view(m) for m in await _dead_letters(admin, group)] if group else []
+        return render(request, "dlq.html", group=group, rows=rows)
+
+    async def dlq_export(request: Request) -> Response:
+        group = request.query_params.get("group", "").strip()
+        if not group:
+            raise InputError("no consumer group given")
+        rows = [data.message_view(m) for m in await _dead_letters(admin, group)]
+        headers = {"Content-Disposition": f'attachment; filename="dlq-{group}.json"'}
+        return JSONResponse(rows, headers=headers)
+
+    async def dlq_resend(request: Request) -> Response:
+        from rmq.tools.admin import resend_copy
+
+        form = await request.form()
+        group = str(form.get("group") or "").strip()
+        msg_id = str(form.get("msg_id") or "").strip()
+        if not group:
+            raise InputError("no consumer group given")
+        msgs = await _dead_letters(admin, group)
+        if msg_id:
+            msgs = [m for m in msgs if msg_id in (m.msg_id, m.offset_msg_id)]
+            if not msgs:
+                raise InputError(f"message {msg_id} is not among {group}'s dead letters")
+        sent = 0
+        async with _producer(settings) as producer:
+            for m in msgs:
+                target = m.properties.get("RETRY_TOPIC") or m.properties.get("REAL_TOPIC")
+                if target:
+                    await producer.send(resend_copy(m, target))
+                    sent += 1
+        return back(f"/dlq?group={group}", f"resent {sent} of {len(msgs)} dead letter(s)")
+
+    async def login(request: Request) -> Response:
+        if settings.users is None:
+            return RedirectResponse("/", status_code=303)
+        if request.method == "POST":
+            form = await request.form()
+            user = check(settings.users, str(form.get("name") or ""), str(form.get("password") or ""))
+            if user is None:
+                return render(request, "login.html", 401, error="wrong name or password")
+            request.session["user"] = user.name
+            return RedirectResponse("/", status_code=303)
+        return render(request, "login.html", error="")
+
+    async def logout(request: Request) -> Response:
+        request.session.clear()
+        return RedirectResponse("/login", status_code=303)
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        log.exception("dashboard page %s failed", request.url.path)
+        return render(request, "error.html", 500, error=f"{type(exc).__name__}: {exc}")
+
+    class LoginRequired:
+        """Sends anyone not logged in to /login when a users file is configured."""
+
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            path = scope.get("path", "")
+            if (
+                scope["type"] == "http"
+                and settings.users is not None
+                and not path.startswith(("/login", "/static/"))
+                and not scope.get("session", {}).get("user")
+            ):
+                await RedirectResponse("/login", status_code=303)(scope, receive, send)
+                return
+            await self.app(scope, receive, send)
+
+    routes = [
+        Route("/", page(home)),
+        Route("/cluster", page(cluster)),
+        Route("/cluster/config", page(broker_config)),
+        Route("/topics", page(topics)),
+        Route("/topics", page(topic_save, write=True), methods=["POST"]),
+        Route("/topic/{topic}", page(topic)),
+        Route("/topic/{topic}/delete", page(topic_delete, write=True), methods=["POST"]),
+        Route("/topic/{topic}/send", page(topic_send, write=True), methods=["POST"]),
+        Route("/topic/{topic}/reset", page(topic_reset, write=True), methods=["POST"]),
+        Route("/consumers", page(consumers)),
+        Route("/consumer/{group}", page(consumer)),
+        Route("/consumer/{group}/client/{client}", page(consumer_client)),
+        Route("/consumer/{group}/delete", page(consumer_delete, write=True), methods=["POST"]),
+        Route("/producers", page(producers)),
+        Route("/messages", page(messages)),
+        Route("/message/{msg_id}", page(message)),
+        Route("/dlq", page(dlq)),
+        Route("/dlq/export", page(dlq_export)),
+        Route("/dlq/resend", page(dlq_resend, write=True), methods=["POST"]),
+        Route("/login", login, methods=["GET", "POST"]),
+        Route("/logout", logout),
+        Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
+    ]
+    middleware = [
+        Middleware(SessionMiddleware, secret_key=secrets.token_hex(32), same_site="strict"),
+        Middleware(LoginRequired),
+    ]
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={Exception: failed})
+    app.state.sampler = sampler
+    return app
+
+
+async def _dead_letters(admin: MQAdmin, group: str, count: int = 200) -> list[Any]:
+    from rmq.tools.admin import _dead_letters as read
+
+    return await read(admin, group, count)
+
+
+def _producer(settings: Settings) -> Producer:
+    credentials: dict[str, Any] = {}
+    if settings.access_key and settings.secret_key:
+        credentials = {"access_key": settings.access_key, "secret_key": settings.secret_key}
+    return Producer(f"RMQ_DASHBOARD_{int(time.time() * 1000)}", settings.namesrv, **credentials)
+
+
+async def serve(
+    settings: Settings,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    *,
+    task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run the dashboard until cancelled; reports "host:port" once it listens."""
+    try:
+        from hypercorn.config import Config
+        from hypercorn.trio import serve as hypercorn_serve
+    except ImportError:
+        raise SystemExit(MISSING_EXTRA) from None
+    credentials = {}
+    if settings.access_key and settings.secret_key:
+        credentials = {"access_key": settings.access_key, "secret_key": settings.secret_key}
+    async with MQAdmin(settings.namesrv, **credentials) as admin:
+        sampler = data.Sampler(admin, interval=settings.sample_interval)
+        app = build_app(settings, admin, sampler)
+        config = Config()
+        config.bind = [f"{host}:{port}"]
+        config.accesslog = None
+        config.graceful_timeout = 1.0
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sampler.run)
+            binds = await nursery.start(hypercorn_serve, app, config)
+            task_status.started(binds[0].split("://", 1)[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="rmq dashboard", description="A web console for a RocketMQ cluster.")
+    p.add_argument("-n", "--namesrv", help="name server address(es), a;b (default $NAMESRV_ADDR)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (127.0.0.1)")
+    p.add_argument("--port", type=int, default=8080, help="port to listen on (8080)")
+    p.add_argument("--users", help="users.properties (name=password[,1 for admin]); without it, no login")
+    p.add_argument("--read-only", action="store_true", help="refuse every change")
+    p.add_argument("--accessKey", dest="access_key", help="ACL access key for the admin calls")
+    p.add_argument("--secretKey", dest="secret_key", help="ACL secret key for the admin calls")
+    p.add_argument("--sample-interval", type=float, default=10.0, help="seconds between TPS samples (10)")
+    args = p.parse_args(argv)
+    import os
+
+    namesrv = args.namesrv or os.environ.get("NAMESRV_ADDR")
+    if not namesrv:
+        print("error: no name server: pass -n host:port or set NAMESRV_ADDR", file=sys.stderr)
+        return 2
+    if not 0 < args.port < 65536:
+        print(f"error: --port {args.port} is not a port number", file=sys.stderr)
+        return 2
+    if bool(args.access_key) != bool(args.secret_key):
+        print("error: --accessKey and --secretKey go together", file=sys.stderr)
+        return 2
+    try:
+        users = load_users(args.users) if args.users else None
+    except UsersFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    settings = Settings(
+        namesrv=[a.strip() for a in namesrv.split(";") if a.strip()],
+        read_only=args.read_only,
+        users=users,
+        access_key=args.access_key,
+        secret_key=args.secret_key,
+        sample_interval=args.sample_interval,
+    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    async def run() -> None:
+        async with trio.open_nursery() as nursery:
+            where = await nursery.start(serve, settings, args.host, args.port)
+            print(f"rmq dashboard on http://{where}/ (name servers {';'.join(settings.namesrv)})", flush=True)
+
+    try:
+        trio.run(run)
+    except KeyboardInterrupt:
+        pass
+    except OSError as exc:
+        print(f"error: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
+        return 1
+    return 0
+
+
+__all__ = ["InputError", "MessageQueue", "Settings", "build_app", "main", "serve"]

@@ -1,0 +1,359 @@
+"""What the pages show, gathered with MQAdmin calls and shaped as plain rows.
+
+Nothing here renders HTML; every function takes the admin client and returns data, so the
+same queries serve pages, JSON exports and tests.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+from rmq.client import MessageExt, MessageQueue, MQAdmin, MQClientError, MQNoRouteError
+from rmq.client.message import DLQ_PREFIX, RETRY_PREFIX
+from rmq.protocol import properties as P
+from rmq.protocol import trace as T
+
+SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                           "RMQ_SYS_TRACE_TOPIC", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "BenchmarkTest",
+                           "rmq_sys_wheel_timer", "TRANS_CHECK_MAX_TIME_TOPIC"})  # fmt: skip
+SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_RMQ_SYS_TRANS",
+                           "CID_ONS-HTTP-PROXY", "CID_ONSAPI_OWNER", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_PULL",
+                           "CID_DefaultHeartBeatSyncerTopic", "__MONITOR_CONSUMER", "CID_SYS_RMQ_TRANS"})  # fmt: skip
+
+
+def topic_kind(topic: str, cluster_names: frozenset[str] | set[str] = frozenset()) -> str:
+    if topic.startswith(RETRY_PREFIX):
+        return "RETRY"
+    if topic.startswith(DLQ_PREFIX):
+        return "DLQ"
+    if topic in SYSTEM_TOPICS or topic in cluster_names:
+        return "SYSTEM"
+    return "NORMAL"
+
+
+def first_figure(tps: str | None) -> float:
+    """The 10 s figure of a runtime-info TPS ("a b c")."""
+    try:
+        return float((tps or "0").split()[0])
+    except (ValueError, IndexError):
+        return 0.0
+
+
+# -- cluster ----------------------------------------------------------------------------------
+
+
+async def cluster_rows(admin: MQAdmin) -> list[dict[str, Any]]:
+    """One row per broker (masters and slaves) of every cluster, with its runtime figures;
+    a broker that does not answer shows its error instead."""
+    info = await admin.cluster_info()
+    rows: list[dict[str, Any]] = []
+    for cluster in sorted(info.clusters):
+        for name, bid, addr in info.members(cluster):
+            row: dict[str, Any] = {"cluster": cluster, "broker": name, "bid": bid, "addr": addr}
+            try:
+                rt = await admin.broker_runtime_info(addr)
+            except MQClientError as exc:
+                row["error"] = str(exc)
+                rows.append(row)
+                continue
+            role = rt.get("brokerRole") or ("SLAVE" if bid else "MASTER")
+            row.update(
+                role=role,
+                version=rt.get("brokerVersionDesc", ""),
+                in_tps=first_figure(rt.get("putTps")),
+                out_tps=first_figure(rt.get("getTransferedTps")),
+                disk=float(rt.get("commitLogDiskRatio") or 0) * 100,
+                today_in=int(rt.get("msgPutTotalTodayNow") or 0) - int(rt.get("msgPutTotalTodayMorning") or 0),
+                today_out=int(rt.get("msgGetTotalTodayNow") or 0) - int(rt.get("msgGetTotalTodayMorning") or 0),
+                lag=rt.get("slaveFallBehind", ""),
+                runtime=rt,
+            )
+            rows.append(row)
+    return rows
+
+
+# -- topics -----------------------------------------------------------------------------------
+
+
+async def topic_rows(
+    admin: MQAdmin, query: str = "", kinds: frozenset[str] = frozenset({"NORMAL"})
+) -> list[dict[str, str]]:
+    info = await admin.cluster_info()
+    clusters = set(info.clusters) | set(info.brokers)
+    out = []
+    for topic in sorted(await admin.topic_list()):
+        kind = topic_kind(topic, clusters)
+        if kind in kinds and query.lower() in topic.lower():
+            out.append({"topic": topic, "kind": kind})
+    return out
+
+
+async def topic_detail(admin: MQAdmin, topic: str) -> dict[str, Any]:
+    route = await admin.topic_route(topic)
+    stats = await admin.topic_stats(topic)
+    queues = [
+        {
+            "broker": mq.broker_name,
+            "qid": mq.queue_id,
+            "min": o.min_offset,
+            "max": o.max_offset,
+            "last": _time_text(o.last_update_timestamp),
+        }  # fmt: skip
+        for mq, o in sorted(stats.items())
+    ]
+    brokers = [{"name": bd.broker_name, "addrs": dict(sorted(bd.addrs.items()))} for bd in route.broker_datas]
+    queue_datas = [
+        {"broker": q.broker_name, "read": q.read_queue_nums, "write": q.write_queue_nums, "perm": q.perm}
+        for q in route.queue_datas
+    ]
+    groups = await admin.topic_consumed_by(topic)
+    return {"topic": topic, "queues": queues, "brokers": brokers, "queue_datas": queue_datas, "groups": groups,
+            "total": sum(q["max"] - q["min"] for q in queues)}  # fmt: skip
+
+
+# -- consumers --------------------------------------------------------------------------------
+
+
+async def group_names(admin: MQAdmin, *, system: bool = False) -> list[str]:
+    """Every subscription group known to a master, system groups only when asked."""
+    info = await admin.cluster_info()
+    names: set[str] = set()
+    for cluster in info.clusters:
+        for _, addr in info.masters(cluster):
+            try:
+                names.update(await admin.subscription_groups(addr))
+            except MQClientError:
+                continue
+    return sorted(n for n in names if system or n not in SYSTEM_GROUPS)
+
+
+async def group_rows(admin: MQAdmin) -> list[dict[str, Any]]:
+    rows = []
+    for group in await group_names(admin):
+        row: dict[str, Any] = {"group": group, "lag": 0, "tps": 0.0, "clients": 0, "mode": "", "type": ""}
+        try:
+            stats = await admin.consume_stats(group)
+            row.update(lag=stats.diff_total, tps=stats.consume_tps)
+        except MQClientError:
+            row["lag"] = "-"
+        try:
+            conn = await admin.consumer_connection(group)
+            row.update(clients=len(conn.connections), mode=conn.message_model, type=conn.consume_type)
+        except MQClientError:
+            pass  # offline: no clients
+        rows.append(row)
+    return rows
+
+
+async def group_detail(admin: MQAdmin, group: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"group": group, "queues": [], "lag": 0, "tps": 0.0, "clients": [], "subscriptions": []}
+    try:
+        stats = await admin.consume_stats(group)
+        out["queues"] = [
+            {
+                "topic": mq.topic,
+                "broker": mq.broker_name,
+                "qid": mq.queue_id,
+                "broker_offset": o.broker_offset,
+                "consumer_offset": o.consumer_offset,
+                "lag": o.diff,
+                "last": _time_text(o.last_timestamp),
+            }  # fmt: skip
+            for mq, o in sorted(stats.offsets.items())
+        ]
+        out.update(lag=stats.diff_total, tps=stats.consume_tps)
+    except MQClientError as exc:
+        out["stats_error"] = str(exc)
+    try:
+        conn = await admin.consumer_connection(group)
+        out["clients"] = [{"id": c.client_id, "addr": c.client_addr, "language": c.language, "version": c.version}
+                          for c in conn.connections]  # fmt: skip
+        out["subscriptions"] = [{"topic": t, "expression": e} for t, e in sorted(conn.subscriptions.items())]
+        out.update(mode=conn.message_model, type=conn.consume_type, where=conn.consume_from_where)
+    except MQClientError as exc:
+        out["offline"] = str(exc)
+    info = await admin.cluster_info()
+    configs = {}
+    for cluster in info.clusters:
+        for name, addr in info.masters(cluster):
+            try:
+                table = await admin.subscription_groups(addr)
+            except MQClientError:
+                continue
+            if group in table:
+                configs[name] = table[group]
+    out["configs"] = configs
+    return out
+
+
+# -- producers --------------------------------------------------------------------------------
+
+
+async def producer_rows(admin: MQAdmin, topic: str, group: str) -> list[dict[str, Any]]:
+    route = await admin.topic_route(topic)
+    rows = []
+    for bd in route.broker_datas:
+        if bd.master_addr is None:
+            continue
+        for c in await admin.producer_connection_on(bd.master_addr, group):
+            rows.append({"broker": bd.broker_name, "id": c.client_id, "addr": c.client_addr,
+                         "language": c.language, "version": c.version})  # fmt: skip
+    return rows
+
+
+# -- messages ---------------------------------------------------------------------------------
+
+
+def message_view(m: MessageExt) -> dict[str, Any]:
+    text = m.body.decode("utf-8", "replace")
+    return {
+        "msg_id": m.properties.get(P.UNIQ_KEY) or m.offset_msg_id,
+        "offset_msg_id": m.offset_msg_id,
+        "topic": m.topic,
+        "tags": m.tags or "",
+        "keys": m.keys or "",
+        "qid": m.queue_id,
+        "offset": m.queue_offset,
+        "born": _time_text(m.born_timestamp),
+        "stored": _time_text(m.store_timestamp),
+        "born_host": f"{m.born_host[0]}:{m.born_host[1]}",
+        "store_host": f"{m.store_host[0]}:{m.store_host[1]}",
+        "reconsume": m.reconsume_times,
+        "size": len(m.body),
+        "properties": dict(sorted(m.properties.items())),
+        "text": text,
+        "hex": m.body.hex(" "),
+        "origin": m.properties.get(P.RETRY_TOPIC) or m.properties.get(P.REAL_TOPIC) or "",
+    }
+
+
+async def messages_by_key(admin: MQAdmin, topic: str, key: str) -> list[dict[str, Any]]:
+    return [message_view(m) for m in await admin.query_message(topic, key)]
+
+
+async def message_by_id(admin: MQAdmin, msg_id: str, topic: str = "") -> dict[str, Any] | None:
+    """By offset message id, or by unique key (UNIQ_KEY) within `topic`."""
+    msg_id = msg_id.strip()
+    if len(msg_id) == 32 and topic:
+        found = await admin.query_message(topic, msg_id, unique=True)
+        if found:
+            return message_view(found[0])
+    try:
+        return message_view(await admin.view_message(msg_id))
+    except MQClientError:
+        if not topic:
+            raise
+    return None
+
+
+async def messages_by_time(
+    admin: MQAdmin, topic: str, begin_ms: int, end_ms: int, limit: int = 200
+) -> list[dict[str, Any]]:
+    """Messages stored in [begin_ms, end_ms] on every queue of `topic`, at most `limit`,
+    newest last: each queue is searched by time and read forward, as rocketmq-dashboard does."""
+    route = await admin.topic_route(topic)
+    out: list[MessageExt] = []
+    for bd in route.broker_datas:
+        addr = bd.master_addr or bd.any_addr()
+        if addr is None:
+            continue
+        for q in route.queue_datas:
+            if q.broker_name != bd.broker_name:
+                continue
+            for qid in range(q.read_queue_nums):
+                mq = MessageQueue(topic, bd.broker_name, qid)
+                start = await admin.api.search_offset(addr, mq, begin_ms, admin.timeout)
+                batch = await admin.pull_queue(mq, start, limit)
+                out += [m for m in batch if begin_ms <= m.store_timestamp <= end_ms]
+    out.sort(key=lambda m: m.store_timestamp)
+    return [message_view(m) for m in out[:limit]]
+
+
+async def message_trace(admin: MQAdmin, msg_id: str, trace_topic: str = T.TRACE_TOPIC) -> list[dict[str, Any]]:
+    """The message's trace records (Pub, SubBefore, SubAfter) from the trace topic; none when
+    tracing was off or the topic does not exist."""
+    try:
+        msgs = await admin.query_message(trace_topic, msg_id)
+    except (MQNoRouteError, MQClientError):
+        return []
+    rows = []
+    for m in msgs:
+        try:
+            contexts = T.decode_trace(m.body.decode("utf-8", "replace"))
+        except T.TraceFormatError:
+            continue
+        for ctx in contexts:
+            if any(b.msg_id == msg_id for b in ctx.beans):
+                rows.append({"type": ctx.trace_type.value, "group": ctx.group_name, "host": m.born_host[0],
+                             "time": _time_text(ctx.timestamp), "cost": ctx.cost_time,
+                             "status": "success" if ctx.success else "failed", "ts": ctx.timestamp})  # fmt: skip
+    rows.sort(key=lambda r: r["ts"])
+    return rows
+
+
+# -- sampling for the home page -------------------------------------------------------------
+
+
+@dataclass
+class Sampler:
+    """TPS of the whole cluster every `interval` seconds for the last hour, and the busiest
+    topics (messages in the last hour) every `topics_interval` seconds."""
+
+    admin: MQAdmin
+    interval: float = 10.0
+    topics_interval: float = 60.0
+    max_topics: int = 100
+    points: deque[tuple[float, float, float]] = field(default_factory=lambda: deque(maxlen=361))
+    busiest: list[tuple[str, float]] = field(default_factory=list)
+    error: str = ""
+
+    async def sample_tps(self) -> None:
+        rows = await cluster_rows(self.admin)
+        masters = [r for r in rows if r.get("bid") == 0 and "error" not in r]
+        self.points.append((time.time(), sum(r["in_tps"] for r in masters), sum(r["out_tps"] for r in masters)))
+
+    async def sample_topics(self) -> None:
+        sums: list[tuple[str, float]] = []
+        for row in (await topic_rows(self.admin))[: self.max_topics]:
+            topic = row["topic"]
+            try:
+                route = await self.admin.topic_route(topic)
+            except MQClientError:
+                continue
+            total = 0.0
+            for bd in route.broker_datas:
+                if bd.master_addr is None:
+                    continue
+                try:
+                    data = await self.admin.view_broker_stats_data(bd.master_addr, "TOPIC_PUT_NUMS", topic)
+                except MQClientError:
+                    continue  # nothing sent to it on that broker
+                total += float((data.get("statsHour") or {}).get("sum") or 0)
+            if total:
+                sums.append((topic, total))
+        sums.sort(key=lambda item: -item[1])
+        self.busiest = sums[:10]
+
+    async def run(self) -> None:
+        next_topics = 0.0
+        while True:
+            try:
+                await self.sample_tps()
+                if trio.current_time() >= next_topics:
+                    await self.sample_topics()
+                    next_topics = trio.current_time() + self.topics_interval
+                self.error = ""
+            except MQClientError as exc:
+                self.error = str(exc)
+            await trio.sleep(self.interval)
+
+
+def _time_text(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
