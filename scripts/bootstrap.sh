@@ -31,4 +31,9 @@ if [ "$(java_major)" -lt 17 ] 2>/dev/null || [ -z "$(java_major)" ]; then
     apt_install openjdk-17-jre-headless || echo "bootstrap: Java 17+ is missing; Spark features will say so" >&2
 fi
 
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+    echo "bootstrap: installing Chromium and its driver for the dashboard's browser test"
+    apt_install chromium chromium-driver || echo "bootstrap: Chromium is missing; the browser test will say so" >&2
+fi
+
 "$PY" -m pip install --disable-pip-version-check -q --only-binary rocketmq -e ".[test,spark]"

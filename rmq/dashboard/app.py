@@ -50,7 +50,8 @@ class Settings:
     users: dict[str, User] | None = None
     access_key: str | None = None
     secret_key: str | None = None
-    sample_interval: float = 10.0
+    sample_interval: float = 10.0  # seconds between TPS samples
+    topics_interval: float = 60.0  # seconds between busiest-topic samples
 
 
 def _int(form: Any, name: str, low: int, high: int, default: int | None = None) -> int:
@@ -115,7 +116,7 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         raise SystemExit(MISSING_EXTRA) from None
 
     templates = Jinja2Templates(directory=str(HERE / "templates"))
-    sampler = sampler or data.Sampler(admin, interval=settings.sample_interval)
+    sampler = sampler or data.Sampler(admin, settings.sample_interval, settings.topics_interval)
 
     def user_of(request: Request) -> User | None:
         if settings.users is None:
@@ -261,7 +262,7 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
     async def consumer_client(request: Request) -> Response:
         group, client_id = request.path_params["group"], request.path_params["client"]
         info = await admin.consumer_running_info(group, client_id)
-        text = json.dumps(info, indent=2, sort_keys=True, default=str)
+        text = json.dumps(_jsonable(info), indent=2, sort_keys=True, default=str)
         return render(request, "running.html", group=group, client=client_id, text=text)
 
     async def consumer_delete(request: Request) -> Response:
@@ -414,6 +415,15 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
     return app
 
 
+def _jsonable(value: Any) -> Any:
+    """Running info as JSON: its tables are keyed by message queues, which JSON cannot key by."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    return value
+
+
 async def _dead_letters(admin: MQAdmin, group: str, count: int = 200) -> list[Any]:
     from rmq.tools.admin import _dead_letters as read
 
@@ -444,7 +454,7 @@ async def serve(
     if settings.access_key and settings.secret_key:
         credentials = {"access_key": settings.access_key, "secret_key": settings.secret_key}
     async with MQAdmin(settings.namesrv, **credentials) as admin:
-        sampler = data.Sampler(admin, interval=settings.sample_interval)
+        sampler = data.Sampler(admin, settings.sample_interval, settings.topics_interval)
         app = build_app(settings, admin, sampler)
         config = Config()
         config.bind = [f"{host}:{port}"]

@@ -70,7 +70,8 @@ async def cluster_rows(admin: MQAdmin) -> list[dict[str, Any]]:
                 disk=float(rt.get("commitLogDiskRatio") or 0) * 100,
                 today_in=int(rt.get("msgPutTotalTodayNow") or 0) - int(rt.get("msgPutTotalTodayMorning") or 0),
                 today_out=int(rt.get("msgGetTotalTodayNow") or 0) - int(rt.get("msgGetTotalTodayMorning") or 0),
-                lag=rt.get("slaveFallBehind", ""),
+                # a master's figure counts only with a slave connected (else it is the whole log)
+                lag=rt.get("slaveFallBehind", "") if bid or int(rt.get("haConnectionNum") or 0) else "",
                 runtime=rt,
             )
             rows.append(row)
@@ -185,8 +186,8 @@ async def group_detail(admin: MQAdmin, group: str) -> dict[str, Any]:
                 table = await admin.subscription_groups(addr)
             except MQClientError:
                 continue
-            if group in table:
-                configs[name] = table[group]
+            if group in table:  # Java's spelling of booleans, as mqadmin prints them
+                configs[name] = {k: str(v).lower() if isinstance(v, bool) else v for k, v in table[group].items()}
     out["configs"] = configs
     return out
 

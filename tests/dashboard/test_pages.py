@@ -1,0 +1,268 @@
+"""The dashboard's pages against a live name server and broker: what each shows, what its
+forms change in the cluster, and how it refuses bad input, writes in read-only mode and
+visitors who are not logged in. (test_browser.py drives the same pages in Chromium.)"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+import trio
+
+from rmq.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, MQAdmin, Producer, PushConsumer
+from rmq.dashboard.auth import UsersFileError, load_users
+from rmq.dashboard.charts import bar_chart, line_chart
+
+from .conftest import Stack, wait_for
+
+FAST = {"poll_name_server_interval": 1.0, "rebalance_interval": 1.0, "persist_consumer_offset_interval": 0.5}
+
+
+def client(url: str) -> httpx.AsyncClient:
+    return httpx.AsyncClient(base_url=url, timeout=10, follow_redirects=True)
+
+
+async def test_every_page_renders(stack: Stack) -> None:
+    async with client(stack.url) as http:
+        for path in ("/", "/cluster", "/topics", "/consumers", "/producers", "/messages", "/dlq"):
+            r = await http.get(path)
+            assert r.status_code == 200, (path, r.text[-500:])
+            assert "rmq dashboard" in r.text
+        cluster = await http.get("/cluster")
+        assert stack.broker.address in cluster.text and "MASTER" in cluster.text
+        assert re.search(r"<td>broker-a</td><td>0</td>", cluster.text)
+        config = await http.get("/cluster/config", params={"addr": stack.broker.address})
+        assert "brokerName" in config.text and "broker-a" in config.text
+        static = await http.get("/static/style.css")
+        assert static.status_code == 200 and "svg.chart" in static.text
+
+
+async def test_topic_create_send_query_and_delete(stack: Stack) -> None:
+    async with client(stack.url) as http:
+        r = await http.post(
+            "/topics", data={"topic": "DashOrders", "cluster": "TestCluster", "read": "2", "write": "2"}
+        )
+        assert r.status_code == 200 and "topic DashOrders saved on 1 broker(s)" in r.text
+        assert "DashOrders" in (await http.get("/topics", params={"q": "dashord"})).text
+        assert "DashOrders" not in (await http.get("/topics", params={"q": "nothing"})).text
+        async with MQAdmin(stack.ns) as admin:
+            route = await admin.topic_route("DashOrders")
+            assert route.queue_datas[0].write_queue_nums == 2
+
+        r = await http.post("/topic/DashOrders/send", data={"tags": "TagA", "keys": "order-7", "body": "seven"})
+        assert r.status_code == 200 and "SEND_OK" in r.text
+        detail = await http.get("/topic/DashOrders")
+        assert "1 message(s) held in 2 queue(s)" in detail.text
+
+        by_key = await http.get("/messages", params={"topic": "DashOrders", "key": "order-7"})
+        assert "1 message(s) of DashOrders by key order-7" in by_key.text and "seven" in by_key.text
+        offset_id = re.search(r'href="/message/([0-9A-F]{32})"', by_key.text)
+        assert offset_id is not None
+        by_time = await http.get("/messages", params={"topic": "DashOrders"})
+        assert "seven" in by_time.text
+        message = await http.get(f"/message/{offset_id.group(1)}")
+        assert "<td>Keys</td><td>order-7</td>" in message.text and "<td>Tags</td><td>TagA</td>" in message.text
+        assert '<pre id="body">seven</pre>' in message.text
+        hex_view = await http.get(f"/message/{offset_id.group(1)}", params={"view": "hex"})
+        assert "73 65 76 65 6e" in hex_view.text  # "seven"
+        by_id = await http.get("/messages", params={"msg_id": offset_id.group(1)})
+        assert by_id.url.path == f"/message/{offset_id.group(1)}"
+
+        r = await http.post("/topic/DashOrders/delete")
+        assert r.status_code == 200 and "topic DashOrders deleted" in r.text
+        assert "DashOrders" not in (await http.get("/topics")).text
+
+
+async def test_bad_input_is_shown_not_a_traceback(stack: Stack) -> None:
+    async with client(stack.url) as http:
+        cases = [
+            (lambda: http.post("/topics", data={"topic": ""}), 400, "the topic name is empty"),
+            (lambda: http.post("/topics", data={"topic": "a b"}), 400, "is not a topic name"),
+            (lambda: http.post("/topics", data={"topic": "T1", "read": "x"}), 400, "read must be a whole number"),
+            (lambda: http.post("/topics", data={"topic": "T1", "write": "5000"}), 400, "between 1 and 1024"),
+            (lambda: http.post("/topics", data={"topic": "T1", "cluster": "Nowhere"}), 502, "Nowhere"),
+            (lambda: http.get("/topic/NoSuchTopic"), 502, "NoSuchTopic"),
+            (lambda: http.get("/message/ZZZ"), 502, "not an offset message id"),
+            (lambda: http.get("/messages", params={"topic": "TBW102", "begin": "yesterday"}), 400, "not a time"),
+            (lambda: http.get("/cluster/config"), 400, "no broker address"),
+            (lambda: http.post("/topic/SCHEDULE_TOPIC_XXXX/send", data={"body": "x"}), 400, "is forbidden"),
+            (lambda: http.get("/dlq/export"), 400, "no consumer group"),
+        ]
+        for request, status, text in cases:
+            r = await request()
+            assert r.status_code == status, (text, r.status_code, r.text[-400:])
+            assert text in r.text and "Traceback" not in r.text
+        assert (await http.get("/")).status_code == 200  # still serving
+
+
+async def test_consumers_running_info_and_reset(stack: Stack) -> None:
+    async with Producer("pg_dash", stack.ns) as producer:
+        for i in range(5):
+            await producer.send(Message("DashFlow", f"flow {i}"))
+    got: list[MessageExt] = []
+
+    async def handler(msg: MessageExt) -> None:
+        got.append(msg)
+
+    consumer = PushConsumer(
+        "cg_dash", stack.ns, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST
+    )
+    consumer.subscribe("DashFlow", "*")
+    async with consumer, client(stack.url) as http:
+
+        async def consumed() -> bool:
+            page = await http.get("/consumer/cg_dash")
+            return len(got) >= 5 and "Lag 0 in total" in page.text
+
+        await wait_for(consumed)
+        page = await http.get("/consumer/cg_dash")
+        assert consumer.instance.client_id in page.text and "DashFlow" in page.text and "CLUSTERING" in page.text
+        listing = await http.get("/consumers")
+        assert re.search(r">cg_dash</a></td><td class=\"num\">1</td>", listing.text)
+        client_id = quote(consumer.instance.client_id, safe="")  # it may hold a '#'
+        running = await http.get(f"/consumer/cg_dash/client/{client_id}")
+        assert running.status_code == 200 and "DashFlow" in running.text, running.text[-600:]
+        topic = await http.get("/topic/DashFlow")
+        assert "cg_dash" in topic.text
+        r = await http.post("/topic/DashFlow/reset", data={"group": "cg_dash", "time": "2000-01-01 00:00"})
+        assert r.status_code == 200 and "offsets of cg_dash reset on" in r.text
+
+        async def redelivered() -> bool:
+            return len(got) >= 10
+
+        await wait_for(redelivered)  # back to the start: the five come again
+    async with client(stack.url) as http, Producer("pg_online", stack.ns) as online:
+        await online.send(Message("DashFlow", b"hello"))
+        producers = await http.get("/producers", params={"topic": "DashFlow", "group": "pg_online"})
+        assert online.instance.client_id in producers.text and "PYTHON" in producers.text
+        offline = await http.get("/producers", params={"topic": "DashFlow", "group": "pg_dash"})
+        assert offline.status_code == 502 and "pg_dash] not exist" in offline.text  # RocketMQ's answer
+
+
+async def test_dead_letters_list_export_and_resend(stack: Stack) -> None:
+    async with Producer("pg_dlq", stack.ns) as producer:
+        await producer.send(Message("DashDlq", b"poison", keys="p-1"))
+    seen: list[bytes] = []
+
+    async def refuse(msg: MessageExt) -> ConsumeStatus:
+        seen.append(msg.body)
+        return ConsumeStatus.RECONSUME_LATER
+
+    consumer = PushConsumer(
+        "cg_dlq", stack.ns, handler=refuse, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, max_reconsume_times=0,
+        **FAST,
+    )  # fmt: skip
+    consumer.subscribe("DashDlq", "*")
+    async with consumer, client(stack.url) as http:
+
+        async def dead() -> bool:
+            return "1 dead letter(s) of cg_dlq" in (await http.get("/dlq", params={"group": "cg_dlq"})).text
+
+        await wait_for(dead)
+        exported = await http.get("/dlq/export", params={"group": "cg_dlq"})
+        assert exported.headers["content-disposition"] == 'attachment; filename="dlq-cg_dlq.json"'
+        rows = json.loads(exported.text)
+        assert len(rows) == 1 and rows[0]["text"] == "poison" and rows[0]["origin"] == "DashDlq"
+        before = len(seen)
+        r = await http.post("/dlq/resend", data={"group": "cg_dlq", "msg_id": rows[0]["offset_msg_id"]})
+        assert r.status_code == 200 and "resent 1 of 1 dead letter(s)" in r.text
+
+        async def back_in_topic() -> bool:
+            return len(seen) > before
+
+        await wait_for(back_in_topic)  # the resent copy is consumed from DashDlq again
+        assert seen[-1] == b"poison"
+
+
+async def test_trace_shown_on_the_message_page(stack: Stack) -> None:
+    async with Producer("pg_traced", stack.ns, enable_trace=True) as producer:
+        result = await producer.send(Message("DashTraced", b"traced"))
+    async with client(stack.url) as http:
+
+        async def traced() -> bool:
+            page = await http.get(f"/message/{result.offset_msg_id}")
+            return "<td>Pub</td><td>pg_traced</td>" in page.text
+
+        await wait_for(traced)
+
+
+async def test_read_only_refuses_writes_and_hides_forms(stack: Stack) -> None:
+    url = await stack.dashboard(read_only=True)
+    async with client(url) as http:
+        page = await http.get("/topics")
+        assert 'id="read-only"' in page.text and 'id="create-topic"' not in page.text
+        for path in ("/topics", "/topic/TBW102/delete", "/topic/TBW102/send", "/dlq/resend", "/consumer/g/delete"):
+            r = await http.post(path, data={"topic": "Nope", "body": "x", "group": "g"})
+            assert r.status_code == 403 and "the dashboard is read-only" in r.text
+    async with MQAdmin(stack.ns) as admin:
+        assert "Nope" not in await admin.topic_list()
+
+
+async def test_login_from_a_users_file(stack: Stack, tmp_path: Path) -> None:
+    users = tmp_path / "users.properties"
+    users.write_text("# who may log in\nadmin=secret,1\nviewer=look\n")
+    url = await stack.dashboard(users=load_users(users))
+    async with client(url) as http:
+        r = await http.get("/topics")
+        assert r.url.path == "/login" and 'id="login"' in r.text
+        r = await http.post("/login", data={"name": "admin", "password": "wrong"})
+        assert r.status_code == 401 and "wrong name or password" in r.text
+        r = await http.post("/login", data={"name": "viewer", "password": "look"})
+        assert r.url.path == "/" and "viewer" in r.text
+        r = await http.post("/topics", data={"topic": "ByViewer"})
+        assert r.status_code == 403 and "only an administrator" in r.text
+        await http.get("/logout")
+        r = await http.post("/login", data={"name": "admin", "password": "secret"})
+        r = await http.post("/topics", data={"topic": "ByAdmin", "cluster": "TestCluster"})
+        assert r.status_code == 200 and "topic ByAdmin saved" in r.text
+
+
+def test_users_file_errors(tmp_path: Path) -> None:
+    with pytest.raises(UsersFileError, match="cannot read"):
+        load_users(tmp_path / "missing")
+    bad = tmp_path / "bad.properties"
+    bad.write_text("admin\n")
+    with pytest.raises(UsersFileError, match="bad.properties:1"):
+        load_users(bad)
+    empty = tmp_path / "empty.properties"
+    empty.write_text("# nobody\n")
+    with pytest.raises(UsersFileError, match="no users"):
+        load_users(empty)
+
+
+def test_charts_are_svg_with_their_data() -> None:
+    svg = line_chart({"in": [(0, 0), (60, 120.0)], "out": [(0, 5), (60, 10)]}, title="TPS")
+    assert svg.startswith("<svg") and svg.endswith("</svg>") and svg.count("<polyline") == 2
+    assert "200 msg/s" in svg and "1 min ago" in svg
+    assert "no samples yet" in line_chart({"in": []}, title="TPS")
+    bars = bar_chart([("Orders", 300.0), ("<b>", 100.0)], title="Busiest")
+    assert bars.count("<rect") == 2 and "300 messages" in bars and "&lt;b&gt;" in bars
+
+
+async def test_home_page_charts_fill_in(stack: Stack) -> None:
+    async with Producer("pg_home", stack.ns) as producer:
+        for _ in range(20):
+            await producer.send(Message("DashBusy", b"x"))
+    async with client(stack.url) as http:
+
+        async def charted() -> bool:
+            page = await http.get("/")
+            return "<polyline" in page.text and "DashBusy" in page.text
+
+        await wait_for(charted)
+
+
+async def test_command_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rmq.dashboard.app import main
+
+    assert main(["--port", "0", "-n", "127.0.0.1:1"]) == 2
+    assert "not a port number" in capsys.readouterr().err
+    assert main(["-n", "127.0.0.1:1", "--users", str(tmp_path / "none")]) == 2
+    assert "cannot read users file" in capsys.readouterr().err
+    assert main(["-n", "127.0.0.1:1", "--accessKey", "a"]) == 2
+    assert "go together" in capsys.readouterr().err
+    await trio.lowlevel.checkpoint()
