@@ -28,6 +28,7 @@ close the MessageStore, which its opener owns.
 
 from __future__ import annotations
 
+import abc
 import logging
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -75,16 +76,17 @@ class _ReplicaWait:
         self.timed_out = False
 
 
-class Replication:
-    """The HA master service as the store sees it (the broker implements it)."""
+class Replication(abc.ABC):
+    """The HA master service as the store sees it (rmq.broker.ha.master.HAService)."""
 
+    @abc.abstractmethod
     def appended(self) -> None:
         """New CommitLog bytes: push them to the slaves. Called on every append; cheap."""
 
+    @abc.abstractmethod
     def unavailable(self, end_offset: int) -> str | None:
         """Why no slave can ack ``end_offset`` soon (none connected, or too far behind), or
         None when a SYNC_MASTER wait makes sense."""
-        raise NotImplementedError
 
 
 # Consume queues drained per logics round: a queue's first drain creates its directory and

@@ -16,6 +16,7 @@ returned strategy's `match(ip)` takes the client's IP (no port).
 
 from __future__ import annotations
 
+import abc
 import ipaddress
 from dataclasses import dataclass
 
@@ -65,13 +66,13 @@ def client_ip(address: str) -> str:
     return host
 
 
-class AddressStrategy:
-    """Whether a client IP is white-listed by one pattern."""
+class AddressStrategy(abc.ABC):
+    """Whether a client IP is white-listed by one pattern (one subclass per pattern form)."""
 
     pattern: str
 
-    def match(self, ip: str) -> bool:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def match(self, ip: str) -> bool: ...
 
 
 @dataclass(frozen=True)
