@@ -34,11 +34,12 @@ SendBatch = Callable[[Sequence["ProtocolMessage"], float], Awaitable[SendResult]
 
 
 class _Waiter:
-    __slots__ = ("deadline", "error", "msg", "result", "size", "wake")
+    __slots__ = ("deadline", "error", "msg", "queued", "result", "size", "wake")
 
     def __init__(self, msg: ProtocolMessage, deadline: float) -> None:
         self.msg = msg
         self.deadline = deadline
+        self.queued = True  # still in its lane's pending queue (not yet in a batch)
         self.size = batch_item_size(msg)
         self.result: SendResult | None = None
         self.error: BaseException | None = None
@@ -101,7 +102,7 @@ class AutoBatcher:
                     me.wake = trio.Event()
                     await me.wake.wait()
         finally:
-            if me in lane.pending:  # timed out or cancelled before it left: it never will
+            if me.queued:  # timed out or cancelled before it left: it never will
                 lane.pending.remove(me)
                 self._wake_head(lane)
             if not lane.pending and not lane.in_flight and self._lanes.get(key) is lane:
@@ -118,6 +119,7 @@ class AutoBatcher:
         size = 0
         while lane.pending and (not batch or size + lane.pending[0].size <= self.max_bytes):
             w = lane.pending.popleft()
+            w.queued = False
             batch.append(w)
             size += w.size
         deadline = min(w.deadline for w in batch)

@@ -24,9 +24,10 @@ from typing import Any
 
 import trio
 
-from rmq.client import Message, MessageQueue, MQAdmin, MQClientError, Producer
+from rmq.client import Message, MessageQueue, MQAdmin, MQClientError
 from rmq.client.admin import AdminResponseError, TopicConfig
 from rmq.client.message import check_topic
+from rmq.tools.admin import admin_producer, dead_letters, origin_topic, resend_copy
 
 from . import data
 from .auth import User, UsersFileError, check, load_users
@@ -35,6 +36,7 @@ from .charts import bar_chart, line_chart
 log = logging.getLogger("rmq.dashboard")
 HERE = Path(__file__).parent
 MISSING_EXTRA = "the dashboard needs its extra: pip install 'rmq[dashboard]'"
+DLQ_PAGE = 200  # dead letters read for a page, an export or a resend
 
 Handler = Callable[[Any], Awaitable[Any]]
 
@@ -232,7 +234,7 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         if not body:
             raise InputError("the message body is empty")
         msg = Message(name, body, tags=str(form.get("tags") or "") or None, keys=str(form.get("keys") or "") or None)
-        async with _producer(settings) as producer:
+        async with admin_producer(admin) as producer:
             result = await producer.send(msg)
         flash = f"{result.status.name}: msgId {result.msg_id}, queue {result.message_queue.queue_id}"
         return back(f"/topic/{name}", flash)
@@ -311,34 +313,32 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
 
     async def dlq(request: Request) -> Response:
         group = request.query_params.get("group", "").strip()
-        rows = [data.message_view(m) for m in await _dead_letters(admin, group)] if group else []
+        rows = [data.message_view(m) for m in await dead_letters(admin, group, DLQ_PAGE)] if group else []
         return render(request, "dlq.html", group=group, rows=rows)
 
     async def dlq_export(request: Request) -> Response:
         group = request.query_params.get("group", "").strip()
         if not group:
             raise InputError("no consumer group given")
-        rows = [data.message_view(m) for m in await _dead_letters(admin, group)]
+        rows = [data.message_view(m) for m in await dead_letters(admin, group, DLQ_PAGE)]
         headers = {"Content-Disposition": f'attachment; filename="dlq-{group}.json"'}
         return JSONResponse(rows, headers=headers)
 
     async def dlq_resend(request: Request) -> Response:
-        from rmq.tools.admin import resend_copy
-
         form = await request.form()
         group = str(form.get("group") or "").strip()
         msg_id = str(form.get("msg_id") or "").strip()
         if not group:
             raise InputError("no consumer group given")
-        msgs = await _dead_letters(admin, group)
+        msgs = await dead_letters(admin, group, DLQ_PAGE)
         if msg_id:
             msgs = [m for m in msgs if msg_id in (m.msg_id, m.offset_msg_id)]
             if not msgs:
                 raise InputError(f"message {msg_id} is not among {group}'s dead letters")
         sent = 0
-        async with _producer(settings) as producer:
+        async with admin_producer(admin) as producer:
             for m in msgs:
-                target = m.properties.get("RETRY_TOPIC") or m.properties.get("REAL_TOPIC")
+                target = origin_topic(m)
                 if target:
                     await producer.send(resend_copy(m, target))
                     sent += 1
@@ -422,19 +422,6 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, list):
         return [_jsonable(v) for v in value]
     return value
-
-
-async def _dead_letters(admin: MQAdmin, group: str, count: int = 200) -> list[Any]:
-    from rmq.tools.admin import _dead_letters as read
-
-    return await read(admin, group, count)
-
-
-def _producer(settings: Settings) -> Producer:
-    credentials: dict[str, Any] = {}
-    if settings.access_key and settings.secret_key:
-        credentials = {"access_key": settings.access_key, "secret_key": settings.secret_key}
-    return Producer(f"RMQ_DASHBOARD_{int(time.time() * 1000)}", settings.namesrv, **credentials)
 
 
 async def serve(

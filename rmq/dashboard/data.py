@@ -17,6 +17,7 @@ from rmq.client import MessageExt, MessageQueue, MQAdmin, MQClientError, MQNoRou
 from rmq.client.message import DLQ_PREFIX, RETRY_PREFIX
 from rmq.protocol import properties as P
 from rmq.protocol import trace as T
+from rmq.tools.admin import origin_topic
 
 SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
                            "RMQ_SYS_TRACE_TOPIC", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "BenchmarkTest",
@@ -229,7 +230,7 @@ def message_view(m: MessageExt) -> dict[str, Any]:
         "properties": dict(sorted(m.properties.items())),
         "text": text,
         "hex": m.body.hex(" "),
-        "origin": m.properties.get(P.RETRY_TOPIC) or m.properties.get(P.REAL_TOPIC) or "",
+        "origin": origin_topic(m) or "",
     }
 
 

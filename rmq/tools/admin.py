@@ -613,7 +613,7 @@ async def query_msg_by_unique_key(admin: MQAdmin, args: Args, out: Out) -> int:
     return 0
 
 
-def _producer(admin: MQAdmin) -> Producer:
+def admin_producer(admin: MQAdmin) -> Producer:
     # mqadmin names its one-off producer group by the time
     credentials: dict[str, Any] = {}
     if admin.credentials:
@@ -628,7 +628,7 @@ async def send_message(admin: MQAdmin, args: Args, out: Out) -> int:
         if args.broker_name is None or args.queue_id is None:
             raise ToolError("-b brokerName and -i queueId go together")
         queue = MessageQueue(args.topic, args.broker_name, args.queue_id)
-    async with _producer(admin) as producer:
+    async with admin_producer(admin) as producer:
         result = await producer.send(msg, queue=queue)
     mq = result.message_queue
     row(out, SEND, "#Broker Name", "#QID", "#Send Result", "#MsgId")
@@ -636,7 +636,7 @@ async def send_message(admin: MQAdmin, args: Args, out: Out) -> int:
     return 0
 
 
-async def _dead_letters(admin: MQAdmin, group: str, count: int) -> list[MessageExt]:
+async def dead_letters(admin: MQAdmin, group: str, count: int) -> list[MessageExt]:
     """Up to `count` messages of `%DLQ%<group>`; none when the group has no such topic
     (the broker creates it with the first dead letter)."""
     try:
@@ -645,18 +645,16 @@ async def _dead_letters(admin: MQAdmin, group: str, count: int) -> list[MessageE
         return []
 
 
-def _origin_topic(msg: MessageExt) -> str | None:
+def origin_topic(msg: MessageExt) -> str | None:
     return msg.properties.get(P.RETRY_TOPIC) or msg.properties.get(P.REAL_TOPIC)
 
 
 async def dlq_list(admin: MQAdmin, args: Args, out: Out) -> int:
-    msgs = await _dead_letters(admin, args.group, args.count)
+    msgs = await dead_letters(admin, args.group, args.count)
     row(out, DLQ_LIST, "#Message ID", "#Origin Topic", "#QID", "#Offset", "#Reconsume", "#Store Time", "#Body")
     for m in msgs:
         stored, body = human_ms(m.store_timestamp), front(body_preview(m.body), 60)
-        row(
-            out, DLQ_LIST, m.msg_id, _origin_topic(m) or "", m.queue_id, m.queue_offset, m.reconsume_times, stored, body
-        )
+        row(out, DLQ_LIST, m.msg_id, origin_topic(m) or "", m.queue_id, m.queue_offset, m.reconsume_times, stored, body)
     print(f"Total: {len(msgs)}", file=out)
     return 0
 
@@ -669,7 +667,7 @@ def resend_copy(msg: MessageExt, topic: str) -> Message:
 
 
 async def dlq_resend(admin: MQAdmin, args: Args, out: Out) -> int:
-    msgs = await _dead_letters(admin, args.group, args.count)
+    msgs = await dead_letters(admin, args.group, args.count)
     if args.msg_id:
         picked = [m for m in msgs if args.msg_id in (m.msg_id, m.offset_msg_id)]
         if not picked:
@@ -681,9 +679,9 @@ async def dlq_resend(admin: MQAdmin, args: Args, out: Out) -> int:
     if not msgs:
         print("Resent: 0 of 0", file=out)
         return 0
-    async with _producer(admin) as producer:
+    async with admin_producer(admin) as producer:
         for m in msgs:
-            target = args.topic or _origin_topic(m)
+            target = args.topic or origin_topic(m)
             if not target:
                 failed += 1
                 row(out, DLQ_RESEND, m.msg_id, "", "SKIPPED", "no origin topic recorded; pass -t topic")

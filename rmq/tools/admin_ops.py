@@ -37,9 +37,9 @@ from .admin import (
     _broker_or_cluster,
     _group,
     _now_ms,
-    _producer,
     _targets,
     _topic,
+    admin_producer,
     date_text,
     front,
     parse_timestamp,
@@ -535,7 +535,7 @@ async def query_msg_trace_by_id(admin: MQAdmin, args: Args, out: Out) -> int:
 
 async def send_msg_status(admin: MQAdmin, args: Args, out: Out) -> int:
     body = os.urandom(args.message_size // 2 + 1).hex()[: args.message_size].encode()
-    async with _producer(admin) as producer:
+    async with admin_producer(admin) as producer:
         for _ in range(args.count):
             begin = time.monotonic()
             result = await producer.send(Message(args.broker_name, body))
@@ -547,7 +547,7 @@ async def check_msg_send_rt(admin: MQAdmin, args: Args, out: Out) -> int:
     body = b"x" * args.size
     total = 0.0
     row(out, RT_ROW, "#Broker Name", "#QID", "#Send Result", "#RT")
-    async with _producer(admin) as producer:
+    async with admin_producer(admin) as producer:
         for _ in range(args.amount):
             begin = time.monotonic()
             try:
@@ -569,7 +569,7 @@ async def cluster_rt(admin: MQAdmin, args: Args, out: Out) -> int:
     clusters = [args.cluster] if args.cluster else sorted(info.clusters)
     body = b"x" * args.size
     row(out, CLUSTER_RT, "#Cluster Name", "#Broker Name", "#RT", "#successCount", "#failCount")
-    async with _producer(admin) as producer:
+    async with admin_producer(admin) as producer:
         for cluster in clusters:
             for name, _ in info.masters(cluster):
                 ok = failed = 0

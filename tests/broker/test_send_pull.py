@@ -343,7 +343,7 @@ def test_put_status_to_response_code(tmp_path: Any, status: str, code: int) -> N
         3,
         msg_num=1 if stored else 0,
     )
-    response = processor._respond(RemotingCommand.request(RequestCode.SEND_MESSAGE), result, 2)
+    response = processor._respond(RemotingCommand.request(RequestCode.SEND_MESSAGE), result, "T", 2)
     assert response.code == code
     if stored:  # stored, so the client gets the full header even when the flush or slave wait failed
         assert response.ext_fields == {

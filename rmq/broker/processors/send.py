@@ -126,7 +126,6 @@ class SendProcessor:
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
-        self._chosen = 0  # the queue the last send_one / send_batch picked
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         rest = self.begin(ctx, request)
@@ -145,19 +144,18 @@ class SendProcessor:
                 header = SendMessageRequestHeader.from_ext(request.ext_fields)
             else:
                 header = SendMessageRequestHeader.from_v2_ext(request.ext_fields)
-            if header.batch:
-                result = self.send_batch(ctx, request, header)
-            else:
-                result = self.send_one(ctx, request, header)
+            store = self.send_batch if header.batch else self.send_one
+            queue_id, result = store(ctx, request, header)
         except Refused as refused:
             return fail(request, refused.code, refused.remark)
-        queue_id = self._chosen
         if isinstance(result, PutMessageResult):
-            return self._respond(request, result, queue_id)
-        return self._respond_later(request, result, queue_id)
+            return self._respond(request, result, header.topic, queue_id)
+        return self._respond_later(request, result, header.topic, queue_id)
 
-    async def _respond_later(self, request: RemotingCommand, waiting: Any, queue_id: int) -> RemotingCommand:
-        return self._respond(request, await waiting, queue_id)
+    async def _respond_later(
+        self, request: RemotingCommand, waiting: Any, topic: str, queue_id: int
+    ) -> RemotingCommand:
+        return self._respond(request, await waiting, topic, queue_id)
 
     @staticmethod
     async def _send_back_refusals(work: Any, request: RemotingCommand) -> RemotingCommand:
@@ -238,9 +236,11 @@ class SendProcessor:
 
     # -- single message -------------------------------------------------------------------
 
-    def send_one(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
-        """Store one message: the PutMessageResult, or an awaitable of it (see `begin`).
-        Sets `_chosen` to the queue picked (the one RocketMQ answers)."""
+    def send_one(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> tuple[int, Any]:
+        """Store one message: (the queue picked, which RocketMQ answers; the PutMessageResult
+        or an awaitable of it, see `begin`)."""
         broker = self.broker
         tc = self._check(ctx, request, header)
         if len(request.body) > broker.config.max_message_size:
@@ -248,7 +248,7 @@ class SendProcessor:
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"the message body size over max value, MAX: {broker.config.max_message_size}",
             )
-        queue_id = self._chosen = self._choose_queue(tc, header.queue_id)
+        queue_id = self._choose_queue(tc, header.queue_id)
         dest = Destination(header.topic, queue_id, tc)
         self._retry_or_dlq(request, header, dest)
         props = P.decode_properties(header.properties or "")
@@ -266,7 +266,7 @@ class SendProcessor:
             self._route_later(dest, props)
         wait = props.pop(P.WAIT, None) != "false"  # not stored (saves 9 bytes), but obeyed
         props[P.CLUSTER] = broker.config.broker_cluster_name
-        return broker.store.put_message_now(
+        return queue_id, broker.store.put_message_now(
             dest.topic,
             dest.queue_id,
             request.body,
@@ -309,8 +309,10 @@ class SendProcessor:
 
     # -- batch ----------------------------------------------------------------------------
 
-    def send_batch(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
-        """Store a batch, as `send_one` does (`_chosen` is the queue picked)."""
+    def send_batch(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> tuple[int, Any]:
+        """Store a batch, as `send_one` stores one message."""
         broker = self.broker
         tc = self._check(ctx, request, header)
         topic = header.topic
@@ -333,13 +335,13 @@ class SendProcessor:
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
         if broker.config.timer_wheel_enable and any(k in m.properties for m in messages for k in TIMER_KEYS):
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be timer messages")
-        self._chosen = self._choose_queue(tc, header.queue_id)
+        queue_id = self._choose_queue(tc, header.queue_id)
         extra = P.decode_properties(header.properties or "")
         wait = extra.pop(P.WAIT, None) != "false"
         extra[P.CLUSTER] = broker.config.broker_cluster_name
-        return broker.store.put_messages_now(
+        return queue_id, broker.store.put_messages_now(
             topic,
-            self._chosen,
+            queue_id,
             messages,
             extra_properties=extra,
             sys_flag=sys_flag,
@@ -350,13 +352,13 @@ class SendProcessor:
             wait=wait,
         )
 
-    def _respond(self, request: RemotingCommand, result: PutMessageResult, queue_id: int) -> RemotingCommand:
+    def _respond(
+        self, request: RemotingCommand, result: PutMessageResult, topic: str, queue_id: int
+    ) -> RemotingCommand:
         code, remark = _PUT_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
         if not result.ok:
             detail = f"{remark} ({result.remark})" if remark and result.remark else (remark or result.remark)
             return fail(request, code, detail or result.status.value)
-        ext = request.ext_fields  # SEND_MESSAGE names the topic "topic", SEND_MESSAGE_V2 "b"
-        topic = ext.get("topic") or ext.get("b", "")
         self.broker.stats.count_in(topic, max(result.msg_num, 1), len(request.body or b""))
         config = self.broker.config
         header = SendMessageResponseHeader(
