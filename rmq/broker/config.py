@@ -37,6 +37,21 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the key."""
 
 
+def parse_dledger_peers(text: str) -> dict[str, str]:
+    """RocketMQ's dLegerPeers, "n0-127.0.0.1:40911;n1-127.0.0.1:40912" → {id: "host:port"}."""
+    peers: dict[str, str] = {}
+    for part in text.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        ident, sep, addr = part.partition("-")
+        host, colon, port = addr.rpartition(":")
+        if not sep or not ident or not colon or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+            raise ConfigError(f"broker config dLegerPeers: bad item {part!r}, want id-host:port")
+        peers[ident] = addr
+    return peers
+
+
 class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
@@ -112,6 +127,15 @@ class BrokerConfig:
     ha_transfer_batch_size: int = 32 * 1024  # bytes of CommitLog per chunk
     ha_slave_fallbehind_max: int = 256 * 1024 * 1024  # bytes: SYNC_MASTER answers 11 beyond this
     access_message_in_memory_max_ratio: int = 40  # percent of RAM behind the log end "in memory"
+
+    # DLedger groups (docs/ha.md): the CommitLog replicated by Raft, leader = master
+    enable_d_leger_commit_log: bool = False
+    d_leger_group: str = ""  # "" = brokerName
+    d_leger_peers: str = ""  # "n0-host:port;n1-host:port;n2-host:port" (DLedger ports)
+    d_leger_self_id: str = ""
+    preferred_leader_id: str = ""  # leadership is handed to this member when it can take it
+    d_leger_election_timeout_ms: int = 3000  # randomized within [t, 2t) per election
+    d_leger_heartbeat_interval_ms: int = 1000
 
     # store
     store_path_root_dir: Path = field(default_factory=lambda: Path.home() / "store")
@@ -226,6 +250,24 @@ class BrokerConfig:
             return self.ha_listen_port
         return self.listen_port + 1 if self.listen_port else 0
 
+    @property
+    def dledger_peers(self) -> dict[str, str]:
+        """dLegerPeers as {selfId: "host:port"}."""
+        return parse_dledger_peers(self.d_leger_peers)
+
+    def _validate_dledger(self, bad: Any) -> None:
+        peers = self.dledger_peers
+        if not peers:
+            raise bad("dLegerPeers", "enableDLegerCommitLog needs the group's members, n0-host:port;n1-host:port;...")
+        if self.d_leger_self_id not in peers:
+            raise bad("dLegerSelfId", f"{self.d_leger_self_id!r} is not one of dLegerPeers ({', '.join(peers)})")
+        if self.preferred_leader_id and self.preferred_leader_id not in peers:
+            raise bad("preferredLeaderId", f"{self.preferred_leader_id!r} is not one of dLegerPeers")
+        if not 100 <= self.d_leger_election_timeout_ms <= 600_000:
+            raise bad("dLegerElectionTimeoutMs", "must be 100..600000 ms")
+        if not 10 <= self.d_leger_heartbeat_interval_ms < self.d_leger_election_timeout_ms:
+            raise bad("dLegerHeartbeatIntervalMs", "must be at least 10 ms and below dLegerElectionTimeoutMs")
+
     # -- reading ------------------------------------------------------------------------
 
     @classmethod
@@ -308,6 +350,8 @@ class BrokerConfig:
                 raise bad("haMasterAddress", f"{self.ha_master_address!r} is not host:port")
             if not self.is_slave:
                 raise bad("haMasterAddress", "only a SLAVE follows a master (brokerRole is not SLAVE)")
+        if self.enable_d_leger_commit_log:
+            self._validate_dledger(bad)
         if self.acl_enable and self.acl_file is None:
             raise bad(
                 "aclEnable",
@@ -415,7 +459,7 @@ ACCEPTED_KEYS = frozenset(
     fetchNamesrvAddrByAddressServer filterServerNums filterSupportRetry enableCalcFilterBitMap
     enableConsumeQueueExt mappedFileSizeConsumeQueueExt bitMapLengthConsumeQueueExt
     compressedRegister forceRegister registerBrokerTimeoutMills
-    enableDLegerCommitLog dLegerGroup dLegerPeers dLegerSelfId isEnableBatchPush
+    isEnableBatchPush
     autoDeleteUnusedStats startAcceptSendRequestTimeStamp commercialEnable highSpeedMode
     commercialTimerCount commercialTransCount commercialBigCount transferMsgByHeap
     maxErrorRateOfBloomFilter expectConsumerNumUseFilter filterDataCleanTimeSpan

@@ -36,6 +36,7 @@ from typing import Any, Self
 import trio
 
 from rmq.protocol import LanguageCode, RemotingCommand, RequestCode
+from rmq.raft.core import RaftConfig
 from rmq.remoting import (
     Connection,
     RemotingClient,
@@ -48,7 +49,9 @@ from rmq.store.aio import AsyncMessageStore
 
 from .acl import PlainAcl
 from .client_manager import ClientManager
-from .config import BrokerConfig, BrokerRole
+from .config import MASTER_ID, BrokerConfig, BrokerRole
+from .dledger.commitlog import DLedgerCommitLog, slave_id
+from .dledger.node import NodeConfig
 from .ha.master import HAService
 from .ha.slave import HAClient
 from .ha.sync import SlaveSynchronize
@@ -128,6 +131,9 @@ class BrokerController:
         self.ha: HAService | HAClient | None = None  # replication: master service or slave client
         self.acl: PlainAcl | None = None  # aclEnable=true: read in serve(), checks every request
         self.slave_sync: SlaveSynchronize | None = None
+        self.dledger: DLedgerCommitLog | None = None  # enableDLegerCommitLog: the group member
+        self.master_addr = ""  # a slave's master, as the name servers last said
+        self._leader_scope: trio.CancelScope | None = None
         self.metrics: Any = None  # metricsExporterType=PROM: the MetricsExporter (rmq/metrics)
         self._nursery: trio.Nursery | None = None
         self._servers: list[RemotingServer] = []
@@ -201,6 +207,8 @@ class BrokerController:
             arrival_listener=_Arrivals([*listeners, self.schedule, self.timers]),
         )
         self.store = AsyncMessageStore(self.message_store)
+        if config.enable_d_leger_commit_log:
+            self.dledger = DLedgerCommitLog(self.store, self._dledger_node_config(), self._dledger_role)
         failure: OSError | None = None
         try:
             async with (
@@ -256,14 +264,31 @@ class BrokerController:
             await nursery.start(self.acl.watch)
         nursery.start_soon(self._housekeeping)
         nursery.start_soon(self._persist_offsets_loop)
-        if not config.is_slave:  # a slave copies its master's deliveries instead
-            await nursery.start(self.schedule.run)
-            await nursery.start(self.timers.run)
-            await nursery.start(self.transactions.run)
+        if self.dledger is None and not config.is_slave:  # a slave copies its master's deliveries
+            await nursery.start(self._master_services)
+
+    async def _master_services(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Delay, timer and transaction check-back: a master's work. A DLedger leader runs them
+        while it leads (in ``_leader_scope``), starting from what it last synced."""
+        with trio.CancelScope() as scope:
+            self._leader_scope = scope
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.schedule.run)
+                await nursery.start(self.timers.run)
+                await nursery.start(self.transactions.run)
+                task_status.started()
 
     async def _start_replication(self, nursery: trio.Nursery, client: RemotingClient) -> None:
         """A master serves its HA port; a slave follows its master and copies its metadata."""
         config = self.config
+        if self.dledger is not None:
+            self.slave_sync = SlaveSynchronize(self, client)
+            await nursery.start(self.slave_sync.run)
+            self.store.replication = self.dledger
+            self.store.sync_replication = True
+            self.store.replica_wait_always = True
+            await nursery.start(self.dledger.run)
+            return
         if config.is_slave:
             self.ha = HAClient(self)
             self.slave_sync = SlaveSynchronize(self, client)
@@ -276,7 +301,50 @@ class BrokerController:
         self.store.replication = service
         self.store.sync_replication = config.broker_role is BrokerRole.SYNC_MASTER
 
+    # -- DLedger ---------------------------------------------------------------------
+
+    def _dledger_node_config(self) -> NodeConfig:
+        c = self.config
+        raft = RaftConfig(
+            election_timeout_ms=c.d_leger_election_timeout_ms,
+            heartbeat_interval_ms=c.d_leger_heartbeat_interval_ms,
+            push_timeout_ms=c.d_leger_heartbeat_interval_ms,
+        )
+        return NodeConfig(
+            self_id=c.d_leger_self_id,
+            peers=c.dledger_peers,
+            store=str(c.store_path_root_dir),
+            group=c.d_leger_group or c.broker_name,
+            bind_host=c.bind_address,
+            raft=raft,
+            data_file_size=c.mapped_file_size_commit_log,
+        )
+
+    def _dledger_role(self, master: bool) -> None:
+        """The DLedger member started or stopped serving as its group's master."""
+        c = self.config
+        if master:
+            role, broker_id = BrokerRole.SYNC_MASTER, MASTER_ID
+        else:
+            role, broker_id = BrokerRole.SLAVE, slave_id(c.d_leger_self_id, list(c.dledger_peers))
+        if (role, broker_id) != (c.broker_role, c.broker_id):
+            self.config = c.replace(broker_role=role, broker_id=broker_id)
+            log.info("broker %s is now %s (brokerId %d)", c.broker_name, role.value, broker_id)
+        if self._leader_scope is not None:
+            self._leader_scope.cancel()
+            self._leader_scope = None
+        if master and self._nursery is not None:
+            self.schedule.persist()  # what the last master said, as synced, then what the log says
+            self.timers.persist()
+            self.schedule.load()
+            self.timers.load()
+            self.transactions.load()
+            self._nursery.start_soon(self._master_services)
+        if self.registration is not None:
+            self.registration.trigger()
+
     def _registered(self, master_addr: str | None, ha_addr: str | None) -> None:
+        self.master_addr = master_addr or ""
         if isinstance(self.ha, HAClient):
             known = bool(self.ha.master_addr)
             self.ha.update_master(master_addr, ha_addr)

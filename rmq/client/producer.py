@@ -444,6 +444,10 @@ class Producer(AsyncService):
                     raise
                 log.info("send to %s failed, %s", mq, exc)
                 last_error = exc
+                # the master may have moved (a DLedger group elected another): ask again now
+                # rather than at the next periodic refresh
+                with trio.move_on_after(max(0.0, deadline - trio.current_time())):
+                    await self.instance.route_failed(out.topic)
                 continue
             if (
                 result is not None

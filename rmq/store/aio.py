@@ -134,6 +134,8 @@ class AsyncMessageStore:
         self.replication: Replication | None = None
         self.sync_replication = False
         self.replicated_offset = 0  # the highest CommitLog offset a slave has acked
+        # DLedger: every append waits for its group's commit, whatever its WAIT property says
+        self.replica_wait_always = False
         self._replica_waits: deque[_ReplicaWait] = deque()
         self._replica_wait_added = trio.Event()
 
@@ -283,7 +285,7 @@ class AsyncMessageStore:
         replication = self.replication
         if replication is not None:
             replication.appended()
-            if waits and self.sync_replication:
+            if (waits or self.replica_wait_always) and self.sync_replication:
                 refused = replication.unavailable(result.end_offset)
                 if refused is None and self.replicated_offset < result.end_offset:
                     timeout = self.store.config.sync_flush_timeout / 1000
@@ -345,6 +347,18 @@ class AsyncMessageStore:
         waits = self._replica_waits
         while waits and waits[0].end <= offset:
             waits.popleft().event.set()
+
+    def wake_reput(self) -> None:
+        """Records became dispatchable (a DLedger commit raised the dispatch limit)."""
+        self._reput_wanted.set()
+
+    async def truncate_commitlog(self, offset: int) -> None:
+        """``MessageStore.truncate_commitlog`` while no sync of the CommitLog runs (a sync
+        must not touch a file being cut or deleted)."""
+        async with self._commitlog_limiter:
+            self.store.truncate_commitlog(offset)
+        self._flushed = min(self._flushed, offset)
+        self.replicated_offset = min(self.replicated_offset, offset)
 
     def fail_replica_waits(self) -> None:
         """No slave left (the last one disconnected): end every wait now as timed out rather

@@ -86,6 +86,15 @@ class CommitLog:
             pos = 0
         return mf, pos
 
+    def pad_file_end(self) -> None:
+        """Fill the rest of the last file with an end-of-file blank (the next record goes to
+        a new file)."""
+        mf = self.files.last()
+        if mf is None or mf.wrote >= mf.size:
+            return
+        BLANK.pack_into(mf.mm, mf.wrote, mf.size - mf.wrote, BLANK_MAGIC)
+        mf.wrote = mf.size
+
     # --- replication ----------------------------------------------------------------------
 
     def transfer_data(self, offset: int, max_bytes: int) -> bytes | None:

@@ -75,12 +75,16 @@ class Dispatcher:
         # Tags codes a caller chose at append time, by CommitLog offset (see put_message).
         self.tags_overrides: dict[int, int] = {}
         self.dispatched_total = 0
+        # Dispatch stops here when set: a DLedger member's CommitLog may hold a leader's
+        # appends that a majority does not have yet, and consumers must not see those.
+        self.limit: int | None = None
         self._tags_codes: dict[str, int] = {}
 
     @property
     def behind(self) -> int:
         """Bytes of CommitLog not dispatched yet."""
-        return self.commitlog.max_offset - self.reput_offset
+        end = self.commitlog.max_offset if self.limit is None else min(self.limit, self.commitlog.max_offset)
+        return max(0, end - self.reput_offset)
 
     def tags_code(self, tags: str | None) -> int:
         """Java hash of a TAGS value (0 without tags); cached, tags repeat a lot."""
@@ -112,7 +116,7 @@ class Dispatcher:
         """
         cl = self.commitlog
         files = cl.files
-        end = cl.max_offset
+        end = cl.max_offset if self.limit is None else min(self.limit, cl.max_offset)
         qtable = self.queues.queues
         index = self.index
         listener = self.listener if notify else None

@@ -527,6 +527,50 @@ class MessageStore:
             self.dispatcher.reput_offset = offset
         self._stats.put_message_size_total += len(data)
 
+    def append_entry(self, offset: int, data: bytes | memoryview) -> None:
+        """Append records a DLedger group committed at ``offset`` (every member's CommitLog
+        holds the same bytes at the same offsets). An entry at the start of the next file
+        follows the end-of-file blank this log writes first, as ``reserve`` would have.
+
+        Raises:
+            StoreError: the records do not continue this log; nothing was written.
+        """
+        cl = self.commitlog
+        end = cl.max_offset
+        if offset != end and cl.files.files and offset % cl.file_size == 0 and 0 < offset - end < cl.file_size:
+            cl.pad_file_end()
+            self._replica_next = cl.max_offset
+        self.append_replica(offset, data)
+
+    def truncate_commitlog(self, offset: int) -> None:
+        """Cut the CommitLog back to ``offset`` (a record boundary): a DLedger leader that lost
+        its leadership drops what its group never committed. Consume queue entries for the
+        records cut go too (at startup, recovery may have dispatched them); queue offsets are
+        taken again from the consume queues."""
+        if offset >= self.commitlog.max_offset:
+            return
+        log.info("CommitLog cut back from %d to %d", self.commitlog.max_offset, offset)
+        if offset < self.dispatcher.reput_offset:
+            for cq in self.queues.queues.values():
+                cq.truncate_dirty(offset)
+            self.dispatcher.reput_offset = offset
+            if self.index is not None:
+                self.index.last_indexed = min(self.index.last_indexed, offset - 1)
+        self.commitlog.files.truncate(offset)
+        self._replica_next = offset
+        self.dispatcher.tags_overrides = {k: v for k, v in self.dispatcher.tags_overrides.items() if k < offset}
+        self.reset_queue_offsets()
+
+    def reset_queue_offsets(self) -> None:
+        """Take every queue's next offset from its consume queue (once everything in the
+        CommitLog is dispatched): a DLedger member about to lead a group."""
+        for state in self._topics.values():
+            state.offsets.clear()
+        for (topic, queue_id), cq in self.queues.queues.items():
+            state = self._topic(topic)
+            if state is not None:
+                state.offsets[queue_id] = cq.max_offset
+
     def put_message(
         self,
         topic: str,

@@ -14,9 +14,10 @@ import sys
 
 import trio
 
+from rmq.broker.config import parse_dledger_peers as parse_peers
 from rmq.raft.core import RaftConfig
 
-from .node import DLedgerNode, NodeConfig, parse_peers
+from .node import DLedgerNode, NodeConfig
 
 
 def main(argv: list[str] | None = None) -> int:

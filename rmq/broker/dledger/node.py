@@ -77,22 +77,6 @@ _KINDS: dict[str, Any] = {
 }
 
 
-def parse_peers(text: str) -> dict[str, str]:
-    """RocketMQ's dLegerPeers, "n0-127.0.0.1:40911;n1-127.0.0.1:40912" → {id: address}."""
-    peers = {}
-    for part in text.split(";"):
-        part = part.strip()
-        if not part:
-            continue
-        ident, sep, addr = part.partition("-")
-        if not sep or not ident or ":" not in addr:
-            raise ValueError(f"bad dLegerPeers item {part!r}: want id-host:port")
-        peers[ident] = addr
-    if not peers:
-        raise ValueError("dLegerPeers is empty")
-    return peers
-
-
 class _LogView:
     """The core's view of the DLedgerLog."""
 
@@ -125,11 +109,18 @@ class NodeConfig:
 
 
 class DLedgerNode:
-    def __init__(self, config: NodeConfig, *, on_commit: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self,
+        config: NodeConfig,
+        *,
+        on_commit: Callable[[int], None] | None = None,
+        on_role: Callable[[], None] | None = None,
+    ) -> None:
         if config.self_id not in config.peers:
             raise ValueError(f"dLegerSelfId {config.self_id} is not in dLegerPeers")
         self.config = config
         self.on_commit = on_commit
+        self.on_role = on_role  # told after every change of role or term (read self.core)
         self.dlog = DLedgerLog(config.store, config.self_id, data_file_size=config.data_file_size)
         state = PersistentState(self.dlog.term, self.dlog.voted_for, self.dlog.committed_index)
         self.core = RaftNode(
@@ -176,10 +167,16 @@ class DLedgerNode:
                     self.on_commit(a.index)
             elif isinstance(a, BecomeLeader):
                 log.info("%s is the leader of %s in term %d", self.config.self_id, self.config.group, a.term)
+                if self.on_role is not None:
+                    self.on_role()
             elif isinstance(a, BecomeFollower):
                 log.info("%s follows %s in term %d", self.config.self_id, a.leader_id, a.term)
+                if self.on_role is not None:
+                    self.on_role()
             elif isinstance(a, BecomeCandidate):
                 log.info("%s stands for term %d", self.config.self_id, a.term)
+                if self.on_role is not None:
+                    self.on_role()
 
     async def _ticker(self) -> None:
         while True:
@@ -216,6 +213,22 @@ class DLedgerNode:
             return None
         self._apply(self.core.receive(msg, self._now()))
         return None
+
+    def propose(self, body: bytes) -> int:
+        """Append ``body`` as the leader; returns its index (committed later: see on_commit).
+
+        Raises:
+            NotLeader: this member does not lead the group.
+        """
+        index, actions = self.core.propose(body, self._now())
+        self._apply(actions)
+        return index
+
+    def transfer_leadership(self, to: str) -> None:
+        """Hand leadership to ``to`` (LEADERSHIP_TRANSFER); NotLeader when not the leader."""
+        if not self.core.is_leader:
+            raise NotLeader(self.core.leader_id)
+        self._apply(self.core.transfer_leadership(to, self._now()))
 
     async def _on_append(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         try:

@@ -40,7 +40,9 @@ class SlaveSynchronize:
     @property
     def master_addr(self) -> str:
         ha = self.broker.ha
-        return getattr(ha, "master_addr", "") if ha is not None else ""
+        if ha is None:  # a DLedger follower: the master the name servers named
+            return self.broker.master_addr if self.broker.config.is_slave else ""
+        return getattr(ha, "master_addr", "")
 
     def trigger(self) -> None:
         """Sync now (the master address just became known)."""

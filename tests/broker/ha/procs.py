@@ -169,3 +169,40 @@ class BrokerProcess:
             lo, hi = max(start, base) - base, min(end, base + COMMITLOG_SIZE) - base
             out += data[lo:hi]
         return bytes(out)
+
+
+class DLedgerGroup:
+    """Three (or more) brokers of one DLedger group as processes, DLedger port = listenPort + 2.
+
+    ``conf`` overrides broker.conf keys for every member (timeouts, flushDiskType, ...).
+    """
+
+    def __init__(self, root: Path, namesrv: str, name: str = "broker-d", size: int = 3, **conf: str) -> None:
+        ports = [free_port_block(5) for _ in range(size)]
+        peers = ";".join(f"n{i}-127.0.0.1:{p + 2}" for i, p in enumerate(ports))
+        settings = {"dLegerElectionTimeoutMs": "1000", "dLegerHeartbeatIntervalMs": "200", **conf}
+        self.members = [
+            BrokerProcess(
+                root / f"n{i}",
+                namesrv,
+                name,
+                port=p,
+                enableDLegerCommitLog="true",
+                dLegerGroup=name,
+                dLegerPeers=peers,
+                dLegerSelfId=f"n{i}",
+                **settings,
+            )  # fmt: skip
+            for i, p in enumerate(ports)
+        ]
+
+    def start(self) -> None:
+        for m in self.members:
+            m.start()
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
+
+    def by_address(self, address: str) -> BrokerProcess:
+        return next(m for m in self.members if m.address == address)
