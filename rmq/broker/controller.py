@@ -66,7 +66,7 @@ from .stats import SAMPLE_INTERVAL, BrokerStats
 from .subscriptions import SubscriptionGroupManager
 from .timer import TimerService
 from .tls import BrokerTls
-from .topics import TopicConfigManager
+from .topics import PERM_READ, PERM_WRITE, TopicConfigManager
 from .transaction import TransactionService
 
 log = logging.getLogger("rmq.broker")
@@ -333,6 +333,8 @@ class BrokerController:
         if self._leader_scope is not None:
             self._leader_scope.cancel()
             self._leader_scope = None
+        if master:
+            self._adopt_stored_topics()
         if master and self._nursery is not None:
             self.schedule.persist()  # what the last master said, as synced, then what the log says
             self.timers.persist()
@@ -342,6 +344,14 @@ class BrokerController:
             self._nursery.start_soon(self._master_services)
         if self.registration is not None:
             self.registration.trigger()
+
+    def _adopt_stored_topics(self) -> None:
+        """A new DLedger master may not have synced its predecessor's topic table yet; a topic
+        whose messages it holds gets a config (as many queues as it has), so its route stays."""
+        for topic, queue_ids in self.message_store.topics().items():
+            if topic not in self.topics:
+                self.topics.create_if_absent(topic, max(queue_ids) + 1, PERM_READ | PERM_WRITE)
+                log.info("topic %s taken from the store (%d queues)", topic, max(queue_ids) + 1)
 
     def _registered(self, master_addr: str | None, ha_addr: str | None) -> None:
         self.master_addr = master_addr or ""

@@ -13,7 +13,11 @@ import trio
 from rmq.client import MQAdmin, Producer, PullConsumer
 from rmq.client.errors import MQClientError
 from rmq.namesrv.server import NamesrvServer
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol import properties as P
+from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import Message
+from rmq.remoting import RemotingClient, RemotingError
 from tests.broker.cluster import loopback_namesrv
 
 from .procs import DLedgerGroup
@@ -67,7 +71,7 @@ async def drain(ns: str, topic: str, expect: set[bytes], timeout: float = 30) ->
 
 
 async def test_group_elects_a_master_that_serves_sends_and_pulls(namesrv: NamesrvServer, group: DLedgerGroup) -> None:
-    group.start()
+    await trio.to_thread.run_sync(group.start)  # the name server runs in this process
     ns = namesrv.address
     master = await master_of(ns, "broker-d")
     async with Producer("p", namesrv=ns) as producer:
@@ -83,3 +87,165 @@ async def test_group_elects_a_master_that_serves_sends_and_pulls(namesrv: Namesr
     logs = [m.commitlog() for m in group.members]
     assert logs[0] and logs[0] == logs[1] == logs[2]
     assert master in {m.address for m in group.members}
+
+
+class Sender:
+    """Sends numbered messages one at a time until stopped; remembers which got SEND_OK and
+    when each send started and was answered."""
+
+    def __init__(self, producer: Producer, topic: str) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.acked: list[tuple[float, float, bytes]] = []  # (started, answered, body)
+        self.failed = 0
+        self.stop = trio.Event()
+
+    async def run(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            body = f"{self.topic}-{i}".encode()
+            i += 1
+            started = trio.current_time()
+            try:
+                result = await self.producer.send(Message(self.topic, body))
+            except MQClientError:
+                self.failed += 1
+                await trio.sleep(0.05)
+                continue
+            if result.status.value == "SEND_OK":
+                self.acked.append((started, trio.current_time(), body))
+            else:
+                self.failed += 1
+
+    async def served_after(self, t: float, timeout: float = 30) -> float:
+        """Seconds from ``t`` to the first SEND_OK of a send started after ``t``."""
+        with trio.fail_after(timeout):
+            while True:
+                answered = [a for s, a, _ in self.acked if s >= t]
+                if answered:
+                    return min(answered) - t
+                await trio.sleep(0.05)
+
+    @property
+    def bodies(self) -> set[bytes]:
+        return {b for _, _, b in self.acked}
+
+
+async def test_leader_killed_again_and_again_a_new_one_serves_and_no_send_ok_is_lost(
+    namesrv: NamesrvServer, group: DLedgerGroup
+) -> None:
+    await trio.to_thread.run_sync(group.start)  # the name server runs in this process
+    ns = namesrv.address
+    master = await master_of(ns, "broker-d")
+    failovers = []
+    async with Producer("killer", namesrv=ns, send_timeout=3.0) as producer, trio.open_nursery() as nursery:
+        sender = Sender(producer, "DlKill")
+        nursery.start_soon(sender.run)
+        await sender.served_after(trio.current_time())
+        for _ in range(3):
+            victim = group.by_address(master)
+            await trio.sleep(0.5)
+            killed_at = trio.current_time()
+            victim.kill()
+            failovers.append(await sender.served_after(killed_at))
+            master = await master_of(ns, "broker-d", not_=victim.address)
+            await trio.to_thread.run_sync(victim.start)
+        await trio.sleep(0.5)
+        sender.stop.set()
+    assert len(sender.acked) > 50
+    bodies = await drain(ns, "DlKill", sender.bodies)
+    missing = sender.bodies - set(bodies)
+    assert not missing, f"{len(missing)} of {len(sender.acked)} SEND_OK messages lost: {sorted(missing)[:5]}"
+    assert max(failovers) < 10, failovers
+    print(f"failover seconds: {[round(f, 2) for f in failovers]}, sends acked {len(sender.acked)}")
+
+
+async def raw_send(
+    client: RemotingClient, addr: str, topic: str, body: bytes, timeout: float
+) -> RemotingCommand | None:
+    header = SendMessageRequestHeader(
+        producer_group="PG", topic=topic, queue_id=0, born_timestamp=1700000000000,
+        properties=P.encode_properties({"WAIT": "true"}),
+    )  # fmt: skip
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE, header.to_ext(), body)
+    try:
+        return await client.invoke(addr, request, timeout)
+    except RemotingError:
+        return None
+
+
+async def wait_members(ns: str, name: str, count: int, timeout: float = 20) -> dict[int, str]:
+    """Until the name server lists ``count`` members of ``name``, a master among them."""
+    async with MQAdmin(namesrv=ns) as admin:
+        with trio.fail_after(timeout):
+            while True:
+                addrs = (await admin.cluster_info()).brokers[name].addrs
+                if len(addrs) == count and 0 in addrs:
+                    return addrs
+                await trio.sleep(0.2)
+
+
+async def test_paused_leader_steps_down_answers_no_send_ok_and_its_tail_is_replaced(
+    namesrv: NamesrvServer, group: DLedgerGroup
+) -> None:
+    await trio.to_thread.run_sync(group.start)  # the name server runs in this process
+    ns = namesrv.address
+    sent: set[bytes] = set()
+
+    async def send(prefix: str, n: int) -> None:
+        async with Producer(prefix, namesrv=ns) as producer:
+            for i in range(n):
+                body = f"{prefix}-{i}".encode()
+                assert (await producer.send(Message("DlStop", body))).status.value == "SEND_OK"
+                sent.add(body)
+
+    answers: list[RemotingCommand | None] = []
+
+    async def to_old(client: RemotingClient, addr: str, body: bytes) -> None:
+        answers.append(await raw_send(client, addr, "DlStop", body, 30.0))
+
+    await master_of(ns, "broker-d")
+    await send("before", 20)
+    # 1. The leader is paused past the election timeout while sends wait in its socket.
+    old = await master_of(ns, "broker-d")
+    victim = group.by_address(old)
+    victim.pause()
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        for i in range(5):
+            nursery.start_soon(to_old, client, old, b"stale-a-%d" % i)
+        await master_of(ns, "broker-d", not_=old)
+        await send("after-a", 20)
+        victim.resume()
+    await wait_members(ns, "broker-d", 3)
+    # 2. The leader loses its followers (killed: a paused one would still read the pushes
+    # queued in its socket), takes sends it cannot commit, and is paused; the followers come
+    # back and elect a leader of their own; the old one returns to a log that moved on.
+    old = await master_of(ns, "broker-d")
+    leader = group.by_address(old)
+    followers = [m for m in group.members if m is not leader]
+    for f in followers:
+        f.kill()
+    async with RemotingClient() as client, trio.open_nursery() as nursery:
+        for i in range(5):
+            nursery.start_soon(to_old, client, old, b"stale-b-%d" % i)
+        await trio.sleep(0.5)
+        leader.pause()
+        for f in followers:
+            await trio.to_thread.run_sync(f.start)
+        await master_of(ns, "broker-d", not_=old)
+        await send("after-b", 20)
+        leader.resume()
+    assert len(answers) == 10
+    assert all(a is None or a.code != ResponseCode.SUCCESS for a in answers), [
+        (a.code, a.remark) for a in answers if a is not None
+    ]
+    await wait_members(ns, "broker-d", 3)
+    bodies = await drain(ns, "DlStop", sent)
+    assert set(bodies) >= sent
+    assert not [b for b in bodies if b.startswith(b"stale")]
+    await trio.sleep(1.0)
+    group.stop()
+    logs = [m.commitlog() for m in group.members]
+    assert logs[0] == logs[1] == logs[2]
+    assert not any(b"stale-" in rec for rec in logs[0].values())
+    print("answers in an old term:", sorted({(a.code, (a.remark or "")[:40]) for a in answers if a is not None}))
