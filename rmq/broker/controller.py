@@ -208,7 +208,9 @@ class BrokerController:
         )
         self.store = AsyncMessageStore(self.message_store)
         if config.enable_d_leger_commit_log:
-            self.dledger = DLedgerCommitLog(self.store, self._dledger_node_config(), self._dledger_role)
+            self.dledger = DLedgerCommitLog(
+                self.store, self._dledger_node_config(), self._dledger_role, preferred_leader=config.preferred_leader_id
+            )
         failure: OSError | None = None
         try:
             async with (

@@ -74,6 +74,8 @@ from .route import (
     TopicRoute,
 )
 
+DLEDGER_LEADERSHIP_TRANSFER = 51005  # DLedgerRequestCode.LEADERSHIP_TRANSFER
+
 __all__ = [
     "AclVersionInfo",
     "Admin",
@@ -593,6 +595,35 @@ class MQAdmin:
         if not isinstance(table, dict):
             raise MQClientError(f"malformed runtime info from {addr}: table is not an object")
         return {str(k): str(v) for k, v in table.items()}
+
+    async def transfer_leadership(self, addr: str, transferee: str | None = None) -> str:
+        """Hand a DLedger group's leadership to member ``transferee`` (default: the group's
+        preferredLeaderId) with DLedger's LEADERSHIP_TRANSFER (51005), sent to the leader's
+        DLedger port. ``addr``: any member's broker address. Returns the new leader's id."""
+        info = await self.broker_runtime_info(addr)
+        if "dLegerPeers" not in info:
+            raise MQClientError(f"{addr} is not a member of a DLedger group")
+        peers = dict(p.split("-", 1) for p in info["dLegerPeers"].split(";") if "-" in p)
+        to = transferee or info.get("preferredLeaderId") or ""
+        if to not in peers:
+            raise MQClientError(f"name a member to lead ({', '.join(peers)}): {to or 'none given'}")
+        leader = info.get("dLegerLeaderId") or ""
+        if leader not in peers:
+            raise MQClientError(f"the group {info.get('dLegerGroup')} has no leader now; try again")
+        body = B.dumps(
+            {
+                "group": info.get("dLegerGroup", ""),
+                "remoteId": leader,
+                "leaderId": leader,
+                "term": int(info.get("dLegerTerm", "0")),
+                "transfereeId": to,
+            }
+        )
+        request = RemotingCommand.request(DLEDGER_LEADERSHIP_TRANSFER, None, body)
+        response = await self.api.invoke(peers[leader], request, max(self.timeout, 15.0))
+        if response.code != ResponseCode.SUCCESS:
+            raise AdminResponseError(DLEDGER_LEADERSHIP_TRANSFER, response.code, response.remark, peers[leader])
+        return to
 
     async def broker_ha_status(self, addr: str) -> dict[str, Any]:
         """GET_BROKER_HA_STATUS: RocketMQ 5.x's HARuntimeInfo of a master (its slaves, their

@@ -200,6 +200,8 @@ class RaftNode:
         self.leader_id: str | None = None
         self.majority = len(self.peers) // 2 + 1
         self._votes: set[str] = set()
+        self._pre_votes: set[str] | None = None  # a pre-vote in progress: who said yes
+        self._leader_contact = -(1 << 62)  # when a leader of ours was last heard from
         self._progress: dict[str, _Progress] = {}
         self._pending_acks: list[_PendingAck] = []
         self._matched_end = -1  # follower: our log up to here equals the leader's in `_matched_term`
@@ -248,6 +250,7 @@ class RaftNode:
         self.role = Role.FOLLOWER
         self.leader_id = leader
         self._votes.clear()
+        self._pre_votes = None
         self._progress.clear()
         self._transfer_to = None
         if reset_timer:
@@ -278,10 +281,25 @@ class RaftNode:
             if self._transfer_to is not None and now >= self._transfer_deadline:
                 self._transfer_to = None
         elif now >= self._election_due:
-            self._start_election(now, out)
+            self._start_pre_vote(now, out)
         return out
 
+    def _start_pre_vote(self, now: int, out: list[Action]) -> None:
+        """Ask whether a majority would vote for us in the next term before standing: no term
+        or vote changes anywhere until they would."""
+        self._election_due = now + self._election_timeout()
+        self._pre_votes = {self.id}
+        if len(self._pre_votes) >= self.majority:
+            self._start_election(now, out)
+            return
+        end, end_term = self.log.end_index, self._end_term()
+        for peer in self.others:
+            base = self._msg_base(peer)
+            base["term"] = self.term + 1
+            out.append(Send(peer, VoteRequest(**base, ledger_end_index=end, ledger_end_term=end_term, pre_vote=True)))
+
     def _start_election(self, now: int, out: list[Action]) -> None:
+        self._pre_votes = None
         self.term += 1
         self.role = Role.CANDIDATE
         self.voted_for = self.id
@@ -301,6 +319,7 @@ class RaftNode:
     def _become_leader(self, now: int, out: list[Action]) -> None:
         self.role = Role.LEADER
         self.leader_id = self.id
+        self._pre_votes = None
         self._leader_since = now
         end = self.log.end_index
         self._progress = {
@@ -318,11 +337,21 @@ class RaftNode:
         out: list[Action] = []
         if msg.group != self.group or msg.remote_id != self.id or msg.local_id not in self.others:
             return out
-        if msg.term > self.term:
+        pre_vote_request = isinstance(msg, VoteRequest) and msg.pre_vote  # its term is only hoped for
+        if msg.term > self.term and not pre_vote_request:
             from_leader = isinstance(msg, (HeartBeatRequest, PushEntryRequest))
             self._step_down(msg.term, msg.local_id if from_leader else None, now, out, reset_timer=from_leader)
         if isinstance(msg, VoteRequest):
-            self._on_vote_request(msg, now, out)
+            if msg.pre_vote:
+                self._on_pre_vote_request(msg, now, out)
+            else:
+                self._on_vote_request(msg, now, out)
+        elif isinstance(msg, VoteResponse) and msg.pre_vote:
+            votes = self._pre_votes
+            if votes is not None and msg.term <= self.term and msg.vote_result is VoteResult.ACCEPT:
+                votes.add(msg.local_id)
+                if len(votes) >= self.majority and self.role is not Role.LEADER:
+                    self._start_election(now, out)
         elif isinstance(msg, VoteResponse):
             if self.role is Role.CANDIDATE and msg.term == self.term and msg.vote_result is VoteResult.ACCEPT:
                 self._votes.add(msg.local_id)
@@ -363,7 +392,26 @@ class RaftNode:
         if self.role is Role.CANDIDATE or self.leader_id != msg.local_id:
             self._step_down(msg.term, msg.local_id, now, out)
         self._election_due = now + self._election_timeout()
+        self._leader_contact = now
+        self._pre_votes = None
         return True
+
+    def _on_pre_vote_request(self, msg: VoteRequest, now: int, out: list[Action]) -> None:
+        """Would we vote for ``msg``'s sender in ``msg.term``? Not while a leader is alive to
+        us (we lead, or heard from ours within the election timeout); nothing changes here."""
+        end, end_term = self.log.end_index, self._end_term()
+        if msg.term <= self.term:
+            result = VoteResult.REJECT_EXPIRED_VOTE_TERM
+        elif self.role is Role.LEADER or now - self._leader_contact < self.config.election_timeout_ms:
+            result = VoteResult.REJECT_ALREADY_HAS_LEADER
+        elif msg.ledger_end_term < end_term:
+            result = VoteResult.REJECT_EXPIRED_LEDGER_TERM
+        elif msg.ledger_end_term == end_term and msg.ledger_end_index < end:
+            result = VoteResult.REJECT_SMALL_LEDGER_END_INDEX
+        else:
+            result = VoteResult.ACCEPT
+        response = VoteResponse(**self._msg_base(msg.local_id), vote_result=result, pre_vote=True)
+        out.append(Send(msg.local_id, response))
 
     def _on_vote_request(self, msg: VoteRequest, now: int, out: list[Action]) -> None:
         result = VoteResult.ACCEPT
@@ -600,6 +648,11 @@ class RaftNode:
         if n > self.commit_index and self.log.term_at(n) == self.term:
             self.commit_index = n
             out.append(Commit(n))
+
+    def caught_up(self, peer: str) -> bool:
+        """Whether ``peer`` holds this leader's whole log (a transfer to it can start now)."""
+        p = self._progress.get(peer)
+        return self.role is Role.LEADER and p is not None and p.match >= self.log.end_index
 
     def transfer_leadership(self, to: str, now: int) -> list[Action]:
         """Hand leadership to `to` once it holds our whole log (proposals stop meanwhile, for

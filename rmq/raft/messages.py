@@ -107,25 +107,41 @@ def _base(obj: dict[str, Any]) -> dict[str, Any]:
 class VoteRequest(Message):
     ledger_end_index: int = -1
     ledger_end_term: int = -1
+    # Our addition (Raft thesis 9.6): a pre-vote asks "would you vote for me in `term`?"
+    # without anyone changing term or vote, so a member that was cut off cannot depose a
+    # leader the others still hear from.
+    pre_vote: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {**self._base_json(), "ledgerEndIndex": self.ledger_end_index, "ledgerEndTerm": self.ledger_end_term}
+        out = {**self._base_json(), "ledgerEndIndex": self.ledger_end_index, "ledgerEndTerm": self.ledger_end_term}
+        if self.pre_vote:
+            out["preVote"] = True
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> VoteRequest:
-        return cls(**_base(obj), ledger_end_index=int(obj["ledgerEndIndex"]), ledger_end_term=int(obj["ledgerEndTerm"]))
+        return cls(
+            **_base(obj),
+            ledger_end_index=int(obj["ledgerEndIndex"]),
+            ledger_end_term=int(obj["ledgerEndTerm"]),
+            pre_vote=bool(obj.get("preVote", False)),
+        )
 
 
 @dataclass(frozen=True, slots=True)
 class VoteResponse(Message):
     vote_result: VoteResult = VoteResult.ACCEPT
+    pre_vote: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        return {**self._base_json(), "voteResult": self.vote_result.value}
+        out = {**self._base_json(), "voteResult": self.vote_result.value}
+        if self.pre_vote:
+            out["preVote"] = True
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> VoteResponse:
-        return cls(**_base(obj), vote_result=VoteResult(obj["voteResult"]))
+        return cls(**_base(obj), vote_result=VoteResult(obj["voteResult"]), pre_vote=bool(obj.get("preVote", False)))
 
 
 @dataclass(frozen=True, slots=True)

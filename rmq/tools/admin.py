@@ -63,6 +63,7 @@ TOPIC_ROUTE_LIST = "{:<45} {:<32} {:<50} {:<10} {:<11} {:<5}"
 TOPIC_STATUS = "{:<32}  {:<4}  {:<20}  {:<20}    {}"
 CLUSTER_LIST = "{:<16}  {:<22}  {:<4}  {:<22} {:<16} {:>19} {:>19} {:>10} {:>5} {:>6}"
 CLUSTER_MORE = "{:<16}  {:<32} {:>14} {:>14} {:>14} {:>14}"
+DLEDGER_COLUMN = "  {}"
 BROKER_STATUS = "{:<32}: {}"
 HA_SLAVES = "{:<32}  {:<16} {:>16} {:>16} {:>16} {:>16}"
 HA_SLAVE_ROW = "{:<32}  {:<16d} {:>16d} {:>16.2f} {:>16} {:>16d}"
@@ -312,7 +313,9 @@ def _num(table: dict[str, str], key: str) -> float:
         return 0.0
 
 
-def _cluster_row(out: Out, cluster: str, name: str, bid: int, addr: str, t: dict[str, str], now: int) -> None:
+def _cluster_row(
+    out: Out, cluster: str, name: str, bid: int, addr: str, t: dict[str, str], now: int, dledger: bool = False
+) -> None:
     earliest = _num(t, "earliestMessageTimeStamp")
     hours = (now - earliest) / 3600 / 1000 if earliest > 0 else 0.0
     in_tps = "{:9.2f}({},{}ms)".format(
@@ -326,7 +329,12 @@ def _cluster_row(out: Out, cluster: str, name: str, bid: int, addr: str, t: dict
     version = t.get("brokerVersionDesc", "")
     wait = t.get("pageCacheLockTimeMills", "")
     space = _num(t, "commitLogDiskRatio")
-    row(out, CLUSTER_LIST, cluster, name, bid, addr, version, in_tps, out_tps, wait, f"{hours:2.2f}", f"{space:.4f}")
+    fields = (cluster, name, bid, addr, version, in_tps, out_tps, wait, f"{hours:2.2f}", f"{space:.4f}")
+    if dledger:  # e.g. "n1 LEADER term 3"
+        member = f"{t.get('dLegerSelfId', '-')} {t.get('dLegerRole', '-')} term {t.get('dLegerTerm', '-')}"
+        row(out, CLUSTER_LIST + DLEDGER_COLUMN, *fields, member)
+    else:
+        row(out, CLUSTER_LIST, *fields)
 
 
 def _cluster_more_row(out: Out, cluster: str, name: str, t: dict[str, str]) -> None:
@@ -354,14 +362,8 @@ async def cluster_list(admin: MQAdmin, args: Args, out: Out) -> int:
 async def _cluster_list_once(admin: MQAdmin, args: Args, out: Out) -> int:
     info = await admin.cluster_info()
     clusters = [args.cluster] if args.cluster else sorted(info.clusters)
-    if args.more_stats:
-        totals = ("#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday")
-        row(out, CLUSTER_MORE, "#Cluster Name", "#Broker Name", *totals)
-    else:
-        loads = ("#InTPS(LOAD)", "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE")
-        row(out, CLUSTER_LIST, "#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", *loads)
     failed = 0
-    now = _now_ms()
+    rows: list[tuple[str, str, int, str, dict[str, str]]] = []
     for cluster in clusters:
         for name, bid, addr in info.members(cluster):
             try:
@@ -370,10 +372,21 @@ async def _cluster_list_once(admin: MQAdmin, args: Args, out: Out) -> int:
                 print(f"warning: {exc}", file=sys.stderr)
                 failed += 1
                 table = {}
-            if args.more_stats:
-                _cluster_more_row(out, cluster, name, table)
-            else:
-                _cluster_row(out, cluster, name, bid, addr, table, now)
+            rows.append((cluster, name, bid, addr, table))
+    dledger = any("dLegerRole" in t for *_, t in rows)  # DLedger members: who leads, in which term
+    if args.more_stats:
+        totals = ("#InTotalYest", "#OutTotalYest", "#InTotalToday", "#OutTotalToday")
+        row(out, CLUSTER_MORE, "#Cluster Name", "#Broker Name", *totals)
+    else:
+        loads = ("#InTPS(LOAD)", "#OutTPS(LOAD)", "#PCWait(ms)", "#Hour", "#SPACE")
+        head = ("#Cluster Name", "#Broker Name", "#BID", "#Addr", "#Version", *loads)
+        row(out, CLUSTER_LIST + DLEDGER_COLUMN if dledger else CLUSTER_LIST, *head, *(("#DLedger",) if dledger else ()))
+    now = _now_ms()
+    for cluster, name, bid, addr, table in rows:
+        if args.more_stats:
+            _cluster_more_row(out, cluster, name, table)
+        else:
+            _cluster_row(out, cluster, name, bid, addr, table, now, dledger)
     return 1 if failed else 0
 
 
@@ -420,6 +433,13 @@ async def _ha_status_once(admin: MQAdmin, args: Args, out: Out) -> int:
             print(f"#LastReadTime\t{human_ms(int(c.get('lastReadTimestamp', 0)))}", file=out)
             print(f"#LastWriteTime\t{human_ms(int(c.get('lastWriteTimestamp', 0)))}", file=out)
             print(f"#MasterFlushOffset\t{c.get('masterFlushOffset', 0)}", file=out)
+    return 0
+
+
+async def leadership_transfer(admin: MQAdmin, args: Args, out: Out) -> int:
+    """Hand a DLedger group's leadership to one member (-t, default its preferredLeaderId)."""
+    leader = await admin.transfer_leadership(args.broker_addr, args.transferee)
+    print(f"leadership transferred to {leader}", file=out)
     return 0
 
 
@@ -799,6 +819,11 @@ def _broker_status_args(p: Parser) -> None:
     group.add_argument("-c", "--clusterName", dest="cluster", help="every master and slave of this cluster")
 
 
+def _leadership_transfer_args(p: Parser) -> None:
+    p.add_argument("-b", "--brokerAddr", dest="broker_addr", required=True, help="any member's broker address")
+    p.add_argument("-t", "--transfereeId", dest="transferee", help="dLegerSelfId of the new leader")
+
+
 def _topic(p: Parser) -> None:
     p.add_argument("-t", "--topic", required=True, help="topic name")
 
@@ -956,6 +981,11 @@ COMMANDS: dict[str, tuple[str, Runner, Callable[[Parser], None]]] = {
     "clusterList": ("list brokers with their load", cluster_list, _cluster_list_args),
     "brokerStatus": ("print a broker's runtime figures", broker_status, _broker_status_args),
     "haStatus": ("replication status: a master's slaves or a slave's master", ha_status, _ha_status_args),
+    "leadershipTransfer": (
+        "hand a DLedger group's leadership to a member",
+        leadership_transfer,
+        _leadership_transfer_args,
+    ),
     "updateSubGroup": ("create or update a subscription group", update_sub_group, _update_sub_group_args),
     "deleteSubGroup": ("delete a subscription group", delete_sub_group, _delete_sub_group_args),
     "consumerProgress": ("a group's progress (every group without -g)", consumer_progress, lambda p: _group(p, False)),

@@ -3,6 +3,9 @@
 For a newcomer's first minute and for embedding: the same objects tests start, in one
 Trio run. Ctrl-C (or SIGTERM) stops both cleanly.
 
+`rmq dev --cluster dledger` runs a DLedger group of three brokers (RaftNode00, as in
+conf/dledger/) that elect their master.
+
 `rmq dev --cluster 2m-2s-sync` (or `2m-2s-async`) runs RocketMQ's two-group deployment
 instead: broker-a and broker-b, each a master (SYNC_MASTER or ASYNC_MASTER) and a SLAVE
 replicating it over the HA port, with the ports and roles of the example files in
@@ -47,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cluster",
         choices=sorted(CLUSTERS),
-        help="run two broker groups, each a master and a slave, instead of one broker",
+        help="run two broker groups, each a master and a slave (2m-2s-*), or a three-member DLedger group",
     )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
@@ -61,13 +64,44 @@ CLUSTER_BROKERS = (
     ("broker-b", 0, 20),
     ("broker-b", 1, 30),
 )
-CLUSTERS = {"2m-2s-sync": "SYNC_MASTER", "2m-2s-async": "ASYNC_MASTER"}
+CLUSTERS = {"2m-2s-sync": "SYNC_MASTER", "2m-2s-async": "ASYNC_MASTER", "dledger": ""}
+# The dledger group: three members of RaftNode00 (conf/dledger/), listenPort base + 0/10/20,
+# DLedger ports base + 30000 + 0/1/2 (40911..40913 with the default base, as RocketMQ's).
+DLEDGER_MEMBERS = 3
+
+
+def dledger_configs(namesrv: str, store: Path, host: str = "127.0.0.1", base_port: int = 10911) -> list[BrokerConfig]:
+    """The three members of the example DLedger group, stores under `store`/node0<k>."""
+    ip = "127.0.0.1" if host in ("127.0.0.1", "0.0.0.0") else host
+    peers = ";".join(f"n{k}-{ip}:{base_port + 30000 + k}" for k in range(DLEDGER_MEMBERS))
+    return [
+        BrokerConfig.load(
+            None,
+            {
+                "brokerClusterName": "RaftCluster",
+                "brokerName": "RaftNode00",
+                "namesrvAddr": namesrv,
+                "listenPort": str(base_port + 10 * k),
+                "bindAddress": host,
+                "brokerIP1": ip,
+                "storePathRootDir": str(store / f"node0{k}"),
+                "enableDLegerCommitLog": "true",
+                "dLegerGroup": "RaftNode00",
+                "dLegerPeers": peers,
+                "dLegerSelfId": f"n{k}",
+            },
+            environ={},
+        )
+        for k in range(DLEDGER_MEMBERS)
+    ]
 
 
 def cluster_configs(
     kind: str, namesrv: str, store: Path, host: str = "127.0.0.1", base_port: int = 10911
 ) -> list[BrokerConfig]:
-    """The four brokers of `kind` ("2m-2s-sync" or "2m-2s-async"), stores under `store`."""
+    """The brokers of `kind` ("2m-2s-sync", "2m-2s-async" or "dledger"), stores under `store`."""
+    if kind == "dledger":
+        return dledger_configs(namesrv, store, host, base_port)
     master_role = CLUSTERS[kind]
     configs = []
     for name, broker_id, port in CLUSTER_BROKERS:
@@ -135,9 +169,14 @@ async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: 
         for config in configs:  # masters first: their slaves find them at once
             broker = await nursery.start(BrokerController(config).serve)
             brokers.append(broker)
+            role = (
+                f"DLedger member {config.d_leger_self_id} (elects a leader)"
+                if config.enable_d_leger_commit_log
+                else f"role: {config.broker_role.value}, brokerId: {config.broker_id}"
+            )
             print(
                 f"The broker[{config.broker_name}, {broker.address}] boot success. "
-                f"role: {config.broker_role.value}, brokerId: {config.broker_id}, store: {config.store_path_root_dir}",
+                f"{role}, store: {config.store_path_root_dir}",
                 flush=True,
             )
         print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)

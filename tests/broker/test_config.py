@@ -168,3 +168,36 @@ def test_public_names() -> None:
         "ConfigError",
         "build_dispatcher",
     ]
+
+
+DLEDGER = {
+    "enableDLegerCommitLog": "true",
+    "dLegerGroup": "RaftNode00",
+    "dLegerPeers": "n0-127.0.0.1:40911;n1-127.0.0.1:40912;n2-127.0.0.1:40913",
+    "dLegerSelfId": "n1",
+}
+
+
+def test_dledger_keys_are_read() -> None:
+    c = BrokerConfig.from_properties({**DLEDGER, "preferredLeaderId": "n2"}, environ={})
+    assert c.enable_d_leger_commit_log and c.d_leger_group == "RaftNode00" and c.d_leger_self_id == "n1"
+    assert c.dledger_peers == {"n0": "127.0.0.1:40911", "n1": "127.0.0.1:40912", "n2": "127.0.0.1:40913"}
+    assert c.preferred_leader_id == "n2"
+    assert (c.d_leger_election_timeout_ms, c.d_leger_heartbeat_interval_ms) == (3000, 1000)
+
+
+@pytest.mark.parametrize(
+    ("changes", "key"),
+    [
+        ({"dLegerPeers": ""}, "dLegerPeers"),
+        ({"dLegerPeers": "n0-127.0.0.1"}, "dLegerPeers"),
+        ({"dLegerPeers": "127.0.0.1:40911"}, "dLegerPeers"),
+        ({"dLegerSelfId": "n7"}, "dLegerSelfId"),
+        ({"preferredLeaderId": "x"}, "preferredLeaderId"),
+        ({"dLegerElectionTimeoutMs": "10"}, "dLegerElectionTimeoutMs"),
+        ({"dLegerHeartbeatIntervalMs": "5000"}, "dLegerHeartbeatIntervalMs"),
+    ],
+)
+def test_bad_dledger_settings_are_refused_with_the_key_named(changes: dict[str, str], key: str) -> None:
+    with pytest.raises(ConfigError, match=key):
+        BrokerConfig.from_properties({**DLEDGER, **changes}, environ={})

@@ -59,7 +59,12 @@ def sends(actions: list[object], kind: type) -> list[Send]:
 
 
 def elect(n: RaftNode, log: MemLog, now: int = 1000) -> list[object]:
-    actions = run(log, n.tick(now))
+    pre = run(log, n.tick(now))  # first a pre-vote: nobody's term moves yet
+    assert n.role is Role.FOLLOWER and not [a for a in pre if isinstance(a, PersistTerm)]
+    ask = sends(pre, VoteRequest)[0].message
+    assert ask.pre_vote and ask.term == n.term + 1
+    yes = VoteResponse("g", ask.remote_id, n.id, n.term, vote_result=VoteResult.ACCEPT, pre_vote=True)
+    actions = run(log, n.receive(yes, now))
     assert n.role is Role.CANDIDATE
     assert PersistTerm(n.term, n.id) in actions  # the vote for itself is durable before asking
     vote = sends(actions, VoteRequest)[0].message
@@ -221,3 +226,34 @@ def test_messages_round_trip_through_json() -> None:
     for msg in samples:
         assert type(msg).from_json(msg.to_json()) == msg  # type: ignore[attr-defined]
     assert samples[0].to_json()["ledgerEndIndex"] == 7 and samples[0].to_json()["localId"] == "n0"
+
+
+def test_a_pre_vote_changes_no_term_and_is_refused_while_a_leader_is_heard() -> None:
+    voter, _ = node("n1", [Entry(0, 1)], term=1)
+    voter.receive(HeartBeatRequest("g", "n0", "n1", 1, leader_id="n0"), 10)
+    ask = VoteRequest("g", "n2", "n1", 2, ledger_end_index=5, ledger_end_term=1, pre_vote=True)
+    answer = sends(voter.receive(ask, 20), VoteResponse)[0].message
+    assert answer.pre_vote and answer.vote_result is VoteResult.REJECT_ALREADY_HAS_LEADER
+    assert (voter.term, voter.voted_for, voter.leader_id) == (1, None, "n0")
+    # once the leader has been silent for an election timeout, the same question gets a yes,
+    # and still nothing changes here
+    answer = sends(voter.receive(ask, 10 + CFG.election_timeout_ms), VoteResponse)[0].message
+    assert answer.vote_result is VoteResult.ACCEPT
+    assert (voter.term, voter.voted_for) == (1, None)
+
+
+def test_a_member_cut_off_from_the_group_cannot_depose_its_leader() -> None:
+    # n2 was paused: its election timer ran out many times, but it only ever pre-voted, so its
+    # term stayed; when it comes back, the leader's heartbeat wins it over, and no one stood.
+    lonely, _ = node("n2", [Entry(0, 1)], term=1)
+    for t in range(1000, 10_000, 400):
+        out = lonely.tick(t)
+        assert all(s.message.pre_vote for s in sends(out, VoteRequest))
+    assert lonely.term == 1 and lonely.role is Role.FOLLOWER
+    lonely.receive(HeartBeatRequest("g", "n0", "n2", 1, leader_id="n0"), 10_000)
+    assert lonely.leader_id == "n0"
+    leader, log = node("n0", [Entry(0, 1)], term=0)
+    elect(leader, log)
+    ask = VoteRequest("g", "n2", "n0", leader.term + 1, ledger_end_index=9, ledger_end_term=9, pre_vote=True)
+    answer = sends(leader.receive(ask, 1001), VoteResponse)[0].message
+    assert answer.vote_result is VoteResult.REJECT_ALREADY_HAS_LEADER and leader.is_leader

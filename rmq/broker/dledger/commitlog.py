@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from rmq.protocol.message import peek_size_and_magic
-from rmq.raft.core import NotLeader, Role
+from rmq.raft.core import NotLeader
 from rmq.store.aio import Replication
 from rmq.store.errors import StoreError
 from rmq.store.formats import BLANK_MAGIC
@@ -65,16 +65,25 @@ class DLedgerCommitLog(Replication):
     Args:
         astore: the broker's store (open; its tasks run while this runs).
         config: the member's settings (its log lives in ``<store root>/dledger-<selfId>``).
+        preferred_leader: preferredLeaderId, "" for none.
         on_role: told ``True`` when this member starts serving as the group's master and
             ``False`` when it stops (or starts as a follower).
     """
 
-    def __init__(self, astore: AsyncMessageStore, config: NodeConfig, on_role: Callable[[bool], None]) -> None:
+    def __init__(
+        self,
+        astore: AsyncMessageStore,
+        config: NodeConfig,
+        on_role: Callable[[bool], None],
+        *,
+        preferred_leader: str = "",
+    ) -> None:
         self.astore = astore
         self.store = astore.store
         self.node = DLedgerNode(config, on_commit=self._on_commit, on_role=self._on_role_change)
         self.dlog = self.node.dlog
         self._on_role = on_role
+        self.preferred_leader = preferred_leader  # preferredLeaderId: leadership goes there
         self.master = False  # serving writes (leader, caught up)
         self.applied_index = -1  # last committed entry in the CommitLog
         self.committed_end = 0  # CommitLog offset where the applied entries end
@@ -118,7 +127,9 @@ class DLedgerCommitLog(Replication):
     # -- Replication (the store calls these) ---------------------------------------------------
 
     def appended(self) -> None:
-        """Propose what the leader just appended, one entry per CommitLog file touched."""
+        """Propose what the leader appended since the last call, one entry per CommitLog
+        file touched. While a leadership transfer holds proposals back, the records wait
+        (``_retry_loop`` proposes them if this member keeps leading; a step-down cuts them)."""
         cl = self.store.commitlog
         end = cl.max_offset
         start = cursor = self._proposed_end
@@ -129,24 +140,27 @@ class DLedgerCommitLog(Replication):
             pos = cursor - mf.start
             size, magic = peek_size_and_magic(mf.mm, pos)
             if magic == BLANK_MAGIC:  # end of this file: what came before is one entry
-                self._propose(start, cursor)
+                if not self._propose(start, cursor):
+                    return
                 start = cursor = mf.end
+                self._proposed_end = start
                 continue
             cursor += size
-        self._propose(start, cursor)
-        self._proposed_end = cursor
+        if self._propose(start, cursor):
+            self._proposed_end = cursor
 
-    def _propose(self, start: int, end: int) -> None:
+    def _propose(self, start: int, end: int) -> bool:
         if end <= start:
-            return
+            return True
         data = bytes(self.store.commitlog.transfer_data(start, end - start) or b"")
         if len(data) != end - start:
             raise StoreError(f"DLedger: cannot read CommitLog {start}..{end} to replicate it")
         try:
             index = self.node.propose(data)
         except NotLeader:
-            return  # the waiting sends time out; the step-down cuts these records
+            return False
         self._own.append((index, end))
+        return True
 
     def unavailable(self, end_offset: int) -> str | None:
         if not self.master:
@@ -173,6 +187,7 @@ class DLedgerCommitLog(Replication):
         async with trio.open_nursery() as nursery:
             await nursery.start(self.node.serve)
             nursery.start_soon(self._checkpointer)
+            nursery.start_soon(self._leader_loop)
             self._on_role(False)
             task_status.started()
             while True:
@@ -223,6 +238,22 @@ class DLedgerCommitLog(Replication):
         self.astore.replica_acked(end)
         self.astore.wake_reput()
 
+    async def _leader_loop(self) -> None:
+        """Every heartbeat interval, as the master: propose records a leadership transfer held
+        back, and hand leadership to preferredLeaderId once that member holds the whole log."""
+        interval = self.node.config.raft.heartbeat_interval_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            if not self.master:
+                continue
+            if self._proposed_end < self.store.max_phy_offset:
+                self.appended()
+            preferred = self.preferred_leader
+            core = self.node.core
+            if preferred and preferred != self.node.config.self_id and core.caught_up(preferred):
+                log.info("handing leadership of %s to the preferred leader %s", self.node.config.group, preferred)
+                self.node.transfer_leadership(preferred)
+
     async def _checkpointer(self) -> None:
         """Keep the committed index on disk (a restart cuts the CommitLog back to it)."""
         saved = self.dlog.committed_index
@@ -234,12 +265,18 @@ class DLedgerCommitLog(Replication):
 
     # -- operations ----------------------------------------------------------------------------
 
-    def metadata(self) -> dict[str, object]:
-        meta = self.node.metadata()
-        meta["appliedIndex"] = self.applied_index
-        meta["master"] = self.master
-        return meta
-
-    @property
-    def role(self) -> Role:
-        return self.node.core.role
+    def status_fields(self) -> dict[str, str]:
+        """Runtime info fields (GET_BROKER_RUNTIME_INFO): role, term, indexes, leader."""
+        core = self.node.core
+        return {
+            "dLegerGroup": self.node.config.group,
+            "dLegerSelfId": self.node.config.self_id,
+            "dLegerRole": core.role.value,
+            "dLegerTerm": str(core.term),
+            "dLegerLeaderId": core.leader_id or "",
+            "dLegerCommitIndex": str(core.commit_index),
+            "dLegerEndIndex": str(self.dlog.end_index),
+            "dLegerAppliedIndex": str(self.applied_index),
+            "dLegerPeers": ";".join(f"{k}-{v}" for k, v in self.node.config.peers.items()),
+            "preferredLeaderId": self.preferred_leader,
+        }

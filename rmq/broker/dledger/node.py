@@ -199,8 +199,8 @@ class DLedgerNode:
             body = json.dumps({"kind": type(msg).__name__, **msg.to_json()}).encode()
             try:
                 await client.invoke_oneway(addr, RemotingCommand.request(_REQUEST_CODE[type(msg)], body=body), 1.0)
-            except RemotingError:
-                pass  # lost: the core resends what matters
+            except RemotingError as exc:  # lost: the core resends what matters
+                log.debug("%s to %s lost: %s", type(msg).__name__, peer, exc)
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -247,6 +247,34 @@ class DLedgerNode:
             return request.make_response(ResponseCode.SUCCESS, None, {"index": str(index), "term": str(term)})
         return request.make_response(ResponseCode.SYSTEM_ERROR, f"not committed within {APPEND_TIMEOUT} s")
 
+    async def _on_transfer(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None:
+        """LEADERSHIP_TRANSFER: between members (``kind`` in the body) the core's message; from
+        a client, DLedger's LeadershipTransferRequest naming ``transfereeId``, answered once
+        that member leads (or with why not)."""
+        try:
+            obj = json.loads(request.body or b"{}")
+        except ValueError:
+            obj = None
+        if not isinstance(obj, dict):
+            return None if request.oneway else request.make_response(ResponseCode.SYSTEM_ERROR, "bad JSON body")
+        if "kind" in obj:
+            return await self._on_peer(ctx, request)
+        to = obj.get("transfereeId")
+        if to not in self.config.peers:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"transfereeId {to!r} is not a member")
+        core = self.core
+        if to == self.config.self_id and core.is_leader:
+            return request.make_response(ResponseCode.SUCCESS, f"{to} leads already")
+        try:
+            self.transfer_leadership(to)
+        except NotLeader as exc:
+            return request.make_response(NOT_LEADER, f"not the leader; leader: {exc.leader_id or ''}")
+        with trio.move_on_after(2 * self.config.raft.election_timeout_ms / 1000):
+            while core.leader_id != to:
+                await trio.sleep(0.02)
+            return request.make_response(ResponseCode.SUCCESS, None, {"leaderId": to, "term": str(core.term)})
+        return request.make_response(ResponseCode.SYSTEM_ERROR, f"{to} did not take leadership in time")
+
     async def _on_metadata(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, None, body=json.dumps(self.metadata()).encode())
 
@@ -267,7 +295,8 @@ class DLedgerNode:
 
     async def serve(self, *, task_status: trio.TaskStatus[DLedgerNode] = trio.TASK_STATUS_IGNORED) -> None:
         dispatcher = Dispatcher()
-        dispatcher.register((M.VOTE, M.HEART_BEAT, M.PUSH, M.LEADERSHIP_TRANSFER), self._on_peer, inline=True)
+        dispatcher.register((M.VOTE, M.HEART_BEAT, M.PUSH), self._on_peer, inline=True)
+        dispatcher.register(M.LEADERSHIP_TRANSFER, self._on_transfer, concurrency=16)
         dispatcher.register(M.APPEND, self._on_append, concurrency=4096)
         dispatcher.register(M.METADATA, self._on_metadata, inline=True)
         host, _, port = self.config.peers[self.config.self_id].rpartition(":")

@@ -365,6 +365,9 @@ class AdminProcessor:
         ha = getattr(broker, "ha", None)
         if ha is not None:  # a master's slaves or a slave's master, lag in bytes
             table.update(await ha.status_fields())
+        dledger = getattr(broker, "dledger", None)
+        if dledger is not None:  # the DLedger member under this broker
+            table.update(dledger.status_fields())
         return ok(request, body=json_body.dumps({"table": table}))
 
 
