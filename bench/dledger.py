@@ -1,21 +1,25 @@
-"""DLedger group benchmark: appends through a 3-member group vs a lone member, and failover time.
+"""DLedger broker group benchmark: a 3-member group vs a single broker, and failover time.
 
-    python bench/dledger.py [--seconds 8] [--window 64] [--size 1024] [--kills 20]
+    python bench/dledger.py                      # 10 s each, 1 KiB bodies, window 64, 20 kills
+    python bench/dledger.py --duration 10 --window 64 --size 1024 --kills 20 [--skip-single]
 
-Members run as separate processes (`python -m rmq.broker.dledger`, each with its own store in
-a temporary directory). Throughput: `--window` concurrent APPEND requests (1 KiB bodies) to the
-leader for `--seconds`, each answered once its entry is on a majority's disks; prints msg/s and
-p50/p99 latency. Failover: the leader is killed with SIGKILL `--kills` times (restarted each
-time); each time from the kill to the first append acknowledged by the new leader.
+Every server is its own process (`python -m rmq namesrv` / `broker`, stores in a temporary
+directory, default DLedger timeouts: election 3 s, heartbeat 1 s). Throughput: our own
+`Producer` in this process keeps `--window` sends in flight for `--duration` seconds against a
+single ASYNC_FLUSH broker, then against a DLedger group (each SEND_OK means a majority has the
+message on disk); prints msg/s and p50/p99 latency. Failover: with one sender running, the
+group's master is killed with SIGKILL `--kills` times (restarted each time, and back in the
+group before the next kill); each time from the kill to the first SEND_OK of a send begun
+after it, min/median/max. Aim: the group keeps at least half the single broker's throughput,
+and the median failover stays under 5 s.
+
+A low-level variant that appends to bare DLedger members is bench/dledger_log.py.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -26,154 +30,204 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rmq.protocol import RemotingCommand, ResponseCode
-from rmq.raft import messages as M
-from rmq.remoting import RemotingClient, RemotingError
+from bench.ha import free_port, spawn
+from rmq.client import Message, MQAdmin, Producer
+from rmq.client.errors import MQClientError
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+GROUP = "bench-d"
 
 
-class Group:
-    def __init__(self, work: Path, n: int, election_ms: int, heartbeat_ms: int) -> None:
-        self.work = work
-        self.addrs = {f"n{i}": f"127.0.0.1:{free_port()}" for i in range(n)}
-        self.peers = ";".join(f"{k}-{v}" for k, v in self.addrs.items())
-        self.election_ms, self.heartbeat_ms = election_ms, heartbeat_ms
-        self.procs: dict[str, subprocess.Popen[str]] = {}
-
-    def start(self, ident: str) -> None:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "rmq.broker.dledger", "--self", ident, "--peers", self.peers,
-             "--store", str(self.work / ident), "--election-timeout-ms", str(self.election_ms),
-             "--heartbeat-ms", str(self.heartbeat_ms), "--log-level", "WARNING"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT, env=dict(os.environ),
-        )  # fmt: skip
-        assert proc.stdout is not None
-        proc.stdout.readline()
-        self.procs[ident] = proc
-
-    def kill(self, ident: str) -> None:
-        self.procs[ident].send_signal(signal.SIGKILL)
-        self.procs[ident].wait(10)
-
-    def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs.values():
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+def member_conf(work: Path, namesrv: str, k: int, port: int, peers: str) -> Path:
+    conf = work / f"n{k}.conf"
+    conf.write_text(
+        f"brokerClusterName=BenchCluster\nbrokerName={GROUP}\nnamesrvAddr={namesrv}\n"
+        f"brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\n"
+        f"storePathRootDir={work / f'n{k}'}\nflushDiskType=ASYNC_FLUSH\n"
+        f"enableDLegerCommitLog=true\ndLegerGroup={GROUP}\ndLegerPeers={peers}\ndLegerSelfId=n{k}\n"
+    )
+    return conf
 
 
-async def leader(client: RemotingClient, addrs: dict[str, str]) -> str:
-    while True:
-        for ident, addr in addrs.items():
-            try:
-                r = await client.invoke(addr, RemotingCommand.request(M.METADATA), 0.5)
-            except RemotingError:
-                continue
-            if json.loads(r.body)["role"] == "LEADER":
-                return ident
-        await trio.sleep(0.01)
+async def master_addr(ns: str, not_: str | None = None, timeout: float = 60) -> str:
+    async with MQAdmin(namesrv=ns) as admin:
+        with trio.fail_after(timeout):
+            while True:
+                try:
+                    addrs = (await admin.cluster_info()).brokers[GROUP].addrs
+                    if addrs.get(0) and addrs[0] != not_:
+                        return addrs[0]
+                except (MQClientError, KeyError):
+                    pass
+                await trio.sleep(0.05)
 
 
-async def throughput(group: Group, seconds: float, window: int, size: int) -> tuple[float, float, float]:
-    body = b"x" * size
+async def members_registered(ns: str, count: int, timeout: float = 60) -> None:
+    async with MQAdmin(namesrv=ns) as admin:
+        with trio.fail_after(timeout):
+            while True:
+                try:
+                    addrs = (await admin.cluster_info()).brokers[GROUP].addrs
+                    if len(addrs) == count and 0 in addrs:
+                        return
+                except (MQClientError, KeyError):
+                    pass
+                await trio.sleep(0.1)
+
+
+async def load(ns: str, topic: str, args: argparse.Namespace) -> dict[str, float]:
+    body = b"x" * args.size
     latencies: list[float] = []
-    async with RemotingClient() as client:
-        addr = group.addrs[await leader(client, group.addrs)]
-        stop_at = trio.current_time() + seconds
+    failures = 0
+    async with Producer("bench_dledger", namesrv=ns, retry_times=0) as producer:
+        with trio.fail_after(60):
+            while True:
+                try:
+                    if (await producer.send(Message(topic, body))).status.value == "SEND_OK":
+                        break
+                except MQClientError:
+                    pass
+                await trio.sleep(0.2)
+        stop_at = trio.current_time() + args.duration
 
         async def sender() -> None:
+            nonlocal failures
             while trio.current_time() < stop_at:
-                t = trio.current_time()
-                r = await client.invoke(addr, RemotingCommand.request(M.APPEND, body=body), 10.0)
-                if r.code == ResponseCode.SUCCESS:
-                    latencies.append(trio.current_time() - t)
+                t0 = trio.current_time()
+                try:
+                    ok = (await producer.send(Message(topic, body))).status.value == "SEND_OK"
+                except MQClientError:
+                    ok = False
+                if ok:
+                    latencies.append(trio.current_time() - t0)
+                else:
+                    failures += 1
 
         t0 = trio.current_time()
         async with trio.open_nursery() as nursery:
-            for _ in range(window):
+            for _ in range(args.window):
                 nursery.start_soon(sender)
         elapsed = trio.current_time() - t0
     latencies.sort()
-    return len(latencies) / elapsed, latencies[len(latencies) // 2] * 1000, latencies[int(len(latencies) * 0.99)] * 1000
+
+    def pct(p: float) -> float:
+        return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 if latencies else float("nan")
+
+    return {"tps": len(latencies) / elapsed, "p50": pct(0.5), "p99": pct(0.99), "failures": failures}
 
 
-async def failovers(group: Group, kills: int) -> list[float]:
-    times = []
-    async with RemotingClient() as client:
-        for _ in range(kills):
-            old = await leader(client, group.addrs)
-            t0 = trio.current_time()
-            group.kill(old)
-            rest = {k: v for k, v in group.addrs.items() if k != old}
+async def failovers(ns: str, members: dict[str, tuple[Path, subprocess.Popen[str]]], kills: int) -> list[float]:
+    """Kill the master `kills` times; seconds from each kill to the first SEND_OK after it."""
+    answered: list[tuple[float, float]] = []  # (started, answered) of every SEND_OK
+    out: list[float] = []
+    async with Producer("bench_failover", namesrv=ns, send_timeout=3.0) as producer, trio.open_nursery() as nursery:
+
+        async def sender() -> None:
             while True:
-                new = await leader(client, rest)
+                t0 = trio.current_time()
                 try:
-                    r = await client.invoke(rest[new], RemotingCommand.request(M.APPEND, body=b"probe"), 5.0)
-                except RemotingError:
-                    continue
-                if r.code == ResponseCode.SUCCESS:
-                    break
-            times.append(trio.current_time() - t0)
-            group.start(old)
-            # as an operator would: the next kill only once the restarted member has caught up
-            target = json.loads((await client.invoke(rest[new], RemotingCommand.request(M.METADATA), 2.0)).body)
-            while True:
-                try:
-                    r = await client.invoke(group.addrs[old], RemotingCommand.request(M.METADATA), 0.5)
-                    if json.loads(r.body)["endIndex"] >= target["commitIndex"]:
-                        break
-                except RemotingError:
+                    if (await producer.send(Message("BenchFailover", b"x" * 1024))).status.value == "SEND_OK":
+                        answered.append((t0, trio.current_time()))
+                        continue
+                except MQClientError:
                     pass
-                await trio.sleep(0.05)
-    return times
+                await trio.sleep(0.02)
+
+        nursery.start_soon(sender)
+        for i in range(kills):
+            await members_registered(ns, len(members))
+            master = await master_addr(ns)
+            await trio.sleep(1.0)
+            conf, proc = members[master]
+            killed_at = trio.current_time()
+            proc.kill()
+            proc.wait()
+            with trio.fail_after(120):
+                while not any(s >= killed_at for s, _ in answered):
+                    await trio.sleep(0.01)
+            out.append(min(a for s, a in answered if s >= killed_at) - killed_at)
+            print(f"  kill {i + 1}: first SEND_OK after {out[-1]:.2f} s", flush=True)
+            restarted = await trio.to_thread.run_sync(spawn, ["broker", "-c", str(conf)], conf.with_suffix(".log"))
+            members[master] = (conf, restarted)
+        nursery.cancel_scope.cancel()
+    return out
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--seconds", type=float, default=8.0)
-    p.add_argument("--window", type=int, default=64)
-    p.add_argument("--size", type=int, default=1024)
-    p.add_argument("--kills", type=int, default=20)
-    p.add_argument("--election-ms", type=int, default=3000, help="election timeout (default 3000, as DLedger's)")
-    p.add_argument("--heartbeat-ms", type=int, default=1000)
-    args = p.parse_args()
-    rows = []
-    for n in (1, 3):
-        with tempfile.TemporaryDirectory(prefix="rmq-bench-dledger-") as tmp:
-            group = Group(Path(tmp), n, args.election_ms, args.heartbeat_ms)
-            try:
-                for ident in group.addrs:
-                    group.start(ident)
-                rows.append((n, *trio.run(throughput, group, args.seconds, args.window, args.size)))
-                if n == 3 and args.kills:
-                    times = trio.run(failovers, group, args.kills)
-            finally:
-                group.stop()
-    load = os.getloadavg()[0]
-    print(f"\n{args.size} B appends, window {args.window}, {args.seconds:.0f} s each, load {load:.2f}")
-    for n, tps, p50, p99 in rows:
-        label = "lone member" if n == 1 else f"{n}-member group"
-        print(f"{label:<16} {tps:>9,.0f} appends/s   p50 {p50:6.2f} ms   p99 {p99:6.2f} ms")
-    if len(rows) == 2:
-        print(f"group / lone: {rows[1][1] / rows[0][1]:.0%}")
-    if args.kills:
+async def run_group(args: argparse.Namespace) -> tuple[dict[str, float], list[float]]:
+    with tempfile.TemporaryDirectory(prefix="rmq-bench-dledger-") as tmp:
+        work = Path(tmp)
+        ns_port = free_port()
+        ns = f"127.0.0.1:{ns_port}"
+        procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
+        members: dict[str, tuple[Path, subprocess.Popen[str]]] = {}
+        try:
+            ports = [free_port(5) for _ in range(3)]
+            peers = ";".join(f"n{k}-127.0.0.1:{p + 2}" for k, p in enumerate(ports))
+            for k, port in enumerate(ports):
+                conf = member_conf(work, ns, k, port, peers)
+                members[f"127.0.0.1:{port}"] = (conf, spawn(["broker", "-c", str(conf)], work / f"n{k}.log"))
+            await master_addr(ns)
+            result = await load(ns, "BenchDLedger", args)
+            kills = await failovers(ns, members, args.kills) if args.kills else []
+            return result, kills
+        finally:
+            for _, p in [*members.values(), (None, procs[0])]:
+                p.terminate()
+            for _, p in [*members.values(), (None, procs[0])]:
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+
+
+async def run_single(args: argparse.Namespace) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="rmq-bench-single-") as tmp:
+        work = Path(tmp)
+        ns_port, port = free_port(), free_port(3)
+        ns = f"127.0.0.1:{ns_port}"
+        conf = work / "single.conf"
+        conf.write_text(
+            f"brokerClusterName=BenchCluster\nbrokerName=bench-single\nnamesrvAddr={ns}\nbrokerIP1=127.0.0.1\n"
+            f"bindAddress=127.0.0.1\nlistenPort={port}\nstorePathRootDir={work / 'single'}\nflushDiskType=ASYNC_FLUSH\n"
+        )
+        procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
+        try:
+            procs.append(spawn(["broker", "-c", str(conf)], work / "single.log"))
+            return await load(ns, "BenchSingle", args)
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(20)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--window", "-w", type=int, default=64)
+    ap.add_argument("--size", "-s", type=int, default=1024)
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--skip-single", action="store_true")
+    args = ap.parse_args(argv)
+    single = None
+    if not args.skip_single:
+        print(f"single broker, {args.duration:.0f} s ...", flush=True)
+        single = trio.run(run_single, args)
+    print(f"3-member DLedger group, {args.duration:.0f} s, then {args.kills} leader kills ...", flush=True)
+    group, kills = trio.run(run_group, args)
+    print(f"\n{args.size} B bodies, window {args.window}, load {os.getloadavg()[0]:.2f}")
+    print(f"{'setup':<26} {'msg/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'fail':>5}")
+    for label, r in (("single broker", single), ("DLedger group of 3", group)):
+        if r is not None:
+            print(f"{label:<26} {r['tps']:>9,.0f} {r['p50']:>8.2f} {r['p99']:>8.2f} {r['failures']:>5.0f}")
+    if single is not None:
+        print(f"group / single throughput: {group['tps'] / single['tps']:.0%} (aim: at least 50%)")
+    if kills:
         print(
-            f"failover over {len(times)} leader kills (election timeout {args.election_ms} ms): "
-            f"min {min(times):.2f} s, median {statistics.median(times):.2f} s, max {max(times):.2f} s"
+            f"failover over {len(kills)} leader kills, kill to first SEND_OK: min {min(kills):.2f} s, "
+            f"median {statistics.median(kills):.2f} s, max {max(kills):.2f} s (aim: median under 5 s)"
         )
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

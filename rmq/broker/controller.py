@@ -46,6 +46,7 @@ from rmq.remoting import (
 )
 from rmq.store import MessageStore, StoreConfig, wall_clock_ms
 from rmq.store.aio import AsyncMessageStore
+from rmq.store.config import FlushDiskType
 
 from .acl import PlainAcl
 from .client_manager import ClientManager
@@ -320,6 +321,7 @@ class BrokerController:
             bind_host=c.bind_address,
             raft=raft,
             data_file_size=c.mapped_file_size_commit_log,
+            sync_flush=c.flush_disk_type is FlushDiskType.SYNC_FLUSH,
         )
 
     def _dledger_role(self, master: bool) -> None:

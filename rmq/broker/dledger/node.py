@@ -8,7 +8,9 @@ What it does with the core's actions, in order:
   way. A peer that cannot be reached loses the message (the protocol resends).
 * PersistTerm: written and synced before the next action runs.
 * PersistEntries: applied to the log files at once; a flusher task syncs them in a worker
-  thread, many appends per sync, and tells the core what is durable.
+  thread, many appends per sync, and tells the core what is durable. Without ``sync_flush``
+  (a broker's ASYNC_FLUSH) the page cache counts: the core hears at once, the flusher syncs
+  every ASYNC_FLUSH_INTERVAL.
 * Commit: recorded in the log; `append` callers waiting on that index are answered.
 
 Clients append with APPEND (50001): the leader answers once the entry is committed (on a
@@ -52,6 +54,7 @@ log = logging.getLogger("rmq.broker.dledger")
 TICK = 0.02  # seconds between ticks of the core
 NOT_LEADER = 404  # DLedgerResponseCode.NOT_LEADER
 APPEND_TIMEOUT = 10.0
+ASYNC_FLUSH_INTERVAL = 0.5  # seconds between syncs without sync_flush (flushIntervalCommitLog)
 OUTBOX = 1024  # messages queued per peer; beyond, they are dropped (the protocol resends)
 
 _REQUEST_CODE: dict[type, int] = {
@@ -106,6 +109,9 @@ class NodeConfig:
     bind_host: str = "127.0.0.1"
     raft: RaftConfig = RaftConfig()
     data_file_size: int = 1024 * 1024 * 1024
+    # True: an entry counts as held once synced to disk; False (a broker's ASYNC_FLUSH, as
+    # DLedger itself does): once in the page cache, with a sync every ASYNC_FLUSH_INTERVAL
+    sync_flush: bool = True
 
 
 class DLedgerNode:
@@ -158,7 +164,10 @@ class DLedgerNode:
                     self._lowest_truncate = a.truncate_after if low is None else min(low, a.truncate_after)
                 for e in a.entries:
                     self.dlog.append(e.index, e.term, e.body)
-                self._flush_wanted.set()
+                if self.config.sync_flush:
+                    self._flush_wanted.set()
+                else:  # ASYNC_FLUSH: in the page cache counts; the flusher syncs every interval
+                    self._apply(self.core.persisted(self.dlog.end_index, self._now()))
             elif isinstance(a, Commit):
                 self.dlog.commit(a.index)
                 committed, self._committed = self._committed, trio.Event()
@@ -184,6 +193,10 @@ class DLedgerNode:
             await trio.sleep(TICK)
 
     async def _flusher(self) -> None:
+        if not self.config.sync_flush:
+            while True:
+                await trio.sleep(ASYNC_FLUSH_INTERVAL)
+                await trio.to_thread.run_sync(self.dlog.sync)
         while True:
             await self._flush_wanted.wait()
             self._flush_wanted = trio.Event()

@@ -228,9 +228,20 @@ async def wait_members(ns: str, name: str, count: int, timeout: float = 20) -> d
                 await trio.sleep(0.2)
 
 
+@pytest.fixture
+def sync_group(tmp_path: Path, namesrv: NamesrvServer) -> Iterator[DLedgerGroup]:
+    """Members with SYNC_FLUSH: an entry counts once synced to disk, not in the page cache."""
+    g = DLedgerGroup(tmp_path, namesrv.address, flushDiskType="SYNC_FLUSH")
+    try:
+        yield g
+    finally:
+        g.stop()
+
+
 async def test_paused_leader_steps_down_answers_no_send_ok_and_its_tail_is_replaced(
-    namesrv: NamesrvServer, group: DLedgerGroup
+    namesrv: NamesrvServer, sync_group: DLedgerGroup
 ) -> None:
+    group = sync_group
     await trio.to_thread.run_sync(group.start)  # the name server runs in this process
     ns = namesrv.address
     sent: set[bytes] = set()
