@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.broker.dledger")
 
+CHECKPOINT_INTERVAL = 1.0  # seconds between writes of the committed index
 _PHY = slice(28, 36)  # a 4.x record's PHYSICALOFFSET field
 
 
@@ -219,13 +220,13 @@ class DLedgerCommitLog(Replication):
         commit = self.node.core.commit_index
         if commit <= self.applied_index:
             return
-        store, dlog, own = self.store, self.dlog, self._own
+        store, own = self.store, self._own
         end = self.committed_end
         for index in range(self.applied_index + 1, commit + 1):
             if own and own[0][0] == index:  # the leader's own append: already in the CommitLog
                 end = own.popleft()[1]
                 continue
-            body = dlog.entry(index).body
+            body = self.node.body_at(index)
             if body:  # empty: a leader's no-op
                 offset = record_offset(body)
                 store.append_entry(offset, body)  # StoreError if it does not continue the log
@@ -258,7 +259,7 @@ class DLedgerCommitLog(Replication):
         """Keep the committed index on disk (a restart cuts the CommitLog back to it)."""
         saved = self.dlog.committed_index
         while True:
-            await trio.sleep(0.2)
+            await trio.sleep(CHECKPOINT_INTERVAL)
             if self.dlog.committed_index != saved:
                 saved = self.dlog.committed_index
                 await trio.to_thread.run_sync(self.dlog.save_checkpoint)

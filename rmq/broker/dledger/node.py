@@ -56,6 +56,7 @@ NOT_LEADER = 404  # DLedgerResponseCode.NOT_LEADER
 APPEND_TIMEOUT = 10.0
 ASYNC_FLUSH_INTERVAL = 0.5  # seconds between syncs without sync_flush (flushIntervalCommitLog)
 OUTBOX = 1024  # messages queued per peer; beyond, they are dropped (the protocol resends)
+RECENT_ENTRIES = 8192  # newest entries kept in memory (pushes, apply)
 
 _REQUEST_CODE: dict[type, int] = {
     M.VoteRequest: M.VOTE,
@@ -83,8 +84,9 @@ _KINDS: dict[str, Any] = {
 class _LogView:
     """The core's view of the DLedgerLog."""
 
-    def __init__(self, dlog: DLedgerLog) -> None:
+    def __init__(self, dlog: DLedgerLog, recent: dict[int, M.Entry]) -> None:
         self.dlog = dlog
+        self.recent = recent
 
     @property
     def end_index(self) -> int:
@@ -96,6 +98,9 @@ class _LogView:
     def entry_at(self, index: int) -> M.Entry | None:
         if not self.dlog.begin_index <= index <= self.dlog.end_index:
             return None
+        cached = self.recent.get(index)
+        if cached is not None:
+            return cached
         e = self.dlog.entry(index)
         return M.Entry(e.index, e.term, e.body)
 
@@ -128,10 +133,13 @@ class DLedgerNode:
         self.on_commit = on_commit
         self.on_role = on_role  # told after every change of role or term (read self.core)
         self.dlog = DLedgerLog(config.store, config.self_id, data_file_size=config.data_file_size)
+        # The newest entries as appended, by index: pushes and the broker's apply read these
+        # instead of the files (insertion order is index order; truncation drops the tail).
+        self.recent: dict[int, M.Entry] = {}
         state = PersistentState(self.dlog.term, self.dlog.voted_for, self.dlog.committed_index)
         self.core = RaftNode(
-            config.self_id, tuple(config.peers), _LogView(self.dlog), group=config.group, config=config.raft,
-            state=state, rng=random.Random(), now_ms=self._now(),
+            config.self_id, tuple(config.peers), _LogView(self.dlog, self.recent), group=config.group,
+            config=config.raft, state=state, rng=random.Random(), now_ms=self._now(),
         )  # fmt: skip
         self.port: int | None = None
         self._outboxes: dict[str, trio.MemorySendChannel[M.Message]] = {}
@@ -158,12 +166,18 @@ class DLedgerNode:
             elif isinstance(a, PersistTerm):
                 self.dlog.save_term(a.term, a.voted_for)
             elif isinstance(a, PersistEntries):
+                recent = self.recent
                 if a.truncate_after is not None:
                     self.dlog.truncate_after(a.truncate_after)
+                    for index in [i for i in recent if i > a.truncate_after]:
+                        del recent[index]
                     low = self._lowest_truncate
                     self._lowest_truncate = a.truncate_after if low is None else min(low, a.truncate_after)
                 for e in a.entries:
                     self.dlog.append(e.index, e.term, e.body)
+                    recent[e.index] = e
+                while len(recent) > RECENT_ENTRIES:
+                    del recent[next(iter(recent))]
                 if self.config.sync_flush:
                     self._flush_wanted.set()
                 else:  # ASYNC_FLUSH: in the page cache counts; the flusher syncs every interval
@@ -226,6 +240,11 @@ class DLedgerNode:
             return None
         self._apply(self.core.receive(msg, self._now()))
         return None
+
+    def body_at(self, index: int) -> bytes:
+        """The body of the entry at ``index`` (StoreError if the log does not hold it)."""
+        cached = self.recent.get(index)
+        return cached.body if cached is not None else self.dlog.entry(index).body
 
     def propose(self, body: bytes) -> int:
         """Append ``body`` as the leader; returns its index (committed later: see on_commit).
