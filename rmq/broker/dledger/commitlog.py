@@ -92,6 +92,7 @@ class DLedgerCommitLog(Replication):
         self._own: deque[tuple[int, int]] = deque()  # leader: (index, end offset) proposed, not applied
         self._cut_pending = False
         self._wake = trio.Event()
+        self._propose_wanted = trio.Event()
         self._reconcile()
 
     # -- startup -------------------------------------------------------------------------------
@@ -128,9 +129,21 @@ class DLedgerCommitLog(Replication):
     # -- Replication (the store calls these) ---------------------------------------------------
 
     def appended(self) -> None:
-        """Propose what the leader appended since the last call, one entry per CommitLog
+        """New records in the leader's CommitLog: the proposer task makes them entries once
+        the appends at hand are done, so sends that arrive together share one entry."""
+        self._propose_wanted.set()
+
+    async def _proposer(self) -> None:
+        while True:
+            await self._propose_wanted.wait()
+            self._propose_wanted = trio.Event()
+            if self.master:
+                self.propose_pending()
+
+    def propose_pending(self) -> None:
+        """Propose what the leader appended and has not proposed, one entry per CommitLog
         file touched. While a leadership transfer holds proposals back, the records wait
-        (``_retry_loop`` proposes them if this member keeps leading; a step-down cuts them)."""
+        (``_leader_loop`` proposes them if this member keeps leading; a step-down cuts them)."""
         cl = self.store.commitlog
         end = cl.max_offset
         start = cursor = self._proposed_end
@@ -189,6 +202,7 @@ class DLedgerCommitLog(Replication):
             await nursery.start(self.node.serve)
             nursery.start_soon(self._checkpointer)
             nursery.start_soon(self._leader_loop)
+            nursery.start_soon(self._proposer)
             self._on_role(False)
             task_status.started()
             while True:
@@ -248,7 +262,7 @@ class DLedgerCommitLog(Replication):
             if not self.master:
                 continue
             if self._proposed_end < self.store.max_phy_offset:
-                self.appended()
+                self.propose_pending()
             preferred = self.preferred_leader
             core = self.node.core
             if preferred and preferred != self.node.config.self_id and core.caught_up(preferred):
