@@ -72,6 +72,8 @@ DLEDGER_MEMBERS = 3
 
 def dledger_configs(namesrv: str, store: Path, host: str = "127.0.0.1", base_port: int = 10911) -> list[BrokerConfig]:
     """The three members of the example DLedger group, stores under `store`/node0<k>."""
+    if base_port + 30000 + DLEDGER_MEMBERS > 65535:
+        raise ConfigError(f"--broker-port {base_port}: the DLedger ports (broker port + 30000) would pass 65535")
     ip = "127.0.0.1" if host in ("127.0.0.1", "0.0.0.0") else host
     peers = ";".join(f"n{k}-{ip}:{base_port + 30000 + k}" for k in range(DLEDGER_MEMBERS))
     return [

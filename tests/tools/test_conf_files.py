@@ -16,7 +16,8 @@ from rmq.broker.config import BrokerConfig, BrokerRole
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
 FILES = sorted(p for p in CONF.rglob("*") if p.suffix in (".conf", ".properties"))
-DEPLOYMENTS = sorted({p.parent for p in FILES if p.parent != CONF})
+# master/slave deployments (conf/dledger/ holds .conf files: its own test is in test_ha_cluster.py)
+DEPLOYMENTS = sorted({p.parent for p in FILES if p.parent != CONF and p.suffix == ".properties"})
 
 
 def _load(path: Path, caplog: pytest.LogCaptureFixture) -> BrokerConfig:

@@ -125,8 +125,22 @@ def test_shipped_dledger_conf_files_match_the_dev_group(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def _free_dledger_base() -> int:
+    """A base port with its 3 members' ports and their DLedger ports (base + 30000..) free."""
+    for _ in range(200):
+        base = random.randrange(20000, 35000)
+        try:
+            for p in [*range(base - 2, base + 33), *range(base + 30000, base + 30003)]:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", p))
+            return base
+        except OSError:
+            continue
+    raise RuntimeError("no free ports")
+
+
 async def test_dev_dledger_group_elects_a_master_that_takes_sends(tmp_path: Path) -> None:
-    base = _free_base()
+    base = _free_dledger_base()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         ns_port = s.getsockname()[1]
