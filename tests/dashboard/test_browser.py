@@ -72,13 +72,23 @@ async def test_operator_flow_in_chromium(stack: Stack, browser: Any, tmp_path: P
 
     async def click(css: str) -> None:
         """Click and wait for the next page (each click here submits a form or follows a link)."""
-        from selenium.webdriver.support import expected_conditions
+        from selenium.common.exceptions import WebDriverException
         from selenium.webdriver.support.ui import WebDriverWait
 
         def do() -> None:
             page = browser.find_element(By.TAG_NAME, "html")
             browser.find_element(By.CSS_SELECTOR, css).click()
-            WebDriverWait(browser, 20).until(expected_conditions.staleness_of(page))
+
+            def left(_: Any) -> bool:
+                # Chromium reports a node of the page being replaced either as stale or as
+                # "does not belong to the document": both mean the next page is loading
+                try:
+                    page.is_enabled()
+                except WebDriverException:
+                    return True
+                return False
+
+            WebDriverWait(browser, 20).until(left)
 
         await act(do)
 
