@@ -165,8 +165,12 @@ async def run_group(args: argparse.Namespace) -> tuple[dict[str, float], list[fl
             for k, port in enumerate(ports):
                 conf = member_conf(work, ns, k, port, peers)
                 members[f"127.0.0.1:{port}"] = (conf, spawn(["broker", "-c", str(conf)], work / f"n{k}.log"))
-            await master_addr(ns)
-            result = await load(ns, "BenchDLedger", args)
+            master = await master_addr(ns)
+            async with MQAdmin(namesrv=ns) as admin:
+                before = int((await admin.broker_runtime_info(master)).get("dLegerEndIndex", 0))
+                result = await load(ns, "BenchDLedger", args)
+                entries = int((await admin.broker_runtime_info(master)).get("dLegerEndIndex", 0)) - before
+            result["per_entry"] = result["tps"] * args.duration / max(1, entries)
             kills = await failovers(ns, members, args.kills) if args.kills else []
             return result, kills
         finally:
@@ -219,6 +223,7 @@ def main(argv: list[str]) -> int:
     for label, r in (("single broker", single), ("DLedger group of 3", group)):
         if r is not None:
             print(f"{label:<26} {r['tps']:>9,.0f} {r['p50']:>8.2f} {r['p99']:>8.2f} {r['failures']:>5.0f}")
+    print(f"DLedger entries: {group['per_entry']:.1f} messages per entry")
     if single is not None:
         print(f"group / single throughput: {group['tps'] / single['tps']:.0%} (aim: at least 50%)")
     if kills:

@@ -22,6 +22,11 @@ left by a crashed broker, ends. Records in a range after such a stop are not rea
 that split; a later split that starts on a ConsumeQueue-attested record still reads its
 own range (only mid-file damage, never a torn tail, can make that matter).
 
+A DLedger group member (enableDLegerCommitLog) keeps its records in the bodies of DLedger
+entries under `dledger-<selfId>/data/`, each record's CommitLog offset being its position
+there, as RocketMQ's DLedgerCommitLog does; the scan steps over the 48-byte entry headers and
+stops at DLedger's end-of-file blank, and consume queues point into those files as usual.
+
 Time pruning assumes store timestamps do not go back across segments, as RocketMQ's own
 time lookups do: a segment is skipped when it starts at or after `until`, or when the
 next segment starts before `since`. Every record is still checked against the bounds.
@@ -32,10 +37,13 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from rmq.protocol.dledger import BODY_OFFSET as ENTRY_HEADER_SIZE
+from rmq.protocol.dledger import MAGIC as DLEDGER_MAGIC
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
@@ -48,6 +56,7 @@ from rmq.store.formats import CQ_ENTRY as _CQ_ENTRY
 from rmq.store.formats import file_name_to_offset
 
 DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
+_PAIR = struct.Struct(">ii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,13 +77,22 @@ class Split:
 
 
 def commitlog_dir(store_dir: str | os.PathLike[str]) -> Path:
-    """`<store>/commitlog`, or the directory itself when it already holds segments."""
+    """`<store>/commitlog`; a DLedger member's `<store>/dledger-<selfId>/data` when that is
+    where its records are; or the directory itself when it already holds segments."""
     root = Path(store_dir)
-    if (root / "commitlog").is_dir():
-        return root / "commitlog"
-    if root.is_dir() and any(_is_segment_name(p.name) for p in root.iterdir()):
+    plain = root / "commitlog"
+    members = sorted(d / "data" for d in root.glob("dledger-*") if (d / "data").is_dir())
+    if members and not _has_segments(plain):
+        return members[0]
+    if plain.is_dir():
+        return plain
+    if _has_segments(root):
         return root
-    raise FileNotFoundError(f"no CommitLog under {root} (expected {root / 'commitlog'})")
+    raise FileNotFoundError(f"no CommitLog under {root} (expected {plain})")
+
+
+def _has_segments(directory: Path) -> bool:
+    return directory.is_dir() and any(_is_segment_name(p.name) for p in directory.iterdir())
 
 
 def _is_segment_name(name: str) -> bool:
@@ -98,11 +116,27 @@ def _open(path: str) -> mmap.mmap:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
+def _entry_header(mm: mmap.mmap, pos: int) -> bool:
+    """Whether a DLedger entry header (magic 1, then a size of at least 48) is at ``pos``;
+    no record starts so (its first field, the total size, is never 1)."""
+    return (
+        pos + ENTRY_HEADER_SIZE <= len(mm)
+        and _PAIR.unpack_from(mm, pos)[0] == DLEDGER_MAGIC
+        and (_PAIR.unpack_from(mm, pos)[1] >= ENTRY_HEADER_SIZE)
+    )
+
+
 def first_store_timestamp(seg: Segment) -> int | None:
     """Store time of the segment's first record, or None if it holds none yet."""
     with _open(seg.path) as mm:
+        pos = 0
+        while _entry_header(mm, pos):  # DLedger data: entries without records hold none
+            if _PAIR.unpack_from(mm, pos)[1] > ENTRY_HEADER_SIZE:
+                pos += ENTRY_HEADER_SIZE
+                break
+            pos += ENTRY_HEADER_SIZE
         try:
-            return decode_record_meta(mm, 0).store_timestamp
+            return decode_record_meta(mm, pos).store_timestamp
         except ProtocolError:
             return None
 
@@ -235,6 +269,9 @@ def scan_split(
         while pos < end:  # every pass advances pos by a record size > 0
             if pos + 8 > size:
                 return
+            if _entry_header(mm, pos):
+                pos += ENTRY_HEADER_SIZE
+                continue
             total, magic = peek_size_and_magic(mm, pos)
             if magic == BLANK_MAGIC_CODE or total <= 0 or pos + total > size:
                 return

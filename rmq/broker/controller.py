@@ -51,7 +51,7 @@ from rmq.store.config import FlushDiskType
 from .acl import PlainAcl
 from .client_manager import ClientManager
 from .config import MASTER_ID, BrokerConfig, BrokerRole
-from .dledger.commitlog import DLedgerCommitLog, slave_id
+from .dledger.commitlog import DLedgerCommitLog, member_commitlog, slave_id
 from .dledger.node import NodeConfig
 from .ha.master import HAService
 from .ha.slave import HAClient
@@ -202,15 +202,18 @@ class BrokerController:
         self.offsets.load()
         self.subscriptions.load()
         listeners = [self.waiters] if config.long_polling_enable else []
+        store_config = self.store_config()
+        dledger = self._dledger_node_config() if config.enable_d_leger_commit_log else None
         self.message_store = MessageStore(
-            self.store_config(),
+            store_config,
             clock=self.clock_ms,
             arrival_listener=_Arrivals([*listeners, self.schedule, self.timers]),
+            commitlog=None if dledger is None else member_commitlog(dledger, str(store_config.commitlog_dir)),
         )
         self.store = AsyncMessageStore(self.message_store)
-        if config.enable_d_leger_commit_log:
+        if dledger is not None:
             self.dledger = DLedgerCommitLog(
-                self.store, self._dledger_node_config(), self._dledger_role, preferred_leader=config.preferred_leader_id
+                self.store, dledger, self._dledger_role, preferred_leader=config.preferred_leader_id
             )
         failure: OSError | None = None
         try:

@@ -352,14 +352,6 @@ class AsyncMessageStore:
         """Records became dispatchable (a DLedger commit raised the dispatch limit)."""
         self._reput_wanted.set()
 
-    async def truncate_commitlog(self, offset: int) -> None:
-        """``MessageStore.truncate_commitlog`` while no sync of the CommitLog runs (a sync
-        must not touch a file being cut or deleted)."""
-        async with self._commitlog_limiter:
-            self.store.truncate_commitlog(offset)
-        self._flushed = min(self._flushed, offset)
-        self.replicated_offset = min(self.replicated_offset, offset)
-
     def fail_replica_waits(self) -> None:
         """No slave left (the last one disconnected): end every wait now as timed out rather
         than let senders hang until the deadline."""

@@ -45,6 +45,9 @@ _MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 class CommitLog:
     """Mapped files under ``directory``; offsets are byte positions in the whole log."""
 
+    synced_elsewhere = False  # True: the store's flusher does not sync these files
+    dispatch_limit: int | None = None  # dispatch stops here at open (None: at the end)
+
     def __init__(self, directory: str, file_size: int, *, preallocate: bool = False) -> None:
         self.files = MappedFileQueue(directory, file_size, preallocate=preallocate)
         self.file_size = file_size
@@ -85,15 +88,6 @@ class CommitLog:
             mf = self.files.create()
             pos = 0
         return mf, pos
-
-    def pad_file_end(self) -> None:
-        """Fill the rest of the last file with an end-of-file blank (the next record goes to
-        a new file)."""
-        mf = self.files.last()
-        if mf is None or mf.wrote >= mf.size:
-            return
-        BLANK.pack_into(mf.mm, mf.wrote, mf.size - mf.wrote, BLANK_MAGIC)
-        mf.wrote = mf.size
 
     # --- replication ----------------------------------------------------------------------
 
@@ -231,6 +225,13 @@ class CommitLog:
         if magic == BLANK_MAGIC or size <= 0:
             return None
         return self.store_timestamp_at(mf.start)
+
+    def non_record_step(self, mf: MappedFile, pos: int) -> int | None:
+        """Bytes to skip at ``pos`` where no record starts: an end-of-file blank runs to the
+        end of the file; None when the bytes there are nothing this log writes."""
+        if pos + BLANK.size > mf.size:
+            return mf.size - pos
+        return mf.size - pos if peek_size_and_magic(mf.mm, pos)[1] == BLANK_MAGIC else None
 
     def meta_at(self, offset: int) -> RecordMeta | None:
         """Decode the record at ``offset`` without its body; None for a blank or no data.

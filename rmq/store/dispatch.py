@@ -18,12 +18,10 @@ from rmq.protocol.message import (
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     parse_record,
-    peek_size_and_magic,
 )
 
 from .commitlog import CommitLog
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
-from .formats import BLANK, BLANK_MAGIC
 from .index import IndexService
 
 log = logging.getLogger("rmq.store.dispatch")
@@ -77,7 +75,7 @@ class Dispatcher:
         self.dispatched_total = 0
         # Dispatch stops here when set: a DLedger member's CommitLog may hold a leader's
         # appends that a majority does not have yet, and consumers must not see those.
-        self.limit: int | None = None
+        self.limit: int | None = commitlog.dispatch_limit
         self._tags_codes: dict[str, int] = {}
 
     @property
@@ -142,11 +140,15 @@ class Dispatcher:
                 try:
                     fields, _, _, topic, props_at, rec_end = parse_record(mm, pos)
                 except ProtocolError as exc:
-                    if pos + BLANK.size > mf.size or peek_size_and_magic(mm, pos)[1] != BLANK_MAGIC:
+                    step = cl.non_record_step(mf, pos)  # a blank (or a DLedger entry header)
+                    if step is None:
                         # Our own log should never hold this; skip the file rather than spin.
                         log.error("undecodable CommitLog record at %d (%s); skipping to next file", offset, exc)
-                    offset = self.reput_offset = file_end
-                    break
+                        step = mf.size - pos
+                    offset = self.reput_offset = offset + step
+                    if offset >= file_end:
+                        break
+                    continue
                 size, queue_id, queue_offset, sys_flag, store_ts = (
                     fields[0],
                     fields[3],

@@ -24,6 +24,7 @@ from rmq.protocol import javaprops
 from rmq.protocol.dledger import (
     BLANK_MAGIC,
     BODY_OFFSET,
+    ENTRY_HEADER,
     INDEX_UNIT_SIZE,
     MAGIC,
     MIN_BLANK,
@@ -38,6 +39,7 @@ from rmq.protocol.dledger import (
 from rmq.protocol.errors import ProtocolError
 
 from .errors import StoreError
+from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 
 log = logging.getLogger("rmq.store.dledger")
@@ -83,6 +85,7 @@ class DLedgerLog:
         self.committed_index = -1
         self.term = 0
         self.voted_for: str | None = None
+        self._pending: int | None = None  # data offset of the leader's entry being filled
         os.makedirs(self.path, exist_ok=True)
         self._load_term()
         self._recover()
@@ -230,27 +233,11 @@ class DLedgerLog:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def append(self, index: int, term: int, body: bytes | bytearray | memoryview, *, pos: int | None = None,
-               patch_record: bool = False) -> LogEntry:  # fmt: skip
-        """Append the entry for ``index`` (which must be ``end_index + 1``).
-
-        ``pos`` is where a leader put it (a follower must put it at the same offset); None
-        lets this log choose (a leader). With ``patch_record`` the body's 4.x record gets its
-        CommitLog offset (``pos + 48``) written in, as DLedgerCommitLog's append hook does.
-
-        Raises:
-            StoreError: out-of-order index, a term going back, a position that differs from
-                this log's, or an entry larger than a data file.
-        """
-        if index != self.end_index + 1 and not (self.end_index < 0 and self.data.max_offset == 0):
-            raise StoreError(f"DLedger append of index {index} after end {self.end_index}")
-        if term < self.end_term:
-            raise StoreError(f"DLedger append of term {term} after term {self.end_term}")
-        size = BODY_OFFSET + len(body)
+    def _place(self, size: int, pos: int | None = None) -> MappedFile:
+        """The data file where an entry of ``size`` bytes goes next: the last one, or a new
+        one after an end-of-file blank (an entry never spans two files)."""
         if size + MIN_BLANK > self.data_file_size:
             raise StoreError(f"DLedger entry of {size} bytes does not fit a data file")
-        if self.end_index < 0:
-            self.begin_index = index
         mf = self.data.last()
         if mf is None:
             start = 0 if pos is None else pos - pos % self.data_file_size
@@ -262,6 +249,25 @@ class DLedgerLog:
             mf.write_at(mf.wrote, encode_blank(mf.size - mf.wrote))
             mf.wrote = mf.size
             mf = self.data.create()
+        return mf
+
+    def append(self, index: int, term: int, body: bytes | bytearray | memoryview, *, pos: int | None = None,
+               patch_record: bool = False) -> LogEntry:  # fmt: skip
+        """Append the entry for ``index`` (which must be ``end_index + 1``).
+
+        ``pos`` is where a leader put it (a follower must put it at the same offset); None
+        lets this log choose (a leader). With ``patch_record`` the body's 4.x record gets its
+        CommitLog offset (``pos + 48``) written in, as DLedgerCommitLog's append hook does.
+        An entry being filled (``reserve_record``) is dropped first.
+
+        Raises:
+            StoreError: out-of-order index, a term going back, a position that differs from
+                this log's, or an entry larger than a data file.
+        """
+        self.abort_pending()
+        self._check_next(index, term)
+        size = BODY_OFFSET + len(body)
+        mf = self._place(size, pos)
         where = mf.start + mf.wrote
         if pos is not None and pos != where:
             raise StoreError(f"DLedger entry {index} belongs at data offset {pos}, this log is at {where}")
@@ -270,9 +276,92 @@ class DLedgerLog:
             patch_record_offset(raw)
         mf.write_at(mf.wrote, bytes(raw))
         mf.wrote += size
+        self._added(index, term, where, size)
+        return LogEntry(index, term, where, bytes(raw[BODY_OFFSET:]))
+
+    def _check_next(self, index: int, term: int) -> None:
+        if index != self.end_index + 1 and not (self.end_index < 0 and self.data.max_offset == 0):
+            raise StoreError(f"DLedger append of index {index} after end {self.end_index}")
+        if term < self.end_term:
+            raise StoreError(f"DLedger append of term {term} after term {self.end_term}")
+
+    def _added(self, index: int, term: int, where: int, size: int) -> None:
+        if self.end_index < 0:
+            self.begin_index = index
         self._write_index(index, where, size, term)
         self.end_index, self.end_term = index, term
-        return LogEntry(index, term, where, bytes(raw[BODY_OFFSET:]))
+
+    # -- the leader's entry, filled in place ------------------------------------------------------
+
+    def reserve_record(self, size: int, max_body: int | None) -> tuple[MappedFile, int] | None:
+        """Where the leader writes its next 4.x record of ``size`` bytes: inside the entry being
+        filled, which is opened at the write position when there is none (its 48-byte header
+        is written by ``seal_pending``). The caller writes the record there and then sets the
+        file's ``wrote`` past it. None when the entry being filled cannot take the record (it
+        would pass ``max_body`` bytes, or the end of its file): propose and seal it first.
+
+        Raises:
+            StoreError: an entry with this record alone would not fit a data file.
+        """
+        pending = self._pending
+        if pending is not None:
+            mf = self.data.last()
+            assert mf is not None
+            body = mf.start + mf.wrote - pending - BODY_OFFSET
+            if (max_body is not None and body + size > max_body) or mf.wrote + size + MIN_BLANK > mf.size:
+                return None
+            return mf, mf.wrote
+        mf = self._place(BODY_OFFSET + size)
+        self._pending = mf.start + mf.wrote
+        mf.wrote += BODY_OFFSET
+        return mf, mf.wrote
+
+    @property
+    def filling(self) -> bool:
+        """Whether the leader has an entry being filled (records not proposed yet)."""
+        return self._pending is not None
+
+    def pending_body(self) -> bytes:
+        """The records written into the entry being filled (b"" when there is none)."""
+        if self._pending is None:
+            return b""
+        mf = self.data.last()
+        assert mf is not None
+        return bytes(mf.mm[self._pending - mf.start + BODY_OFFSET : mf.wrote])
+
+    def seal_pending(self, index: int, term: int, body_length: int) -> LogEntry:
+        """Make the entry being filled the entry ``index`` of ``term``: write its header and
+        index unit (its body is already in place).
+
+        Raises:
+            StoreError: no entry is being filled, or it is not that long.
+        """
+        where = self._pending
+        mf = self.data.last()
+        if where is None or mf is None or mf.start + mf.wrote - where - BODY_OFFSET != body_length:
+            raise StoreError(f"DLedger entry {index} is not the entry being filled")
+        self._check_next(index, term)
+        size = BODY_OFFSET + body_length
+        mf.write_at(where - mf.start, ENTRY_HEADER.pack(MAGIC, size, index, term, where, 0, 0, 0, body_length))
+        self._pending = None
+        self._added(index, term, where, size)
+        return LogEntry(index, term, where, b"")
+
+    def abort_pending(self) -> None:
+        """Drop the entry being filled, records and all (a leader that stopped leading)."""
+        if self._pending is not None:
+            where, self._pending = self._pending, None
+            self.data.truncate(where)
+
+    def entry_end(self, index: int) -> int:
+        """The data offset where entry ``index`` ends (the start of the data before
+        ``begin_index``)."""
+        if index < self.begin_index:
+            return self.data.min_offset
+        unit = self._read_index(index)
+        if unit is None:
+            raise StoreError(f"DLedger index {index} not held (begin {self.begin_index}, end {self.end_index})")
+        return unit[1] + unit[2]
 
     def truncate_after(self, index: int) -> None:
         """Drop every entry after ``index`` (never a committed one).
@@ -282,6 +371,7 @@ class DLedgerLog:
         """
         if index < self.committed_index:
             raise StoreError(f"refusing to truncate after {index}: entries up to {self.committed_index} are committed")
+        self.abort_pending()
         if index >= self.end_index:
             return
         if index < self.begin_index:
@@ -294,6 +384,17 @@ class DLedgerLog:
         self.data.truncate(cut)
         self.index.truncate((index + 1) * INDEX_UNIT_SIZE)
         self.end_index = index
+
+    def forget_head(self) -> None:
+        """Data files were deleted from the head (retention): entries before the first one
+        left are gone, and so are index files wholly before it."""
+        first = self._first_entry_index() if self.data.files else None
+        if first is None:
+            return
+        self.begin_index = max(self.begin_index, first)
+        keep_from = self.begin_index * INDEX_UNIT_SIZE
+        while len(self.index.files) > 1 and self.index.files[0].end <= keep_from:
+            self.index.delete_first()
 
     def commit(self, index: int) -> None:
         self.committed_index = max(self.committed_index, min(index, self.end_index))
@@ -336,9 +437,10 @@ def _read_props(path: str) -> dict[str, str]:
 
 
 def iter_dledger_records(member_dir: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    """Read-only walk of a member's data files: (CommitLog offset, 4.x record) per entry,
-    stopping at the first invalid entry. For tools and Spark, which read a store that a broker
-    may be writing (no lock, read-only mappings)."""
+    """Read-only walk of a member's data files: (CommitLog offset, 4.x record) for every record
+    of every entry (an entry holds one append: a message, a batch, or sends that arrived
+    together), stopping at the first invalid entry. For tools and Spark, which read a store
+    that a broker may be writing (no lock)."""
     data_dir = os.path.join(os.fspath(member_dir), "data")
     names = sorted(n for n in os.listdir(data_dir) if n.isdigit() and len(n) == 20)
     for name in names:
@@ -356,7 +458,13 @@ def iter_dledger_records(member_dir: str | os.PathLike[str]) -> Iterator[tuple[i
                 return
             if h.pos != base + pos or pos + h.size > len(data):
                 return
-            yield h.pos + BODY_OFFSET, data[pos + BODY_OFFSET : pos + h.size]
+            at, end = pos + BODY_OFFSET, pos + h.size
+            while at + 8 <= end:
+                length = int.from_bytes(data[at : at + 4], "big", signed=True)
+                if length < 8 or at + length > end:
+                    return
+                yield base + at, data[at : at + length]
+                at += length
             pos += h.size
         else:
             return

@@ -71,7 +71,7 @@ class Flusher:
             target = cl.max_offset
             plan.commitlog_offset = target
             plan.commitlog_timestamp = cl.last_store_timestamp
-            if target > cl.files.flushed_where:
+            if target > cl.files.flushed_where and not cl.synced_elsewhere:
                 plan.syncs.extend((mf, upto, None) for mf, upto in cl.files.sync_plan(target))
         if logics:
             self._plan_logics(plan, thorough, max_queues)

@@ -120,6 +120,8 @@ class MessageStore:
             retention ages. Defaults to the system clock.
         disk_usage: ``f(path) -> fraction used`` of the filesystem holding the CommitLog.
         arrival_listener: told about each dispatched consume queue entry (see dispatch.py).
+        commitlog: makes the CommitLog, once the store's lock is held; defaults to the files
+            in ``config.commitlog_dir`` (a DLedger member passes a view of its log).
 
     Raises:
         StoreLockedError: another process has the store open.
@@ -133,6 +135,7 @@ class MessageStore:
         clock: Callable[[], int] | None = None,
         disk_usage: Callable[[str], float] | None = None,
         arrival_listener: ArrivalListener | None = None,
+        commitlog: Callable[[], CommitLog] | None = None,
     ) -> None:
         config.validate()
         self.config = config
@@ -151,7 +154,7 @@ class MessageStore:
             os.makedirs(d, exist_ok=True)
         self._lock_fd = self._acquire_lock()
         try:
-            self._open(arrival_listener)
+            self._open(arrival_listener, commitlog)
         except BaseException:
             self._release_lock()
             raise
@@ -182,15 +185,18 @@ class MessageStore:
             os.close(self._lock_fd)
             self._lock_fd = -1
 
-    def _open(self, listener: ArrivalListener | None) -> None:
+    def _open(self, listener: ArrivalListener | None, make_commitlog: Callable[[], CommitLog] | None) -> None:
         cfg = self.config
         crashed = os.path.exists(cfg.abort_path)
         with open(cfg.abort_path, "a"):
             pass
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)
-        self.commitlog = CommitLog(
-            cfg.commitlog_dir, cfg.mapped_file_size_commitlog, preallocate=cfg.preallocate_commitlog
-        )
+        if make_commitlog is not None:
+            self.commitlog = make_commitlog()
+        else:
+            self.commitlog = CommitLog(
+                cfg.commitlog_dir, cfg.mapped_file_size_commitlog, preallocate=cfg.preallocate_commitlog
+            )
         self.commitlog.load()
         capacity = cfg.max_mapped_consume_queue_files or default_pool_capacity()
         self.pool = MapPool(capacity)
@@ -526,40 +532,6 @@ class MessageStore:
         if empty and data:
             self.dispatcher.reput_offset = offset
         self._stats.put_message_size_total += len(data)
-
-    def append_entry(self, offset: int, data: bytes | memoryview) -> None:
-        """Append records a DLedger group committed at ``offset`` (every member's CommitLog
-        holds the same bytes at the same offsets). An entry at the start of the next file
-        follows the end-of-file blank this log writes first, as ``reserve`` would have.
-
-        Raises:
-            StoreError: the records do not continue this log; nothing was written.
-        """
-        cl = self.commitlog
-        end = cl.max_offset
-        if offset != end and cl.files.files and offset % cl.file_size == 0 and 0 < offset - end < cl.file_size:
-            cl.pad_file_end()
-            self._replica_next = cl.max_offset
-        self.append_replica(offset, data)
-
-    def truncate_commitlog(self, offset: int) -> None:
-        """Cut the CommitLog back to ``offset`` (a record boundary): a DLedger leader that lost
-        its leadership drops what its group never committed. Consume queue entries for the
-        records cut go too (at startup, recovery may have dispatched them); queue offsets are
-        taken again from the consume queues."""
-        if offset >= self.commitlog.max_offset:
-            return
-        log.info("CommitLog cut back from %d to %d", self.commitlog.max_offset, offset)
-        if offset < self.dispatcher.reput_offset:
-            for cq in self.queues.queues.values():
-                cq.truncate_dirty(offset)
-            self.dispatcher.reput_offset = offset
-            if self.index is not None:
-                self.index.last_indexed = min(self.index.last_indexed, offset - 1)
-        self.commitlog.files.truncate(offset)
-        self._replica_next = offset
-        self.dispatcher.tags_overrides = {k: v for k, v in self.dispatcher.tags_overrides.items() if k < offset}
-        self.reset_queue_offsets()
 
     def reset_queue_offsets(self) -> None:
         """Take every queue's next offset from its consume queue (once everything in the

@@ -134,3 +134,36 @@ def test_crashed_store_reads_every_valid_record(tmp_path: Path) -> None:
     write_garbage(root)
     for split_size in (DEFAULT_SPLIT_SIZE, 8192):
         assert _offsets(root, split_size) == written
+
+
+def test_a_dledger_members_store_is_read_from_its_data_files(tmp_path: Path) -> None:
+    """enableDLegerCommitLog: records sit in DLedger entries; splits step over the headers."""
+    from rmq.store import MessageStore, StoreConfig
+    from rmq.store.dledger_log import DLedgerLog
+    from rmq.store.dledger_view import DLedgerView
+
+    dlog = DLedgerLog(tmp_path, "n0", data_file_size=FILE_SIZE)
+    view = DLedgerView(dlog, max_entry_body=2000)
+
+    def seal() -> bool:
+        dlog.seal_pending(dlog.end_index + 1, 1, len(dlog.pending_body()))
+        return True
+
+    view.on_full = seal
+    store = MessageStore(StoreConfig(store_path_root_dir=tmp_path), commitlog=lambda: view)
+    dlog.append(0, 1, b"")
+    sent = [
+        store.append_message(f"T{i % 3}", i % 2, b"body-%d" % i + bytes(300), properties={"KEYS": str(i)})
+        for i in range(300)
+    ]
+    seal()
+    dlog.commit(dlog.end_index)
+    store.dispatcher.limit = dlog.entry_end(dlog.end_index)
+    store.close()
+    dlog.close()
+    assert len(list_segments(tmp_path)) >= 2
+    want = [r.wrote_offset for r in sent]
+    for split_size in (DEFAULT_SPLIT_SIZE, 3000):
+        assert _offsets(tmp_path, split_size) == want
+    got = [m for s in plan_splits(tmp_path, 5000, since_ms=0) for m in scan_split(s, topics=frozenset({"T1"}))]
+    assert [m.body for m in got] == [b"body-%d" % i + bytes(300) for i in range(300) if i % 3 == 1]

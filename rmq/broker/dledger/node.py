@@ -126,13 +126,16 @@ class DLedgerNode:
         *,
         on_commit: Callable[[int], None] | None = None,
         on_role: Callable[[], None] | None = None,
+        dlog: DLedgerLog | None = None,
     ) -> None:
         if config.self_id not in config.peers:
             raise ValueError(f"dLegerSelfId {config.self_id} is not in dLegerPeers")
         self.config = config
         self.on_commit = on_commit
         self.on_role = on_role  # told after every change of role or term (read self.core)
-        self.dlog = DLedgerLog(config.store, config.self_id, data_file_size=config.data_file_size)
+        self._owns_dlog = dlog is None  # a log passed in is closed by whoever opened it
+        self.dlog = dlog or DLedgerLog(config.store, config.self_id, data_file_size=config.data_file_size)
+        self._sealing: int | None = None  # index of the entry propose_pending is sealing
         # The newest entries as appended, by index: pushes and the broker's apply read these
         # instead of the files (insertion order is index order; truncation drops the tail).
         self.recent: dict[int, M.Entry] = {}
@@ -174,7 +177,10 @@ class DLedgerNode:
                     low = self._lowest_truncate
                     self._lowest_truncate = a.truncate_after if low is None else min(low, a.truncate_after)
                 for e in a.entries:
-                    self.dlog.append(e.index, e.term, e.body)
+                    if e.index == self._sealing:  # the leader's entry, written in place
+                        self.dlog.seal_pending(e.index, e.term, len(e.body))
+                    else:
+                        self.dlog.append(e.index, e.term, e.body)
                     recent[e.index] = e
                 while len(recent) > RECENT_ENTRIES:
                     del recent[next(iter(recent))]
@@ -241,11 +247,6 @@ class DLedgerNode:
         self._apply(self.core.receive(msg, self._now()))
         return None
 
-    def body_at(self, index: int) -> bytes:
-        """The body of the entry at ``index`` (StoreError if the log does not hold it)."""
-        cached = self.recent.get(index)
-        return cached.body if cached is not None else self.dlog.entry(index).body
-
     def propose(self, body: bytes) -> int:
         """Append ``body`` as the leader; returns its index (committed later: see on_commit).
 
@@ -254,6 +255,25 @@ class DLedgerNode:
         """
         index, actions = self.core.propose(body, self._now())
         self._apply(actions)
+        return index
+
+    def propose_pending(self) -> int | None:
+        """Propose the entry the leader's records fill in place (``DLedgerLog.reserve_record``);
+        returns its index, None when there was none.
+
+        Raises:
+            NotLeader: this member does not lead the group (the entry stays unproposed).
+        """
+        body = self.dlog.pending_body()
+        if not body:
+            self.dlog.abort_pending()
+            return None
+        self._sealing = self.dlog.end_index + 1
+        try:
+            index, actions = self.core.propose(body, self._now())
+            self._apply(actions)
+        finally:
+            self._sealing = None
         return index
 
     def transfer_leadership(self, to: str) -> None:
@@ -288,7 +308,7 @@ class DLedgerNode:
         except ValueError:
             obj = None
         if not isinstance(obj, dict):
-            return None if request.oneway else request.make_response(ResponseCode.SYSTEM_ERROR, "bad JSON body")
+            return None if request.is_oneway else request.make_response(ResponseCode.SYSTEM_ERROR, "bad JSON body")
         if "kind" in obj:
             return await self._on_peer(ctx, request)
         to = obj.get("transfereeId")
@@ -349,7 +369,8 @@ class DLedgerNode:
         finally:
             with trio.CancelScope(shield=True):
                 self.dlog.sync()
-                self.dlog.close()
+                if self._owns_dlog:
+                    self.dlog.close()
 
 
 def _in_trio() -> bool:

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from rmq.store.commitlog import iter_commitlog
+from rmq.store.dledger_log import iter_dledger_records
 
 ROOT = Path(__file__).resolve().parents[3]
 COMMITLOG_SIZE = 1024 * 1024
@@ -154,7 +155,11 @@ class BrokerProcess:
             self.proc.wait(10)
 
     def commitlog(self) -> dict[int, bytes]:
-        """Every record on disk, by offset (read-only; works on a killed broker's store)."""
+        """Every record on disk, by offset (read-only; works on a killed broker's store). A
+        DLedger member's records are in its DLedger data files."""
+        members = sorted(self.store.glob("dledger-*"))
+        if members:
+            return dict(iter_dledger_records(members[0]))
         return dict(iter_commitlog(str(self.store / "commitlog"), COMMITLOG_SIZE))
 
     def commitlog_range(self, start: int, end: int) -> bytes:

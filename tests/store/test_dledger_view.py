@@ -1,0 +1,164 @@
+"""A DLedger member's CommitLog as a view over its DLedger data files, with real files and no
+Raft: the test plays the member (it seals entries and moves the commit point)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rmq.protocol.dledger import BODY_OFFSET, decode_entry_header
+from rmq.protocol.message import decode_record
+from rmq.store import MessageStore, StoreConfig
+from rmq.store.dledger_log import DLedgerLog, iter_dledger_records
+from rmq.store.dledger_view import DLedgerView
+from rmq.store.errors import StoreError
+from rmq.store.results import GetMessageStatus
+
+FILE = 64 * 1024
+
+
+class Member:
+    """A store over a DLedger log, sealing what the store writes as the leader would."""
+
+    def __init__(self, root: Path, *, max_entry_body: int = 1024 * 1024) -> None:
+        self.root = root
+        self.max_entry_body = max_entry_body
+        self.term = 1
+        self.open()
+
+    def open(self) -> None:
+        self.dlog = DLedgerLog(self.root, "n0", data_file_size=FILE)
+
+        def make() -> DLedgerView:
+            view = DLedgerView(self.dlog, max_entry_body=self.max_entry_body)
+            view.on_full = self.seal
+            return view
+
+        self.store = MessageStore(StoreConfig(store_path_root_dir=self.root), commitlog=make)
+
+    def seal(self) -> bool:
+        body = self.dlog.pending_body()
+        if body:
+            self.dlog.seal_pending(self.dlog.end_index + 1, self.term, len(body))
+        return True
+
+    def commit(self) -> None:
+        self.dlog.commit(self.dlog.end_index)
+        self.store.dispatcher.limit = self.dlog.entry_end(self.dlog.end_index)
+        self.store.dispatch_pending()
+
+    def close(self) -> None:
+        self.store.close()
+        self.dlog.close()
+
+
+@pytest.fixture
+def member(tmp_path: Path) -> Member:
+    m = Member(tmp_path)
+    m.dlog.append(0, 1, b"")  # the first leader's no-op
+    return m
+
+
+def test_records_live_in_the_entries_and_queues_point_there(member: Member) -> None:
+    store = member.store
+    offsets = [store.append_message("T", 0, b"m%d" % i).wrote_offset for i in range(3)]
+    member.seal()  # the three sends share one entry
+    offsets.append(store.append_message("T", 0, b"m3").wrote_offset)
+    member.seal()
+    entry1 = member.dlog.entry(1)
+    assert offsets[0] == entry1.pos + BODY_OFFSET == BODY_OFFSET * 2  # after the no-op's header
+    assert offsets[3] == member.dlog.entry(2).pos + BODY_OFFSET
+    # nothing is dispatched before the group commits it
+    assert store.get_max_offset_in_queue("T", 0) == 0
+    member.commit()
+    got = store.get_message("T", 0, 0, 10)
+    assert got.status is GetMessageStatus.FOUND
+    assert [decode_record(r)[0].body for r in got.records] == [b"m0", b"m1", b"m2", b"m3"]
+    assert [decode_record(r)[0].commitlog_offset for r in got.records] == offsets
+    # tools read the same records from the data files
+    records = dict(iter_dledger_records(member.dlog.path))
+    assert sorted(records) == offsets
+    assert decode_record(records[offsets[2]])[0].body == b"m2"
+
+
+def test_entries_are_bounded_and_files_roll_with_dledger_blanks(tmp_path: Path) -> None:
+    m = Member(tmp_path, max_entry_body=3000)
+    m.dlog.append(0, 1, b"")
+    body = b"x" * 1000
+    offsets = [m.store.append_message("T", 0, body).wrote_offset for _ in range(150)]
+    m.seal()
+    assert m.dlog.end_index > 50  # a full entry was proposed (sealed) before the next record
+    assert len(m.dlog.data.files) >= 3
+    m.commit()
+    seen: list[int] = []
+    while len(seen) < 150:
+        got = m.store.get_message("T", 0, len(seen), 32)
+        assert got.records
+        seen += [decode_record(r)[0].commitlog_offset for r in got.records]
+    assert seen == offsets
+    assert sorted(dict(iter_dledger_records(m.dlog.path))) == offsets  # across the blanks
+    m.close()
+    # reopening finds the same entries and dispatches nothing twice
+    m.open()
+    assert m.store.get_max_offset_in_queue("T", 0) == 150
+    assert decode_entry_header(m.dlog.data.files[1].mm, 0).pos == FILE
+
+
+def test_uncommitted_records_are_not_dispatched_after_a_restart(member: Member) -> None:
+    store = member.store
+    store.append_message("T", 0, b"committed")
+    member.seal()
+    member.commit()
+    member.dlog.save_checkpoint()
+    store.append_message("T", 0, b"proposed")
+    member.seal()
+    store.append_message("T", 0, b"unproposed")  # still being filled: cut at open
+    member.close()
+    member.open()
+    assert member.dlog.end_index == 2
+    assert member.store.get_max_offset_in_queue("T", 0) == 1
+    member.dlog.commit(2)
+    member.store.dispatcher.limit = member.dlog.entry_end(2)
+    member.store.dispatch_pending()
+    got = member.store.get_message("T", 0, 0, 10)
+    assert [decode_record(r)[0].body for r in got.records] == [b"committed", b"proposed"]
+
+
+def test_a_follower_holds_the_same_bytes_at_the_same_offsets(member: Member, tmp_path: Path) -> None:
+    for i in range(20):
+        member.store.append_message("T", i % 2, b"m%d" % i)
+        if i % 3 == 0:
+            member.seal()
+    member.seal()
+    follower = DLedgerLog(tmp_path / "f", "n1", data_file_size=FILE)
+    for e in member.dlog.entries(0):
+        follower.append(e.index, e.term, e.body, pos=e.pos)
+    assert dict(iter_dledger_records(follower.path)) == dict(iter_dledger_records(member.dlog.path))
+
+
+def test_a_new_entry_drops_what_a_deposed_leader_was_filling(member: Member) -> None:
+    member.store.append_message("T", 0, b"never proposed")
+    assert member.dlog.filling
+    member.dlog.append(1, 2, b"")  # the next leader's no-op arrives
+    assert not member.dlog.filling and member.dlog.end_index == 1
+    with pytest.raises(StoreError, match="not the entry being filled"):
+        member.dlog.seal_pending(2, 2, 10)
+
+
+def test_a_former_plain_brokers_store_is_refused(tmp_path: Path) -> None:
+    from rmq.broker.dledger.commitlog import member_commitlog
+    from rmq.broker.dledger.node import NodeConfig
+
+    (tmp_path / "commitlog").mkdir()
+    (tmp_path / "commitlog" / "00000000000000000000").write_bytes(b"\0" * 16)
+    config = NodeConfig("n0", {"n0": "127.0.0.1:1"}, str(tmp_path), data_file_size=FILE)
+    with pytest.raises(StoreError, match="holds a CommitLog"):
+        MessageStore(
+            StoreConfig(store_path_root_dir=tmp_path), commitlog=member_commitlog(config, str(tmp_path / "commitlog"))
+        )
+    # the store's lock was released: an empty commitlog/ opens
+    (tmp_path / "commitlog" / "00000000000000000000").unlink()
+    MessageStore(
+        StoreConfig(store_path_root_dir=tmp_path), commitlog=member_commitlog(config, str(tmp_path / "commitlog"))
+    ).close()
