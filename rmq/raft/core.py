@@ -1,6 +1,7 @@
 """RaftNode: one member of a DLedger group as a sans-IO state machine.
 
-Events in (``tick``, ``receive``, ``propose``, ``persisted``, ``transfer_leadership``), actions
+Events in (``tick``, ``receive``, ``propose``, ``appended``, ``persisted``,
+``transfer_leadership``), actions
 out (``Send``, ``PersistEntries``, ``PersistTerm``, ``Commit``, ``Become*``). No clock, socket,
 file or randomness of its own: time comes with every event and randomness from the ``rng``
 given at construction, so a simulator replays a run exactly from its seed.
@@ -17,7 +18,8 @@ The driver must execute the actions of one call in order. ``PersistTerm`` must b
 before any later action is carried out (a vote or a term must survive a crash before anyone
 hears of it). ``PersistEntries`` may complete later, in order: the driver calls
 ``persisted(upto)`` when everything up to ``upto`` that the log holds is durable. The log
-(``LogView``) must show appended entries at once, durable or not.
+(``LogView``) must show appended entries at once, durable or not, and the driver calls
+``appended`` once it has put a PersistEntries' entries there (a leader pushes them then).
 """
 
 from __future__ import annotations
@@ -559,6 +561,16 @@ class RaftNode:
         for peer, p in self._progress.items():
             self._push(peer, p, now, out)
         return entry.index, out
+
+    def appended(self, now: int) -> list[Action]:
+        """The driver has applied a PersistEntries to the log (not necessarily durably): a
+        leader pushes the new entries now rather than at its next tick or ack. ``propose``
+        cannot, since the log does not hold the entry until the driver appends it."""
+        out: list[Action] = []
+        if self.role is Role.LEADER:
+            for peer, p in self._progress.items():
+                self._push(peer, p, now, out)
+        return out
 
     def _push(self, peer: str, p: _Progress, now: int, out: list[Action]) -> None:
         """Send `peer` the next push if none is in flight."""

@@ -161,6 +161,8 @@ class Sim:
                 m.term, m.voted_for = a.term, a.voted_for
             elif isinstance(a, PersistEntries):
                 m.memory.apply(a)
+                if a.entries:
+                    self._run_actions(m, m.node.appended(self._local(m)))
                 self._seq += 1
                 m.pending.append((self._seq, a))
                 delay = self.rng.randrange(

@@ -184,6 +184,8 @@ class DLedgerNode:
                     recent[e.index] = e
                 while len(recent) > RECENT_ENTRIES:
                     del recent[next(iter(recent))]
+                if a.entries:
+                    self._apply(self.core.appended(self._now()))
                 if self.config.sync_flush:
                     self._flush_wanted.set()
                 else:  # ASYNC_FLUSH: in the page cache counts; the flusher syncs every interval
