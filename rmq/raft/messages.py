@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import enum
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,3 +240,31 @@ class LeadershipTransferRequest(Message):
             transferee_id=str(obj.get("transfereeId", "")),
             take_leadership_ledger_index=int(obj.get("takeLeadershipLedgerIndex", -1)),
         )
+
+
+# JSON text of recently pushed entries, by identity: a leader pushes the same Entry objects
+# to every follower, so each is encoded once (the Base64 body is most of a push's cost).
+_ENTRY_TEXT: dict[int, tuple[Entry, str]] = {}
+_ENTRY_TEXT_MAX = 256
+
+
+def _entry_text(e: Entry) -> str:
+    hit = _ENTRY_TEXT.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    text = json.dumps(e.to_json())
+    _ENTRY_TEXT[id(e)] = (e, text)  # holding ``e`` keeps its id from being reused
+    if len(_ENTRY_TEXT) > _ENTRY_TEXT_MAX:
+        del _ENTRY_TEXT[next(iter(_ENTRY_TEXT))]
+    return text
+
+
+def encode_message(msg: Message) -> bytes:
+    """A peer message as the JSON body peers exchange, its class named by ``kind``."""
+    if isinstance(msg, PushEntryRequest) and msg.entries:
+        head = {"kind": "PushEntryRequest", **msg._base_json(), "type": msg.type.value, "commitIndex": msg.commit_index}
+        text = json.dumps(head)[:-1]
+        if len(msg.entries) == 1:
+            return f'{text}, "entry": {_entry_text(msg.entries[0])}}}'.encode()
+        return f'{text}, "batchEntry": [{", ".join(_entry_text(e) for e in msg.entries)}]}}'.encode()
+    return json.dumps({"kind": type(msg).__name__, **msg.to_json()}).encode()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -225,6 +226,11 @@ def test_messages_round_trip_through_json() -> None:
     ]
     for msg in samples:
         assert type(msg).from_json(msg.to_json()) == msg  # type: ignore[attr-defined]
+        # the wire form: the same JSON, entries encoded once and reused for every follower
+        for _ in range(2):
+            wire = json.loads(M.encode_message(msg))
+            assert wire.pop("kind") == type(msg).__name__
+            assert wire == msg.to_json()  # type: ignore[attr-defined]
     assert samples[0].to_json()["ledgerEndIndex"] == 7 and samples[0].to_json()["localId"] == "n0"
 
 

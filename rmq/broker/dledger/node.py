@@ -15,11 +15,15 @@ What it does with the core's actions, in order:
 
 Clients append with APPEND (50001): the leader answers once the entry is committed (on a
 majority's disks), with its index; anyone else answers NOT_LEADER naming the leader it knows.
-METADATA (50000) tells a member's role, term, leader and indexes.
+GET (50002) reads one entry from the leader, as DLedgerServer.handleGet does (a JSON
+GetEntriesResponse whose ``entries`` hold the DLedgerEntry, body in Base64). METADATA (50000)
+tells a member's role, term, leader and indexes. PULL (51003) is answered as not supported:
+DLedger 0.2 replicates by PUSH only (its handlePull returns nothing).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import random
@@ -31,6 +35,7 @@ from typing import Any
 import trio
 
 from rmq.protocol import RemotingCommand, ResponseCode
+from rmq.protocol.dledger import BODY_OFFSET, MAGIC
 from rmq.raft import messages as M
 from rmq.raft.core import (
     BecomeCandidate,
@@ -53,6 +58,9 @@ log = logging.getLogger("rmq.broker.dledger")
 
 TICK = 0.02  # seconds between ticks of the core
 NOT_LEADER = 404  # DLedgerResponseCode.NOT_LEADER
+UNKNOWN_GROUP = 400  # DLedgerResponseCode.UNKNOWN_GROUP
+UNKNOWN_MEMBER = 401  # DLedgerResponseCode.UNKNOWN_MEMBER
+UNEXPECTED_ARGUMENT = 411  # DLedgerResponseCode.UNEXPECTED_ARGUMENT
 APPEND_TIMEOUT = 10.0
 ASYNC_FLUSH_INTERVAL = 0.5  # seconds between syncs without sync_flush (flushIntervalCommitLog)
 OUTBOX = 1024  # messages queued per peer; beyond, they are dropped (the protocol resends)
@@ -231,7 +239,7 @@ class DLedgerNode:
     async def _sender(self, peer: str, box: trio.MemoryReceiveChannel[M.Message], client: RemotingClient) -> None:
         addr = self.config.peers[peer]
         async for msg in box:
-            body = json.dumps({"kind": type(msg).__name__, **msg.to_json()}).encode()
+            body = M.encode_message(msg)
             try:
                 await client.invoke_oneway(addr, RemotingCommand.request(_REQUEST_CODE[type(msg)], body=body), 1.0)
             except RemotingError as exc:  # lost: the core resends what matters
@@ -329,6 +337,45 @@ class DLedgerNode:
             return request.make_response(ResponseCode.SUCCESS, None, {"leaderId": to, "term": str(core.term)})
         return request.make_response(ResponseCode.SYSTEM_ERROR, f"{to} did not take leadership in time")
 
+    async def _on_get(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        """GET: the entry at ``beginIndex``, from the leader (DLedgerServer.handleGet)."""
+        core, config = self.core, self.config
+        answer: dict[str, Any] = {"group": config.group, "localId": config.self_id, "term": core.term}
+        if core.leader_id is not None:
+            answer["leaderId"] = core.leader_id
+        try:
+            obj = json.loads(request.body or b"{}")
+            index = int(obj["beginIndex"])
+            group, remote = str(obj.get("group", config.group)), str(obj.get("remoteId", config.self_id))
+        except (ValueError, KeyError, TypeError) as exc:
+            return self._get_answer(request, answer, UNEXPECTED_ARGUMENT, f"bad GetEntriesRequest: {exc}")
+        if group != config.group:
+            return self._get_answer(request, answer, UNKNOWN_GROUP, f"group {group} is not {config.group}")
+        if remote != config.self_id:
+            return self._get_answer(request, answer, UNKNOWN_MEMBER, f"{remote} is not {config.self_id}")
+        if not core.is_leader:
+            return self._get_answer(request, answer, NOT_LEADER, f"not the leader; leader: {core.leader_id or ''}")
+        dlog = self.dlog
+        if dlog.begin_index <= index <= dlog.end_index:
+            e = dlog.entry(index)
+            size = BODY_OFFSET + len(e.body)
+            answer["entries"] = [
+                {"magic": MAGIC, "size": size, "index": e.index, "term": e.term, "pos": e.pos, "channel": 0,
+                 "chainCrc": 0, "bodyCrc": 0, "body": base64.b64encode(e.body).decode("ascii")}
+            ]  # fmt: skip
+        return self._get_answer(request, answer, int(M.Code.SUCCESS), None)
+
+    @staticmethod
+    def _get_answer(request: RemotingCommand, answer: dict[str, Any], code: int, remark: str | None) -> RemotingCommand:
+        answer["code"] = code
+        remoting = ResponseCode.SUCCESS if code == M.Code.SUCCESS else code
+        return request.make_response(remoting, remark, body=json.dumps(answer).encode())
+
+    async def _on_pull(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(
+            ResponseCode.REQUEST_CODE_NOT_SUPPORTED, "PULL is not supported: DLedger groups replicate by PUSH"
+        )
+
     async def _on_metadata(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, None, body=json.dumps(self.metadata()).encode())
 
@@ -353,6 +400,8 @@ class DLedgerNode:
         dispatcher.register(M.LEADERSHIP_TRANSFER, self._on_transfer, concurrency=16)
         dispatcher.register(M.APPEND, self._on_append, concurrency=4096)
         dispatcher.register(M.METADATA, self._on_metadata, inline=True)
+        dispatcher.register(M.GET, self._on_get, inline=True)
+        dispatcher.register(M.PULL, self._on_pull, inline=True)
         host, _, port = self.config.peers[self.config.self_id].rpartition(":")
         server = RemotingServer(dispatcher, ServerConfig(host=self.config.bind_host, port=int(port)))
         try:

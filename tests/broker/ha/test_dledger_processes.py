@@ -5,6 +5,7 @@ every member's disk."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import signal
@@ -89,6 +90,31 @@ async def append(client: RemotingClient, addrs: dict[str, str], body: bytes, tim
             await trio.sleep(0.05)
 
 
+async def check_get_and_pull(client: RemotingClient, addrs: dict[str, str], commit: int) -> None:
+    """GET (50002) reads an entry from the leader as DLedger's JSON; followers say NOT_LEADER;
+    PULL (51003) is not supported (DLedger 0.2's handlePull answers nothing)."""
+    leader = await leader_of(client, addrs, 10)
+    follower = next(ident for ident in addrs if ident != leader)
+
+    def get(remote: str, index: int) -> RemotingCommand:
+        body = json.dumps({"group": "default", "remoteId": remote, "beginIndex": index}).encode()
+        return RemotingCommand.request(M.GET, body=body)
+
+    r = await client.invoke(addrs[leader], get(leader, commit), 5.0)
+    answer = json.loads(r.body)
+    assert r.code == ResponseCode.SUCCESS and answer["code"] == 200
+    (entry,) = answer["entries"]
+    assert entry["index"] == commit and entry["size"] == 48 + len(base64.b64decode(entry["body"]))
+    r = await client.invoke(addrs[follower], get(follower, commit), 5.0)
+    assert r.code == 404 and json.loads(r.body)["leaderId"] == leader
+    r = await client.invoke(addrs[leader], get("n9", commit), 5.0)
+    assert json.loads(r.body)["code"] == 401
+    r = await client.invoke(addrs[leader], RemotingCommand.request(M.GET, body=b"{not json"), 5.0)
+    assert json.loads(r.body)["code"] == 411
+    r = await client.invoke(addrs[leader], RemotingCommand.request(M.PULL, body=b"{}"), 5.0)
+    assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
+
+
 def committed_bodies(store: Path, ident: str, upto: int) -> list[bytes]:
     dlog = DLedgerLog(store, ident)
     try:
@@ -134,6 +160,7 @@ async def test_leader_killed_group_elects_another_and_no_committed_entry_is_lost
                         break
                     await trio.sleep(0.1)
             commit = next(iter(states))[0]
+            await check_get_and_pull(client, addrs, commit)
     finally:
         for m in members.values():
             m.stop()
