@@ -162,3 +162,35 @@ def test_a_former_plain_brokers_store_is_refused(tmp_path: Path) -> None:
     MessageStore(
         StoreConfig(store_path_root_dir=tmp_path), commitlog=member_commitlog(config, str(tmp_path / "commitlog"))
     ).close()
+
+
+def test_retention_deletes_old_data_files_and_the_index_files_they_no_longer_need(tmp_path: Path) -> None:
+    m = Member(tmp_path, max_entry_body=2000)
+    m.dlog.close()
+    m.store.close()
+    # small index files too, so that whole index files fall below the first entry kept
+    m.dlog = DLedgerLog(tmp_path, "n0", data_file_size=FILE, index_file_size=32 * 16)
+    m.store = MessageStore(
+        StoreConfig(store_path_root_dir=tmp_path),
+        commitlog=lambda: DLedgerView(m.dlog, max_entry_body=2000),
+    )
+    m.store.commitlog.on_full = m.seal  # type: ignore[attr-defined]
+    m.dlog.append(0, 1, b"")
+    for _ in range(200):
+        m.store.append_message("T", 0, bytes(1000))
+    m.seal()
+    m.commit()
+    files = len(m.dlog.data.files)
+    assert files >= 3 and len(m.dlog.index.files) >= 3
+    result = m.store.run_retention(force=True)
+    assert result.commitlog_files_deleted >= 1 and len(m.dlog.data.files) < files
+    first = m.dlog.data.files[0]
+    assert m.dlog.begin_index == decode_entry_header(first.mm, 0).index > 0
+    assert m.dlog.index.files[0].start <= m.dlog.begin_index * 32 < m.dlog.index.files[0].end
+    assert m.store.get_min_offset_in_queue("T", 0) > 0  # the consume queue start moved too
+    got = m.store.get_message("T", 0, m.store.get_min_offset_in_queue("T", 0), 4)
+    assert got.records and decode_record(got.records[0])[0].commitlog_offset >= first.start
+    m.close()
+    reopened = DLedgerLog(tmp_path, "n0", data_file_size=FILE, index_file_size=32 * 16)
+    assert (reopened.begin_index, reopened.end_index) == (m.dlog.begin_index, m.dlog.end_index)
+    reopened.close()
