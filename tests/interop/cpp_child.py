@@ -469,6 +469,9 @@ class PushConsume(Scenario):
                 error_type="TimeLimit",
                 error=f"consumed {state['consumed']} of {want} messages within the time limit",
             )
+        with lock:
+            ok_so_far = (got_all or not want) and state["callback_errors"] == 0
+        emit("shutting_down", ok=ok_so_far)  # see ScenarioResult.aborted_in_shutdown
         t = time.monotonic()
         consumer.shutdown()
         emit("shutdown", elapsed=round(time.monotonic() - t, 4))
