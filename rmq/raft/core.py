@@ -585,7 +585,10 @@ class RaftNode:
             msg = PushEntryRequest(**base, type=PushType.COMPARE, commit_index=self.commit_index, entries=(entry,))
             p.sent_last = i
         elif p.mode is _Mode.TRUNCATE:
-            i = p.compare_index
+            # Never below what the follower acked: those entries are durable there and equal
+            # to ours, whatever a late INCONSISTENT answer said about its log back then (a
+            # follower that restarted since has forgotten that it must not cut them).
+            i = max(p.compare_index, p.match)
             term = log.term_at(i) if i >= 0 else -1
             entry = Entry(i, term if term is not None else -1)
             msg = PushEntryRequest(**base, type=PushType.TRUNCATE, commit_index=self.commit_index, entries=(entry,))

@@ -263,3 +263,35 @@ def test_a_member_cut_off_from_the_group_cannot_depose_its_leader() -> None:
     ask = VoteRequest("g", "n2", "n0", leader.term + 1, ledger_end_index=9, ledger_end_term=9, pre_vote=True)
     answer = sends(leader.receive(ask, 1001), VoteResponse)[0].message
     assert answer.vote_result is VoteResult.REJECT_ALREADY_HAS_LEADER and leader.is_leader
+
+
+def test_a_leader_never_truncates_a_follower_below_what_it_acked() -> None:
+    """A late INCONSISTENT answer (from before the follower caught up) sends the leader back
+    to COMPARE; the TRUNCATE that follows must not cut entries the follower acked as durable,
+    which a restarted follower would otherwise do."""
+    leader, log = node("n0", [Entry(0, 1)], term=1)
+    out = elect(leader, log)
+    for body in (b"a", b"b", b"c"):
+        run(log, leader.propose(body, 1001)[1])
+    end = log.end_index
+
+    def push_to_n1(actions: list[object]) -> PushEntryRequest:
+        (s,) = [a.message for a in sends(actions, PushEntryRequest) if a.to == "n1"]
+        return s
+
+    def answer(msg: PushEntryRequest, index: int, code: int = Code.SUCCESS, end_index: int = -1) -> list[object]:
+        r = PushEntryResponse("g", "n1", "n0", leader.term, code=code, type=msg.type, index=index, end_index=end_index)
+        return run(log, leader.receive(r, 1002))
+
+    compare = push_to_n1(out)
+    assert compare.type is PushType.COMPARE
+    truncate = push_to_n1(answer(compare, compare.entries[0].index))
+    assert truncate.type is PushType.TRUNCATE
+    append = push_to_n1(answer(truncate, truncate.entries[0].index))
+    assert append.type is PushType.APPEND and append.entries[-1].index == end
+    answer(append, end)  # n1 holds everything, durably
+    # the late answer to a push n1 got before it had caught up, and the compare it causes
+    again = push_to_n1(answer(append, end, Code.INCONSISTENT_STATE, end_index=0))
+    assert again.type is PushType.COMPARE
+    cut = push_to_n1(answer(again, again.entries[0].index))
+    assert cut.type is PushType.TRUNCATE and cut.entries[0].index == end
