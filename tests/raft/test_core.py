@@ -290,8 +290,11 @@ def test_a_leader_never_truncates_a_follower_below_what_it_acked() -> None:
     append = push_to_n1(answer(truncate, truncate.entries[0].index))
     assert append.type is PushType.APPEND and append.entries[-1].index == end
     answer(append, end)  # n1 holds everything, durably
-    # the late answer to a push n1 got before it had caught up, and the compare it causes
-    again = push_to_n1(answer(append, end, Code.INCONSISTENT_STATE, end_index=0))
+    run(log, leader.propose(b"d", 1003)[1])
+    nxt = push_to_n1(run(log, leader.appended(1003)))
+    assert nxt.type is PushType.APPEND and nxt.entries[-1].index == end + 1
+    # a late answer to that push (a copy n1 got before it had caught up), and its compare
+    again = push_to_n1(answer(nxt, end + 1, Code.INCONSISTENT_STATE, end_index=0))
     assert again.type is PushType.COMPARE
     cut = push_to_n1(answer(again, again.entries[0].index))
     assert cut.type is PushType.TRUNCATE and cut.entries[0].index == end
