@@ -585,9 +585,9 @@ class RaftNode:
             msg = PushEntryRequest(**base, type=PushType.COMPARE, commit_index=self.commit_index, entries=(entry,))
             p.sent_last = i
         elif p.mode is _Mode.TRUNCATE:
-            # Never below what the follower acked: those entries are durable there and equal
-            # to ours, whatever a late INCONSISTENT answer said about its log back then (a
-            # follower that restarted since has forgotten that it must not cut them).
+            # Never below what the follower acked (COMPARE checked it still holds that): a late
+            # INCONSISTENT answer must not make a follower that restarted since, and forgot
+            # its matched point, cut entries it acked as durable.
             i = max(p.compare_index, p.match)
             term = log.term_at(i) if i >= 0 else -1
             entry = Entry(i, term if term is not None else -1)
@@ -637,9 +637,15 @@ class RaftNode:
                 p.mode = _Mode.COMPARE
                 p.compare_index = min(msg.end_index, self.log.end_index)
             elif msg.type is PushType.COMPARE:
-                if msg.code == Code.SUCCESS:
+                if msg.code == Code.SUCCESS and p.compare_index < p.match:
+                    # It agrees below what it acked. A late answer may have sent us down here:
+                    # check that it still holds what it acked before truncating anything.
+                    p.compare_index = p.match
+                elif msg.code == Code.SUCCESS:
                     p.mode = _Mode.TRUNCATE
                 else:
+                    if p.compare_index <= p.match:  # it lost what it acked (a replaced disk)
+                        p.match = -1
                     below = p.compare_index - 1
                     p.compare_index = max(-1, min(msg.end_index, below))
             elif msg.type is PushType.TRUNCATE:

@@ -296,5 +296,17 @@ def test_a_leader_never_truncates_a_follower_below_what_it_acked() -> None:
     # a late answer to that push (a copy n1 got before it had caught up), and its compare
     again = push_to_n1(answer(nxt, end + 1, Code.INCONSISTENT_STATE, end_index=0))
     assert again.type is PushType.COMPARE
-    cut = push_to_n1(answer(again, again.entries[0].index))
+    check = push_to_n1(answer(again, again.entries[0].index))
+    assert check.type is PushType.COMPARE and check.entries[0].index == end  # still holds it?
+    cut = push_to_n1(answer(check, end))
     assert cut.type is PushType.TRUNCATE and cut.entries[0].index == end
+    # n1's disk is replaced (empty): the leader must not insist on what it acked, or n1 could
+    # never catch up; n1 answers as an empty log does until it is truncated to nothing
+    push = cut
+    for _ in range(10):
+        i = push.entries[0].index
+        if push.type is PushType.TRUNCATE and i == -1:
+            break
+        code = Code.SUCCESS if i == -1 else Code.INCONSISTENT_STATE
+        push = push_to_n1(answer(push, i, code, end_index=-1))
+    assert push.type is PushType.TRUNCATE and push.entries[0].index == -1
