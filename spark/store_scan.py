@@ -37,13 +37,12 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
-import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from rmq.protocol.dledger import BODY_OFFSET as ENTRY_HEADER_SIZE
-from rmq.protocol.dledger import MAGIC as DLEDGER_MAGIC
+from rmq.protocol.dledger import entry_size_at, first_record_at
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
@@ -56,7 +55,6 @@ from rmq.store.formats import CQ_ENTRY as _CQ_ENTRY
 from rmq.store.formats import file_name_to_offset
 
 DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
-_PAIR = struct.Struct(">ii")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,25 +114,13 @@ def _open(path: str) -> mmap.mmap:
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def _entry_header(mm: mmap.mmap, pos: int) -> bool:
-    """Whether a DLedger entry header (magic 1, then a size of at least 48) is at ``pos``;
-    no record starts so (its first field, the total size, is never 1)."""
-    return (
-        pos + ENTRY_HEADER_SIZE <= len(mm)
-        and _PAIR.unpack_from(mm, pos)[0] == DLEDGER_MAGIC
-        and (_PAIR.unpack_from(mm, pos)[1] >= ENTRY_HEADER_SIZE)
-    )
-
-
 def first_store_timestamp(seg: Segment) -> int | None:
     """Store time of the segment's first record, or None if it holds none yet."""
     with _open(seg.path) as mm:
-        pos = 0
-        while _entry_header(mm, pos):  # DLedger data: entries without records hold none
-            if _PAIR.unpack_from(mm, pos)[1] > ENTRY_HEADER_SIZE:
-                pos += ENTRY_HEADER_SIZE
-                break
-            pos += ENTRY_HEADER_SIZE
+        # DLedger data: the first record is in the first entry that holds one
+        pos = first_record_at(mm, len(mm)) if entry_size_at(mm, 0) is not None else 0
+        if pos is None:
+            return None
         try:
             return decode_record_meta(mm, pos).store_timestamp
         except ProtocolError:
@@ -269,7 +255,7 @@ def scan_split(
         while pos < end:  # every pass advances pos by a record size > 0
             if pos + 8 > size:
                 return
-            if _entry_header(mm, pos):
+            if entry_size_at(mm, pos) is not None:  # a DLedger entry's header: its records follow
                 pos += ENTRY_HEADER_SIZE
                 continue
             total, magic = peek_size_and_magic(mm, pos)

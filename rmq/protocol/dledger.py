@@ -85,6 +85,27 @@ def peek_magic_size(buf: Buffer, offset: int) -> tuple[int, int]:
     return magic, size
 
 
+def entry_size_at(buf: Buffer, offset: int) -> int | None:
+    """The size of the entry whose header starts at ``offset`` (magic 1 and a size of at least
+    48), or None: a blank, zeros, too few bytes, or a 4.x record (whose first field, its total
+    size, is never 1) is no entry header."""
+    if offset < 0 or len(buf) - offset < BODY_OFFSET:
+        return None
+    magic, size = _BLANK.unpack_from(buf, offset)
+    return size if magic == MAGIC and size >= BODY_OFFSET else None
+
+
+def first_record_at(buf: Buffer, limit: int) -> int | None:
+    """Where the first 4.x record of a data file starts, stepping over entries that hold none
+    (a leader's no-op); None when the entries wholly below ``limit`` hold no record."""
+    pos = 0
+    while (size := entry_size_at(buf, pos)) is not None and pos + size <= limit:
+        if size > BODY_OFFSET:
+            return pos + BODY_OFFSET
+        pos += size
+    return None
+
+
 def encode_blank(remaining: int) -> bytes:
     """The filler for the last ``remaining`` bytes of a data file (at least 8)."""
     if remaining < MIN_BLANK:

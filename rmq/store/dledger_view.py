@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rmq.protocol.dledger import BLANK_MAGIC, BODY_OFFSET, MAGIC, MIN_BLANK, peek_magic_size
+from rmq.protocol.dledger import BLANK_MAGIC, BODY_OFFSET, MIN_BLANK, entry_size_at, first_record_at, peek_magic_size
 
 from .commitlog import CommitLog
 from .dledger_log import DLedgerLog
@@ -42,8 +42,7 @@ class DLedgerView(CommitLog):
         self.last_store_timestamp = 0
         self.max_entry_body = max_entry_body
         self.on_full: Callable[[], bool] | None = None
-        committed = min(dlog.committed_index, dlog.end_index)
-        self.dispatch_limit = dlog.entry_end(committed) if committed >= 0 else dlog.data.min_offset
+        self.dispatch_limit = dlog.entry_end(min(dlog.committed_index, dlog.end_index))
 
     def load(self) -> None:
         """The DLedgerLog opened (and recovered) the files already."""
@@ -75,26 +74,14 @@ class DLedgerView(CommitLog):
 
     def non_record_step(self, mf: MappedFile, pos: int) -> int | None:
         """Bytes to skip at ``pos``: an entry header, or a blank to the end of the file."""
-        if pos + MIN_BLANK > mf.size:
+        if pos + MIN_BLANK > mf.size or peek_magic_size(mf.mm, pos)[0] == BLANK_MAGIC:
             return mf.size - pos
-        magic, size = peek_magic_size(mf.mm, pos)
-        if magic == MAGIC and size >= BODY_OFFSET:
-            return BODY_OFFSET
-        if magic == BLANK_MAGIC:
-            return mf.size - pos
-        return None
+        return BODY_OFFSET if entry_size_at(mf.mm, pos) is not None else None
 
     def first_store_timestamp(self, mf: MappedFile) -> int | None:
         """Store time of the first record in ``mf`` (entries without records skipped)."""
-        pos = 0
-        while pos + BODY_OFFSET <= mf.wrote:
-            magic, size = peek_magic_size(mf.mm, pos)
-            if magic != MAGIC or size < BODY_OFFSET:
-                return None
-            if size > BODY_OFFSET:
-                return self.store_timestamp_at(mf.start + pos + BODY_OFFSET)
-            pos += size
-        return None
+        at = first_record_at(mf.mm, mf.wrote)
+        return None if at is None else self.store_timestamp_at(mf.start + at)
 
     def delete_expired(self, *, now: int, reserved_ms: int, force: bool, limit_offset: int, max_files: int) -> int:
         deleted = super().delete_expired(

@@ -14,8 +14,11 @@ from rmq.protocol.dledger import (
     INDEX_UNIT_SIZE,
     decode_entry_header,
     decode_index,
+    encode_blank,
     encode_entry,
     encode_index,
+    entry_size_at,
+    first_record_at,
     patch_record_offset,
 )
 from rmq.protocol.errors import ProtocolError, RemoteProtocolError
@@ -53,6 +56,20 @@ def test_bad_headers_are_refused() -> None:
         decode_entry_header(raw)
     with pytest.raises(RemoteProtocolError, match="truncated"):
         decode_entry_header(encode_entry(1, 1, 0, b"")[:20])
+
+
+def test_entry_headers_and_the_first_record_are_found_with_bytes_alone() -> None:
+    rec = encode_record(topic="T", queue_id=0, body=b"x")
+    noop, full = encode_entry(0, 1, 0, b""), encode_entry(1, 1, 48, rec)
+    data = noop + full + encode_blank(64)
+    assert entry_size_at(data, 0) == 48 and entry_size_at(data, 48) == 48 + len(rec)
+    assert entry_size_at(data, 96) is None  # a record is no entry header
+    assert entry_size_at(data, len(noop + full)) is None  # nor is a blank
+    assert entry_size_at(data[:40], 0) is None
+    assert first_record_at(data, len(data)) == 96
+    assert first_record_at(data, 100) is None  # the entry with the record is not all written
+    assert first_record_at(noop, len(noop)) is None
+    assert first_record_at(rec, len(rec)) is None  # a plain CommitLog file
 
 
 def record(body: bytes) -> bytes:

@@ -96,15 +96,14 @@ class DLedgerCommitLog(Replication):
         view = self.store.commitlog
         if not isinstance(view, DLedgerView):
             raise StoreError("a DLedger member's store must be opened with member_commitlog")
-        self.view = view
         self.dlog = view.dlog
         self.node = DLedgerNode(config, on_commit=self._on_commit, on_role=self._on_role_change, dlog=self.dlog)
-        view.on_full = self._propose_full
+        view.on_full = self.propose_pending  # an entry full before the proposer ran
         self._on_role = on_role
         self.preferred_leader = preferred_leader  # preferredLeaderId: leadership goes there
         self.master = False  # serving writes (leader, caught up)
         self.applied_index = min(self.dlog.committed_index, self.dlog.end_index)  # dispatchable up to here
-        self.committed_end = view.dispatch_limit or 0  # CommitLog offset where that entry ends
+        self.committed_end = self.dlog.entry_end(self.applied_index)  # CommitLog offset where it ends
         self._wake = trio.Event()
         self._propose_wanted = trio.Event()
 
@@ -132,9 +131,6 @@ class DLedgerCommitLog(Replication):
         except NotLeader:
             return False
         return True
-
-    def _propose_full(self) -> bool:
-        return self.propose_pending()
 
     def unavailable(self, end_offset: int) -> str | None:
         if not self.master:
