@@ -47,6 +47,7 @@ def main() -> int:
             f"  injected: {totals['crashes']:,} crashes, {totals['partitions']:,} partitions, "
             f"{totals['dropped']:,} dropped and {totals['duplicated']:,} duplicated messages"
         )
+        print(f"  retention: {totals['retentions']:,} log heads deleted, {totals['rebuilds']:,} follower logs rebuilt")
         print(f"  observed: {totals['elections']:,} elections won, {totals['acked']:,} acknowledged proposals checked")
         for f in failures[:20]:
             print(f"  FAILED {f}")

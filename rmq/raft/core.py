@@ -14,6 +14,11 @@ after ``push_timeout_ms``). An entry is committed when a majority holds it durab
 the leader's term (Raft's commit rule). A leader that hears from no majority for an election
 timeout steps down.
 
+Retention deletes the head of a member's log (committed entries only), and there are no
+snapshots, as in DLedger: a follower that needs entries its leader no longer holds gets a
+TRUNCATE with ``rebuild`` carrying the leader's first entry, and one without that entry
+starts its log over there (``PersistEntries(rebuild=True)``); what it drops was committed.
+
 The driver must execute the actions of one call in order. ``PersistTerm`` must be durable
 before any later action is carried out (a vote or a term must survive a crash before anyone
 hears of it). ``PersistEntries`` may complete later, in order: the driver calls
@@ -66,6 +71,9 @@ class LogView(Protocol):
     @property
     def end_index(self) -> int: ...  # -1 when empty
 
+    @property
+    def begin_index(self) -> int: ...  # first index held; entries before it are deleted
+
     def term_at(self, index: int) -> int | None: ...  # None outside the log
 
     def entry_at(self, index: int) -> Entry | None: ...
@@ -98,10 +106,13 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class PersistEntries:
-    """Cut the log after ``truncate_after`` (when not None), then append ``entries``."""
+    """Cut the log after ``truncate_after`` (when not None), then append ``entries``. With
+    ``rebuild``: drop the whole log and start it over with ``entries`` (the first one at
+    its ``pos`` in the data files)."""
 
     entries: tuple[Entry, ...]
     truncate_after: int | None = None
+    rebuild: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +170,7 @@ class _Progress:
     inflight: bool = False
     deadline: int = 0
     sent_last: int = -1  # last index of the push in flight
+    rebuild: bool = False  # TRUNCATE mode: the follower needs entries we no longer hold
     last_ack: int = 0  # when it last answered in this term
 
 
@@ -196,7 +208,8 @@ class RaftNode:
         st = state or PersistentState()
         self.term = st.term
         self.voted_for = st.voted_for
-        self.commit_index = min(st.commit_index, log.end_index)
+        # Entries before the log's first were deleted by retention, which keeps uncommitted ones.
+        self.commit_index = max(min(st.commit_index, log.end_index), log.begin_index - 1)
         self.durable = log.end_index  # what recovery found is on disk
         self.role = Role.FOLLOWER
         self.leader_id: str | None = None
@@ -483,12 +496,14 @@ class RaftNode:
             self._follow_commit(msg.commit_index, out)
         elif msg.type is PushType.COMPARE:
             e = msg.entries[0] if msg.entries else Entry(-1, -1)
-            same = e.index < 0 or log.term_at(e.index) == e.term
-            self._respond(msg, Code.SUCCESS if same else Code.INCONSISTENT_STATE, e.index, out)
+            self._respond(msg, Code.SUCCESS if self._holds(e) else Code.INCONSISTENT_STATE, e.index, out)
         elif msg.type is PushType.TRUNCATE:
             e = msg.entries[0] if msg.entries else Entry(-1, -1)
-            if e.index >= 0 and log.term_at(e.index) != e.term:
-                self._respond(msg, Code.INCONSISTENT_STATE, e.index, out)
+            if not self._holds(e):
+                if msg.rebuild and e.index > self.commit_index:
+                    self._rebuild(msg, e, out)
+                else:
+                    self._respond(msg, Code.INCONSISTENT_STATE, e.index, out)
                 return
             # Entries up to our commit index, and those verified in this term, equal the leader's:
             # a TRUNCATE below them (stale, or from a leader that walked its compare too far)
@@ -503,6 +518,31 @@ class RaftNode:
             self._follow_commit(msg.commit_index, out)
         elif msg.type is PushType.COMMIT:
             self._follow_commit(msg.commit_index, out)
+
+    def _holds(self, e: Entry) -> bool:
+        """Whether our log agrees with the leader's ``e``. An index before our first entry
+        (deleted by retention) agrees when committed: committed entries are the leader's."""
+        if e.index < 0:
+            return True
+        term = self.log.term_at(e.index)
+        if term is None:
+            return e.index < self.log.begin_index and e.index <= self.commit_index
+        return term == e.term
+
+    def _rebuild(self, msg: PushEntryRequest, e: Entry, out: list[Action]) -> None:
+        """Start our log over with the leader's first entry ``e``: we lack it (or hold another
+        one there, never committed), and everything the leader had before it is committed.
+        Nothing we drop was acked as ours alone: an entry at or after ``e.index`` that we
+        acked would equal the leader's, and so would ``e``."""
+        self._cut_after(e.index - 1)
+        out.append(PersistEntries((e,), rebuild=True))
+        self._matched_end = e.index
+        self._matched_term = self.term
+        if self.commit_index < e.index - 1:
+            self.commit_index = e.index - 1
+            out.append(Commit(self.commit_index))
+        self._respond(msg, Code.SUCCESS, e.index, out)
+        self._follow_commit(msg.commit_index, out)
 
     def _cut_after(self, index: int) -> None:
         self.durable = min(self.durable, index)
@@ -578,7 +618,21 @@ class RaftNode:
             return
         base = self._msg_base(peer)
         log = self.log
-        if p.mode is _Mode.COMPARE:
+        begin = log.begin_index
+        if begin > 0 and (
+            (p.mode is _Mode.COMPARE and min(p.compare_index, log.end_index) < begin)
+            or (p.mode is _Mode.APPEND and p.next < begin)
+        ):
+            p.mode, p.rebuild = _Mode.TRUNCATE, True  # it needs entries we no longer hold
+        if p.mode is _Mode.TRUNCATE and p.rebuild:
+            first = log.entry_at(begin)
+            if first is None:
+                return
+            msg = PushEntryRequest(
+                **base, type=PushType.TRUNCATE, commit_index=self.commit_index, entries=(first,), rebuild=True
+            )
+            p.sent_last = begin
+        elif p.mode is _Mode.COMPARE:
             i = min(p.compare_index, log.end_index)
             term = log.term_at(i) if i >= 0 else -1
             entry = Entry(i, term if term is not None else -1)
@@ -649,6 +703,7 @@ class RaftNode:
                     below = p.compare_index - 1
                     p.compare_index = max(-1, min(msg.end_index, below))
             elif msg.type is PushType.TRUNCATE:
+                p.rebuild = False
                 if msg.code == Code.SUCCESS:
                     # The follower's prefix equals ours now, but may not be durable there yet:
                     # it counts once an APPEND ack (sent after its fsync) covers it.

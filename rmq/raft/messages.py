@@ -59,13 +59,23 @@ class Entry:
     index: int
     term: int
     body: bytes = b""
+    pos: int = -1  # where the entry starts in the leader's data files (sent with a rebuild)
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "term": self.term, "body": base64.b64encode(self.body).decode("ascii")}
+        out: dict[str, Any] = {
+            "index": self.index,
+            "term": self.term,
+            "body": base64.b64encode(self.body).decode("ascii"),
+        }
+        if self.pos >= 0:
+            out["pos"] = self.pos
+        return out
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Entry:
-        return cls(int(obj["index"]), int(obj["term"]), base64.b64decode(obj.get("body") or ""))
+        return cls(
+            int(obj["index"]), int(obj["term"]), base64.b64decode(obj.get("body") or ""), int(obj.get("pos", -1))
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,9 +179,19 @@ class PushEntryRequest(Message):
     type: PushType = PushType.APPEND
     commit_index: int = -1
     entries: tuple[Entry, ...] = field(default_factory=tuple)  # APPEND: the batch; COMPARE/TRUNCATE: one
+    # Our addition, a TRUNCATE's: the leader no longer holds what the follower lacks before
+    # the entry (retention deleted it); a follower without that entry starts its log over
+    # with it, at its position, as DLedger's store does (rebuildWithPos).
+    rebuild: bool = False
+
+    def _head_json(self) -> dict[str, Any]:
+        out = {**self._base_json(), "type": self.type.value, "commitIndex": self.commit_index}
+        if self.rebuild:
+            out["rebuild"] = True
+        return out
 
     def to_json(self) -> dict[str, Any]:
-        out = {**self._base_json(), "type": self.type.value, "commitIndex": self.commit_index}
+        out = self._head_json()
         if len(self.entries) == 1:
             out["entry"] = self.entries[0].to_json()
         elif self.entries:
@@ -186,6 +206,7 @@ class PushEntryRequest(Message):
             type=PushType(obj.get("type", "APPEND")),
             commit_index=int(obj.get("commitIndex", -1)),
             entries=tuple(Entry.from_json(e) for e in raw),
+            rebuild=bool(obj.get("rebuild", False)),
         )
 
 
@@ -262,7 +283,7 @@ def _entry_text(e: Entry) -> str:
 def encode_message(msg: Message) -> bytes:
     """A peer message as the JSON body peers exchange, its class named by ``kind``."""
     if isinstance(msg, PushEntryRequest) and msg.entries:
-        head = {"kind": "PushEntryRequest", **msg._base_json(), "type": msg.type.value, "commitIndex": msg.commit_index}
+        head = {"kind": "PushEntryRequest", **msg._head_json()}
         text = json.dumps(head)[:-1]
         if len(msg.entries) == 1:
             return f'{text}, "entry": {_entry_text(msg.entries[0])}}}'.encode()

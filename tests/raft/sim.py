@@ -4,7 +4,9 @@ Virtual time only. Each member has a RaftNode, a log in memory and a "disk" that
 as its writes complete (after a random delay; slow disks are slower). The network drops,
 delays (and so reorders) and duplicates messages and can be cut in one direction only. Members
 crash (writes still in flight are lost or done, at random; the term and vote survive, as
-PersistTerm is synchronous) and restart from their disk; clocks drift.
+PersistTerm is synchronous) and restart from their disk; clocks drift. Retention deletes the
+head of a member's log (committed entries only), so followers that fall behind are rebuilt
+from their leader's first entry.
 
 A run has a fault phase and then a heal phase (every member up, a reliable network). Checked
 throughout and at the end: at most one leader per term; every member commits the same entry
@@ -56,31 +58,49 @@ class Faults:
     disk_max_ms: int = 20
     slow_disk_ms: int = 150
     drift: float = 0.2  # clocks run at 1 ± drift
+    retention_rate: float = 0.05  # per tick: a member deletes a committed head of its log
 
 
 class MemLog:
-    """The LogView: the log as written (durable or not)."""
+    """The LogView: the log as written (durable or not); ``entries`` from ``begin_index`` on."""
 
-    def __init__(self, entries: list[Entry] | None = None) -> None:
+    def __init__(self, entries: list[Entry] | None = None, begin: int = 0) -> None:
         self.entries: list[Entry] = list(entries or [])
+        self.begin_index = begin
+
+    def copy(self) -> MemLog:
+        return MemLog(self.entries, self.begin_index)
 
     @property
     def end_index(self) -> int:
-        return len(self.entries) - 1
+        return self.begin_index + len(self.entries) - 1
 
     def term_at(self, index: int) -> int | None:
-        return self.entries[index].term if 0 <= index < len(self.entries) else None
+        e = self.entry_at(index)
+        return None if e is None else e.term
 
     def entry_at(self, index: int) -> Entry | None:
-        return self.entries[index] if 0 <= index < len(self.entries) else None
+        i = index - self.begin_index
+        return self.entries[i] if 0 <= i < len(self.entries) else None
 
     def apply(self, op: PersistEntries) -> None:
-        if op.truncate_after is not None:
-            del self.entries[op.truncate_after + 1 :]
+        if op.rebuild:
+            self.entries, self.begin_index = [], op.entries[0].index
+        elif op.truncate_after is not None:
+            if op.truncate_after < self.begin_index - 1:
+                raise InvariantViolated(
+                    f"truncate after {op.truncate_after}, before the log's first {self.begin_index}"
+                )
+            del self.entries[op.truncate_after + 1 - self.begin_index :]
         for e in op.entries:
-            if e.index != len(self.entries):
-                raise InvariantViolated(f"append of {e.index} at end {len(self.entries) - 1}")
+            if e.index != self.end_index + 1:
+                raise InvariantViolated(f"append of {e.index} at end {self.end_index}")
             self.entries.append(e)
+
+    def forget_before(self, index: int) -> None:
+        """Retention: entries before ``index`` are deleted."""
+        del self.entries[: index - self.begin_index]
+        self.begin_index = index
 
 
 @dataclass
@@ -88,7 +108,7 @@ class Member:
     id: str
     node: RaftNode | None
     memory: MemLog
-    disk: list[Entry] = field(default_factory=list)
+    disk: MemLog = field(default_factory=MemLog)
     term: int = 0
     voted_for: str | None = None
     pending: list[tuple[int, PersistEntries]] = field(default_factory=list)  # (op id, op), in order
@@ -121,7 +141,11 @@ class Sim:
         self.committed: dict[int, Entry] = {}  # index -> the entry every member commits there
         self.acked: list[bytes] = []  # proposals acknowledged to a client, in order
         self.proposed = 0
-        self.stats = {"elections": 0, "crashes": 0, "partitions": 0, "dropped": 0, "duplicated": 0, "commits": 0}
+        self.healed_commit = -1  # the highest committed index when the faults stopped
+        self.stats = {
+            "elections": 0, "crashes": 0, "partitions": 0, "dropped": 0, "duplicated": 0, "commits": 0,
+            "retentions": 0, "rebuilds": 0,
+        }  # fmt: skip
         for i in self.ids:
             self._at(self.rng.randrange(TICK_MS), "tick", i)
         self._at(5, "client", None)
@@ -137,7 +161,7 @@ class Sim:
         return int(self.now * m.drift)
 
     def _start(self, m: Member) -> None:
-        m.memory = MemLog(m.disk)
+        m.memory = m.disk.copy()
         m.pending = []
         m.committed = -1
         state = PersistentState(m.term, m.voted_for, -1)
@@ -161,6 +185,7 @@ class Sim:
                 m.term, m.voted_for = a.term, a.voted_for
             elif isinstance(a, PersistEntries):
                 m.memory.apply(a)
+                self.stats["rebuilds"] += a.rebuild
                 if a.entries:
                     self._run_actions(m, m.node.appended(self._local(m)))
                 self._seq += 1
@@ -181,6 +206,10 @@ class Sim:
         assert m.node is not None
         for i in range(m.committed + 1, index + 1):
             e = m.memory.entry_at(i)
+            if e is None and i < m.memory.begin_index:
+                if i not in self.committed:  # deleted or skipped by a rebuild: committed before
+                    raise InvariantViolated(f"{m.id} counts {i}, before its log, as committed; nobody committed it")
+                continue
             if e is None:
                 raise InvariantViolated(f"{m.id} commits {i} beyond its log end {m.memory.end_index}")
             seen = self.committed.setdefault(i, e)
@@ -214,24 +243,22 @@ class Sim:
                 self._at(self.now + 1, "disk", (mid, op_id))  # writes complete in order
             return
         _, op = m.pending.pop(0)
-        disk = MemLog(m.disk)
-        disk.apply(op)
-        m.disk = disk.entries
+        m.disk.apply(op)
         # Durable up to where disk and memory agree: a later pending truncate may cut below.
-        upto = len(m.disk) - 1
+        upto = m.disk.end_index
         for _, later in m.pending:
             if later.truncate_after is not None:
                 upto = min(upto, later.truncate_after)
+            elif later.rebuild:
+                upto = min(upto, later.entries[0].index - 1)
         self._run_actions(m, m.node.persisted(upto, self._local(m)))
 
     def _crash(self, m: Member) -> None:
         self.stats["crashes"] += 1
         # in-flight writes: some finish (in order), the rest are lost
         keep = self.rng.randrange(len(m.pending) + 1)
-        disk = MemLog(m.disk)
         for _, op in m.pending[:keep]:
-            disk.apply(op)
-        m.disk = disk.entries
+            m.disk.apply(op)
         m.pending = []
         m.node = None
         self._at(self.now + self.rng.randrange(50, 800), "restart", m.id)
@@ -290,6 +317,8 @@ class Sim:
 
     def _chaos(self) -> None:
         f = self.faults
+        if self._healing() and self.healed_commit < 0:
+            self.healed_commit = max(self.committed, default=-1)
         if self._healing():
             self.blocked.clear()
             for m in self.members.values():
@@ -306,6 +335,8 @@ class Sim:
             alive = [m for m in self.members.values() if m.node is not None]
             for m in self.rng.sample(alive, min(len(alive), len(self.ids) // 2 + 1)):
                 self._crash(m)
+        if self.rng.random() < f.retention_rate:
+            self._retention(self.rng.choice(list(self.members.values())))
         if self.rng.random() < f.partition_rate:
             self.stats["partitions"] += 1
             self.blocked.clear()
@@ -321,6 +352,21 @@ class Sim:
                 self.blocked = {(a, b) for a in self.ids for b in self.ids if (a in side) != (b in side)}
             # else: heal for a while
 
+    def _retention(self, m: Member) -> None:
+        """Delete a head of ``m``'s log, as a store's retention deletes old data files: only
+        committed entries, never the last one, and (for the model's simplicity) only when no
+        write is in flight, so that disk and memory are the same log."""
+        if m.node is None or m.pending:
+            return
+        log = m.memory
+        top = min(m.node.commit_index + 1, log.end_index)
+        if top <= log.begin_index:
+            return
+        upto = self.rng.randrange(log.begin_index + 1, top + 1)
+        log.forget_before(upto)
+        m.disk.forget_before(upto)
+        self.stats["retentions"] += 1
+
     # -- checks --------------------------------------------------------------------------------
 
     def _final_checks(self) -> None:
@@ -334,9 +380,10 @@ class Sim:
                 if a.id >= b.id:
                     continue
                 common = min(a.memory.end_index, b.memory.end_index)
-                for i in range(common, -1, -1):
+                first = max(a.memory.begin_index, b.memory.begin_index)
+                for i in range(common, first - 1, -1):
                     if a.memory.term_at(i) == b.memory.term_at(i):
-                        if a.memory.entries[: i + 1] != b.memory.entries[: i + 1]:
+                        if any(a.memory.entry_at(k) != b.memory.entry_at(k) for k in range(first, i + 1)):
                             raise InvariantViolated(f"{a.id} and {b.id} agree at {i} but not before it")
                         break
         # Liveness and acknowledged proposals: everything acked is committed everywhere, once, in order.
@@ -353,10 +400,16 @@ class Sim:
         top = max(m.committed for m in nodes)
         if top < 0 or not self.acked:
             raise InvariantViolated("nothing was committed after healing")
+        # Every member caught up after healing, even one whose leader had deleted what it lacked.
         for m in nodes:
-            for i in range(m.committed + 1):
-                if m.memory.entries[i] != self.committed[i]:
-                    raise InvariantViolated(f"{m.id} holds {m.memory.entries[i]} at committed index {i}")
+            assert m.node is not None
+            if m.node.commit_index < self.healed_commit:
+                raise InvariantViolated(f"{m.id} committed only to {m.node.commit_index} after healing, "
+                                        f"{self.healed_commit} was committed when the faults stopped")  # fmt: skip
+        for m in nodes:
+            for i in range(m.memory.begin_index, m.committed + 1):
+                if m.memory.entry_at(i) != self.committed[i]:
+                    raise InvariantViolated(f"{m.id} holds {m.memory.entry_at(i)} at committed index {i}")
 
 
 def run_seed(seed: int, n: int = 3, faults: Faults | None = None, **kw: Any) -> Sim:

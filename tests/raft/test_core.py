@@ -30,6 +30,7 @@ from rmq.raft.messages import (
     VoteRequest,
     VoteResponse,
     VoteResult,
+    encode_message,
 )
 
 from .sim import MemLog
@@ -310,3 +311,78 @@ def test_a_leader_never_truncates_a_follower_below_what_it_acked() -> None:
         code = Code.SUCCESS if i == -1 else Code.INCONSISTENT_STATE
         push = push_to_n1(answer(push, i, code, end_index=-1))
     assert push.type is PushType.TRUNCATE and push.entries[0].index == -1
+
+
+def shuttle(leader: RaftNode, llog: MemLog, follower: RaftNode, flog: MemLog, first: list[object]) -> list[object]:
+    """Deliver leader <-> follower messages (the follower's writes durable at once) until
+    quiet; returns every push the follower got."""
+    pushes: list[object] = []
+    queue = [a for a in first if isinstance(a, Send) and a.to == follower.id]
+    for _ in range(100):
+        if not queue:
+            break
+        send = queue.pop(0)
+        assert isinstance(send, Send)
+        if send.to == follower.id:
+            pushes.append(send.message)
+            out = run(flog, follower.receive(send.message, 1100))
+            if any(isinstance(a, PersistEntries) for a in out):
+                out += follower.persisted(flog.end_index, 1100)
+            queue += [a for a in out if isinstance(a, Send)]
+        else:
+            queue += [a for a in run(llog, leader.receive(send.message, 1100)) if isinstance(a, Send)]
+    return pushes
+
+
+def test_a_follower_that_needs_deleted_entries_is_rebuilt_from_the_leaders_first() -> None:
+    # The leader's retention deleted entries 0..4 (all committed); an empty member joins.
+    held = [Entry(i, 1, b"m%d" % i, pos=100 * i) for i in range(5, 9)]
+    leader, llog = node("n0", term=1)
+    llog.entries, llog.begin_index = list(held), 5
+    leader.commit_index = 8
+    out = elect(leader, llog)
+    out += run(llog, leader.persisted(llog.end_index, 1000))
+    assert leader.commit_index == 8
+    follower, flog = node("n1")
+    pushes = shuttle(leader, llog, follower, flog, out)
+    rebuild = [p for p in pushes if isinstance(p, PushEntryRequest) and p.rebuild]
+    assert len(rebuild) == 1 and rebuild[0].type is PushType.TRUNCATE
+    assert rebuild[0].entries == (held[0],) and rebuild[0].entries[0].pos == 500  # with its position
+    assert flog.begin_index == 5 and flog.entries == llog.entries  # the no-op of term 2 too
+    assert leader.commit_index == llog.end_index and follower.commit_index >= 8  # 9 with the next push
+
+
+def test_a_follower_ahead_of_the_leaders_first_entry_is_not_rebuilt() -> None:
+    # The follower holds 3..6 (its own retention deleted 0..2); the leader holds 5..8.
+    leader, llog = node("n0", term=1)
+    llog.entries, llog.begin_index = [Entry(i, 1, b"m%d" % i) for i in range(5, 9)], 5
+    leader.commit_index = 6
+    follower, flog = node("n1", term=1)
+    flog.entries, flog.begin_index = [Entry(i, 1, b"m%d" % i) for i in range(3, 7)], 3
+    follower.commit_index = 6
+    pushes = shuttle(leader, llog, follower, flog, elect(leader, llog))
+    assert not [p for p in pushes if isinstance(p, PushEntryRequest) and p.rebuild]
+    assert flog.begin_index == 3 and flog.entries[2:] == llog.entries
+
+
+def test_a_rebuild_never_drops_a_committed_entry_that_differs() -> None:
+    # A follower whose committed entry at the leader's first index differs (cannot happen
+    # with a correct leader) refuses to be rebuilt rather than lose it.
+    follower, flog = node("n1", [Entry(0, 1), Entry(1, 1)], term=2)
+    follower.commit_index = 1
+    push = PushEntryRequest("g", "n0", "n1", 2, leader_id="n0", type=PushType.TRUNCATE, commit_index=5,
+                            entries=(Entry(1, 2, b"x", pos=48),), rebuild=True)  # fmt: skip
+    out = follower.receive(push, 10)
+    assert not [a for a in out if isinstance(a, PersistEntries)]
+    assert sends(out, PushEntryResponse)[0].message.code == Code.INCONSISTENT_STATE
+
+
+def test_rebuild_and_pos_round_trip_through_json() -> None:
+    push = PushEntryRequest("g", "n0", "n1", 2, type=PushType.TRUNCATE, entries=(Entry(5, 1, b"x", pos=240),),
+                            rebuild=True)  # fmt: skip
+    obj = json.loads(encode_message(push))
+    assert obj["rebuild"] is True and obj["entry"]["pos"] == 240
+    obj.pop("kind")
+    assert PushEntryRequest.from_json(obj) == push
+    plain = json.loads(encode_message(PushEntryRequest("g", "n0", "n1", 2, entries=(Entry(5, 1, b"x"),))))
+    assert "rebuild" not in plain and "pos" not in plain["entry"]
