@@ -135,7 +135,7 @@ class ConsumeQueue:
         elif offset < self.max_offset:
             self._rewrite(offset, phy, size, tags_code)
         else:
-            if self.max_offset == self.min_offset and not self.files.files:
+            if self.max_offset == self.min_offset and not self.files.files and not self.pending:
                 self.min_offset = self.max_offset = self.file_end = self.synced_offset = offset
             else:
                 log.warning("%s:%d jumps from %d to %d; padding", self.topic, self.queue_id, self.max_offset, offset)

@@ -34,6 +34,7 @@ from rmq.protocol.dledger import (
     encode_blank,
     encode_entry,
     encode_index,
+    head_blank_size,
     patch_record_offset,
     peek_magic_size,
 )
@@ -129,9 +130,10 @@ class DLedgerLog:
         first = self._first_entry_index()
         self.begin_index = first if first is not None else 0
         expected = self.begin_index
-        end_pos = files[0].start
+        pos = head_blank_size(files[0].mm)  # a rebuilt log's first entry is where the leader's was
+        end_pos = files[0].start + pos
         last_term = -1
-        i, pos = 0, 0
+        i = 0
         while i < len(files):
             mf = files[i]
             if pos + MIN_BLANK > mf.size:
@@ -166,7 +168,7 @@ class DLedgerLog:
     def _first_entry_index(self) -> int | None:
         mf = self.data.files[0]
         try:
-            return decode_entry_header(mf.mm, 0).index
+            return decode_entry_header(mf.mm, head_blank_size(mf.mm)).index
         except ProtocolError:
             return None
 
@@ -358,7 +360,8 @@ class DLedgerLog:
         """The data offset where entry ``index`` ends (the start of the data before
         ``begin_index``)."""
         if index < self.begin_index:
-            return self.data.min_offset
+            first = self._read_index(self.begin_index) if self.end_index >= self.begin_index else None
+            return self.data.max_offset if first is None else first[1]  # none held: a blank at most
         unit = self._read_index(index)
         if unit is None:
             raise StoreError(f"DLedger index {index} not held (begin {self.begin_index}, end {self.end_index})")
@@ -375,8 +378,8 @@ class DLedgerLog:
         self.abort_pending()
         if index >= self.end_index:
             return
-        if index < self.begin_index:
-            cut = self.data.min_offset
+        if index < self.begin_index:  # everything: the first entry's place stays where it was
+            cut = self.entry(self.begin_index).pos
             self.end_term = -1
         else:
             cut_entry = self.entry(index + 1)
@@ -385,6 +388,34 @@ class DLedgerLog:
         self.data.truncate(cut)
         self.index.truncate((index + 1) * INDEX_UNIT_SIZE)
         self.end_index = index
+
+    def rebuild(self, index: int, term: int, body: bytes, pos: int) -> LogEntry:
+        """Start the log over with the leader's entry ``index`` at data offset ``pos``: every
+        data and index file is deleted first (what they held before ``index`` is committed,
+        the rest was never committed). Used when the leader no longer holds the entries this
+        log lacks (retention, and no snapshots, as in DLedger). Bytes of the first data file
+        before ``pos`` hold a blank, so that readers find the first entry.
+
+        Raises:
+            StoreError: ``index`` is not past the commit index, or ``pos`` is unknown.
+        """
+        if index <= self.committed_index or pos < 0:
+            raise StoreError(
+                f"refusing to rebuild at index {index}, data offset {pos}: committed {self.committed_index}"
+            )
+        self.abort_pending()
+        for queue in (self.data, self.index):
+            while queue.files:
+                queue.delete_first()
+            queue.flushed_where = 0
+        self.begin_index, self.end_index, self.end_term = index, index - 1, -1
+        self.committed_index = index - 1
+        mf = self._place(BODY_OFFSET + len(body), pos)
+        if mf.wrote:
+            mf.write_at(0, encode_blank(mf.wrote))
+        entry = self.append(index, term, body, pos=pos)
+        self.save_checkpoint()
+        return entry
 
     def forget_head(self) -> None:
         """Data files were deleted from the head (retention): entries before the first one
@@ -460,7 +491,7 @@ def iter_dledger_records(member_dir: str | os.PathLike[str]) -> Iterator[tuple[i
 def _file_records(data: mmap.mmap, base: int) -> Generator[tuple[int, bytes], None, bool]:
     """The records of one data file; True when it ends with a blank (the walk goes on in the
     next file), False where it stops at an invalid or unwritten entry."""
-    pos = 0
+    pos = head_blank_size(data)
     while pos + MIN_BLANK <= len(data):
         if peek_magic_size(data, pos)[0] == BLANK_MAGIC:
             return True

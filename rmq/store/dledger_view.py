@@ -16,7 +16,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rmq.protocol.dledger import BLANK_MAGIC, BODY_OFFSET, MIN_BLANK, entry_size_at, first_record_at, peek_magic_size
+from rmq.protocol.dledger import (
+    BLANK_MAGIC,
+    BODY_OFFSET,
+    MIN_BLANK,
+    entry_size_at,
+    first_record_at,
+    head_blank_size,
+    peek_magic_size,
+)
 
 from .commitlog import CommitLog
 from .dledger_log import DLedgerLog
@@ -73,7 +81,10 @@ class DLedgerView(CommitLog):
         return self.files.max_offset
 
     def non_record_step(self, mf: MappedFile, pos: int) -> int | None:
-        """Bytes to skip at ``pos``: an entry header, or a blank to the end of the file."""
+        """Bytes to skip at ``pos``: an entry header, a blank to the end of the file, or the
+        blank at the head of a rebuilt log's first file."""
+        if pos == 0 and (head := head_blank_size(mf.mm)):
+            return head
         if pos + MIN_BLANK > mf.size or peek_magic_size(mf.mm, pos)[0] == BLANK_MAGIC:
             return mf.size - pos
         return BODY_OFFSET if entry_size_at(mf.mm, pos) is not None else None

@@ -135,3 +135,17 @@ def test_rounds_write_small_queues_but_sync_them_only_when_due(open_store, tmp_p
     store.run_flush(plan)
     store.end_flush(plan)
     assert store.checkpoint.logics_offset == store.max_phy_offset
+
+
+def test_a_queue_whose_pending_entries_all_point_below_the_commitlog_pads_before_a_jump(tmp_path: Path) -> None:
+    # A DLedger member rebuilt from its leader: its entries not yet in a file point below the
+    # new CommitLog start, and the next record's queue offset is far ahead.
+    cq = _queue(tmp_path)
+    for i in range(3):
+        cq.put(i, 100 * i, 100, i)
+    cq.correct_min_offset(10_000)
+    assert cq.min_offset == cq.max_offset == 3
+    cq.put(12, 10_000, 100, 7)
+    cq.drain()
+    assert cq.entry(12) == (10_000, 100, 7) and cq.entries(3, 1) == CQ_BLANK_ENTRY
+    cq.close()

@@ -19,6 +19,7 @@ from rmq.protocol.dledger import (
     encode_index,
     entry_size_at,
     first_record_at,
+    head_blank_size,
     patch_record_offset,
 )
 from rmq.protocol.errors import ProtocolError, RemoteProtocolError
@@ -151,3 +152,44 @@ def test_patch_record_offset() -> None:
     patch_record_offset(raw)
     msg, _ = decode_record(bytes(raw[BODY_OFFSET:]))
     assert msg.commitlog_offset == 4096 + BODY_OFFSET
+
+
+def test_a_head_blank_is_found_with_bytes_alone() -> None:
+    entry = encode_entry(9, 2, 4096 + 100, record(b"r"))
+    file = encode_blank(100) + bytes(92) + entry + bytes(200)  # a rebuilt log's first file
+    assert head_blank_size(file) == 100 and entry_size_at(file, 100) == len(entry)
+    assert first_record_at(file, len(file)) == 100 + BODY_OFFSET
+    assert head_blank_size(entry + encode_blank(200)) == 0  # an entry first: no head blank
+    assert head_blank_size(encode_blank(300) + bytes(292)) == 0  # a whole-file blank is an end blank
+    assert head_blank_size(bytes(400)) == head_blank_size(b"\xff\xff") == 0
+
+
+def test_rebuild_starts_the_log_over_at_the_leaders_position(tmp_path: Path) -> None:
+    leader = DLedgerLog(tmp_path / "a", "n0", **SMALL)
+    entries = [leader.append(i, 1, record(b"z" * (i * 13 % 150))) for i in range(40)]
+    k = next(e.index for e in entries if e.index > 5 and e.pos % 4096 > 0)  # mid-file
+    first = entries[k]
+    follower = DLedgerLog(tmp_path / "b", "n1", **SMALL)
+    for e in entries[:3]:
+        follower.append(e.index, e.term, e.body, pos=e.pos)
+    follower.commit(2)
+    with pytest.raises(StoreError, match="refusing to rebuild"):
+        follower.rebuild(2, 1, entries[2].body, entries[2].pos)  # never over a committed entry
+    follower.rebuild(k, first.term, first.body, first.pos)
+    assert (follower.begin_index, follower.end_index, follower.committed_index) == (k, k, k - 1)
+    head = follower.data.files[0]
+    assert head_blank_size(head.mm) == first.pos - head.start > 0
+    assert follower.entry_end(k - 1) == first.pos
+    # its first entry is not committed yet: a new leader may replace it, at the same place
+    follower.truncate_after(k - 1)
+    assert (follower.end_index, follower.data_end, follower.entry_end(k - 1)) == (k - 1, first.pos, first.pos)
+    for e in entries[k:]:
+        follower.append(e.index, e.term, e.body, pos=e.pos)
+    follower.sync()
+    follower.close()
+    reopened = DLedgerLog(tmp_path / "b", "n1", **SMALL)
+    assert (reopened.begin_index, reopened.end_index) == (k, 39)
+    assert [reopened.entry(i) for i in range(k, 40)] == [leader.entry(i) for i in range(k, 40)]
+    ours = dict(iter_dledger_records(leader.path))
+    assert dict(iter_dledger_records(reopened.path)) == {o: r for o, r in ours.items() if o > first.pos}
+    reopened.close()

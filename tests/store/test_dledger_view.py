@@ -14,6 +14,7 @@ from rmq.store.dledger_log import DLedgerLog, iter_dledger_records
 from rmq.store.dledger_view import DLedgerView
 from rmq.store.errors import StoreError
 from rmq.store.results import GetMessageStatus
+from spark.store_scan import first_store_timestamp, list_segments
 
 FILE = 64 * 1024
 
@@ -194,3 +195,49 @@ def test_retention_deletes_old_data_files_and_the_index_files_they_no_longer_nee
     reopened = DLedgerLog(tmp_path, "n0", data_file_size=FILE, index_file_size=32 * 16)
     assert (reopened.begin_index, reopened.end_index) == (m.dlog.begin_index, m.dlog.end_index)
     reopened.close()
+
+
+def test_a_follower_rebuilt_inside_a_data_file_dispatches_reads_and_reopens(member: Member, tmp_path: Path) -> None:
+    leader = member
+    for i in range(300):
+        leader.store.append_message("T", 0, b"m%03d" % i * 60)
+        if i % 4 == 3:
+            leader.seal()
+    leader.seal()
+    leader.commit()
+    entries = list(leader.dlog.entries(0))
+    first = next(e for e in entries if e.index > 3 and e.pos % FILE > 0 and e.pos > FILE)  # mid-file
+    follower = Member(tmp_path / "f")
+    for e in entries[:3]:
+        follower.dlog.append(e.index, e.term, e.body, pos=e.pos)
+    follower.commit()  # it held and dispatched a little before it fell behind
+    follower.dlog.rebuild(first.index, first.term, first.body, first.pos)
+    follower.store.commitlog_restarted(first.pos)
+    for e in entries[first.index + 1 :]:
+        follower.dlog.append(e.index, e.term, e.body, pos=e.pos)
+    follower.commit()
+    ours = dict(iter_dledger_records(leader.dlog.path))
+    theirs = dict(iter_dledger_records(follower.dlog.path))
+    assert theirs == {o: r for o, r in ours.items() if o > first.pos}
+    # its queue holds what it holds, at the leader's queue offsets, and nothing before
+    lo = follower.store.get_min_offset_in_queue("T", 0)
+    assert follower.store.get_max_offset_in_queue("T", 0) == leader.store.get_max_offset_in_queue("T", 0)
+    got = read_queue(follower.store, lo)
+    assert [decode_record(r)[0].commitlog_offset for r in got] == sorted(theirs)
+    assert got == read_queue(leader.store, decode_record(got[0])[0].queue_offset)
+    follower.close()
+    follower.open()
+    assert (follower.dlog.begin_index, follower.dlog.end_index) == (first.index, entries[-1].index)
+    assert read_queue(follower.store, follower.store.get_min_offset_in_queue("T", 0)) == got
+    segments = [s for s in list_segments(follower.root) if s.base == follower.dlog.data.files[0].start]
+    assert segments and first_store_timestamp(segments[0]) == decode_record(got[0])[0].store_timestamp
+    follower.close()
+
+
+def read_queue(store: MessageStore, offset: int) -> list[bytes]:
+    """Every record of queue T:0 from ``offset`` on."""
+    out: list[bytes] = []
+    while (got := store.get_message("T", 0, offset, 32)).records:
+        out += [bytes(r) for r in got.records]
+        offset = got.next_begin_offset
+    return out

@@ -97,7 +97,9 @@ class DLedgerCommitLog(Replication):
         if not isinstance(view, DLedgerView):
             raise StoreError("a DLedger member's store must be opened with member_commitlog")
         self.dlog = view.dlog
-        self.node = DLedgerNode(config, on_commit=self._on_commit, on_role=self._on_role_change, dlog=self.dlog)
+        self.node = DLedgerNode(
+            config, on_commit=self._on_commit, on_role=self._on_role_change, on_rebuild=self._on_rebuild, dlog=self.dlog
+        )
         view.on_full = self.propose_pending  # an entry full before the proposer ran
         self._on_role = on_role
         self.preferred_leader = preferred_leader  # preferredLeaderId: leadership goes there
@@ -152,6 +154,13 @@ class DLedgerCommitLog(Replication):
             self.astore.fail_replica_waits()
             self._on_role(False)
         self._wake.set()
+
+    def _on_rebuild(self) -> None:
+        """The log started over at the leader's first entry (it no longer held what we
+        lacked): the store goes on from there."""
+        self.applied_index = self.dlog.begin_index - 1
+        self.committed_end = self.dlog.entry_end(self.applied_index)
+        self.store.commitlog_restarted(self.committed_end)
 
     # -- the commit task -----------------------------------------------------------------------
 

@@ -100,17 +100,22 @@ class _LogView:
     def end_index(self) -> int:
         return self.dlog.end_index
 
+    @property
+    def begin_index(self) -> int:
+        return self.dlog.begin_index
+
     def term_at(self, index: int) -> int | None:
         return self.dlog.term_at(index)
 
     def entry_at(self, index: int) -> M.Entry | None:
-        if not self.dlog.begin_index <= index <= self.dlog.end_index:
+        dlog = self.dlog
+        if not dlog.begin_index <= index <= dlog.end_index:
             return None
         cached = self.recent.get(index)
-        if cached is not None:
+        if cached is not None and index != dlog.begin_index:
             return cached
-        e = self.dlog.entry(index)
-        return M.Entry(e.index, e.term, e.body)
+        e = dlog.entry(index)  # the first entry carries its position: a rebuild needs it
+        return M.Entry(e.index, e.term, e.body, e.pos)
 
 
 @dataclass
@@ -134,6 +139,7 @@ class DLedgerNode:
         *,
         on_commit: Callable[[int], None] | None = None,
         on_role: Callable[[], None] | None = None,
+        on_rebuild: Callable[[], None] | None = None,
         dlog: DLedgerLog | None = None,
     ) -> None:
         if config.self_id not in config.peers:
@@ -141,6 +147,7 @@ class DLedgerNode:
         self.config = config
         self.on_commit = on_commit
         self.on_role = on_role  # told after every change of role or term (read self.core)
+        self.on_rebuild = on_rebuild  # told when the log started over at the leader's first entry
         self._owns_dlog = dlog is None  # a log passed in is closed by whoever opened it
         self.dlog = dlog or DLedgerLog(config.store, config.self_id, data_file_size=config.data_file_size)
         self._sealing: int | None = None  # index of the entry propose_pending is sealing
@@ -178,13 +185,24 @@ class DLedgerNode:
                 self.dlog.save_term(a.term, a.voted_for)
             elif isinstance(a, PersistEntries):
                 recent = self.recent
-                if a.truncate_after is not None:
+                entries = a.entries
+                if a.rebuild:
+                    first, entries = entries[0], entries[1:]
+                    self.dlog.rebuild(first.index, first.term, first.body, first.pos)
+                    recent.clear()
+                    low = self._lowest_truncate
+                    self._lowest_truncate = first.index - 1 if low is None else min(low, first.index - 1)
+                    log.info("%s rebuilt its log at index %d (data offset %d): the leader no longer holds "
+                             "the entries before it", self.config.self_id, first.index, first.pos)  # fmt: skip
+                    if self.on_rebuild is not None:
+                        self.on_rebuild()
+                elif a.truncate_after is not None:
                     self.dlog.truncate_after(a.truncate_after)
                     for index in [i for i in recent if i > a.truncate_after]:
                         del recent[index]
                     low = self._lowest_truncate
                     self._lowest_truncate = a.truncate_after if low is None else min(low, a.truncate_after)
-                for e in a.entries:
+                for e in entries:
                     if e.index == self._sealing:  # the leader's entry, written in place
                         self.dlog.seal_pending(e.index, e.term, len(e.body))
                     else:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import io
 import os
+import random
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -411,9 +412,59 @@ async def test_followers_catch_up_after_a_pause_and_from_an_empty_disk(
     assert consume_queue_entries(wiped.store, "DlCatch") == len(sent)
 
 
-def consume_queue_entries(store: Path, topic: str) -> int:
+def consume_queue_entries(store: Path, topic: str, min_phy: int = 0) -> int:
+    """Entries of ``topic``'s queues that point at a record at or past ``min_phy``."""
     count = 0
     for f in (store / "consumequeue" / topic).glob("*/*"):
         data = f.read_bytes()
-        count += sum(1 for i in range(0, len(data), 20) if data[i + 8 : i + 12] != bytes(4))
+        for i in range(0, len(data), 20):
+            phy, size = int.from_bytes(data[i : i + 8], "big"), int.from_bytes(data[i + 8 : i + 12], "big")
+            count += 0 < size < 0x7FFFFFFF and phy >= min_phy
     return count
+
+
+async def test_members_behind_the_leaders_retention_are_rebuilt_from_its_first_entry(
+    namesrv: NamesrvServer, group: DLedgerGroup
+) -> None:
+    """DLedger keeps no snapshots: once retention deleted the leader's first data files, a
+    member that lacks them (one that was down, or one with an empty disk) starts its log over
+    at the leader's first entry, at the same data offset, and builds its queues from there."""
+    await trio.to_thread.run_sync(group.start)
+    ns = namesrv.address
+    master = await master_of(ns, "broker-d")
+    leader = group.by_address(master)
+    behind, wiped = [m for m in group.members if m.address != master]
+    body = random.Random(7).randbytes(8 * 1024)  # incompressible: the producer compresses big bodies
+
+    async def send(prefix: str, n: int) -> None:
+        async with Producer(prefix, namesrv=ns) as producer:
+            for i in range(n):
+                result = await producer.send(Message("DlRetain", body + f"{prefix}-{i}".encode()))
+                assert result.status.value == "SEND_OK"
+
+    await send("first", 20)
+    behind.kill()
+    await send("while-down", 600)  # about 5 data files of 1 MiB
+    for m in (leader, wiped):
+        await mqadmin("deleteExpiredCommitLog", "-b", m.address)
+    first = min(int(p.name) for p in leader.store.glob("dledger-*/data/*"))
+    assert first >= 3 * 1024 * 1024, "retention should have deleted the leader's first data files"
+    await trio.to_thread.run_sync(behind.start)  # its log ends long before the leader's first entry
+    await send("after", 20)
+    wiped.kill()
+    shutil.rmtree(wiped.store)
+    wiped.store.mkdir()
+    await trio.to_thread.run_sync(wiped.start)  # empty, and the leader lacks entry 0
+    await send("last", 20)
+    await wait_members(ns, "broker-d", 3)
+    with trio.fail_after(30):
+        while len({(await runtime(m.address))["commitLogMaxOffset"] for m in group.members}) != 1:
+            await trio.sleep(0.2)
+    group.stop()
+    records = leader.commitlog()
+    assert min(records) > first
+    for m in (behind, wiped):
+        theirs = m.commitlog()  # the same records at the same offsets, from the leader's first on
+        assert theirs == records
+        # every record it holds is in its consume queues (nothing from before points nowhere)
+        assert consume_queue_entries(m.store, "DlRetain", min_phy=min(theirs)) == len(theirs)
