@@ -24,7 +24,7 @@ def test_seeded_runs(nodes: int) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("nodes", [3, 5])
 def test_more_seeded_runs(nodes: int) -> None:
-    failures = sweep(range(400, 2000), nodes)
+    failures = sweep(range(400, 1600), nodes)
     assert not failures, "\n".join(failures[:10])
 
 
