@@ -478,7 +478,7 @@ class RaftNode:
                 if e.index > log.end_index:
                     fresh = entries[k:]
                     break
-                if log.term_at(e.index) != e.term:
+                if not self._holds(e):  # a committed entry our retention deleted counts as held
                     if e.index <= self.commit_index:
                         self._respond(msg, Code.INCONSISTENT_STATE, last.index, out)
                         return

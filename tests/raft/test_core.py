@@ -386,3 +386,20 @@ def test_rebuild_and_pos_round_trip_through_json() -> None:
     assert PushEntryRequest.from_json(obj) == push
     plain = json.loads(encode_message(PushEntryRequest("g", "n0", "n1", 2, entries=(Entry(5, 1, b"x"),))))
     assert "rebuild" not in plain and "pos" not in plain["entry"]
+
+
+def test_an_append_over_entries_our_retention_deleted_skips_them() -> None:
+    follower, flog = node("n1", term=2)
+    flog.entries, flog.begin_index = [Entry(i, 1, b"m%d" % i) for i in range(3, 7)], 3
+    follower.commit_index = 6
+
+    def push(kind: PushType, entries: tuple[Entry, ...]) -> list[object]:
+        msg = PushEntryRequest("g", "n0", "n1", 2, leader_id="n0", type=kind, commit_index=6, entries=entries)
+        out = run(flog, follower.receive(msg, 10))
+        return out + run(flog, follower.persisted(flog.end_index, 10))
+
+    push(PushType.TRUNCATE, (Entry(2, 1),))  # at a committed index we no longer hold: agreed
+    out = push(PushType.APPEND, tuple(Entry(i, 1 if i < 7 else 2, b"m%d" % i) for i in range(2, 8)))
+    acks = sends(out, PushEntryResponse)
+    assert acks and all(a.message.code == Code.SUCCESS for a in acks) and acks[-1].message.index == 7
+    assert (flog.begin_index, flog.end_index) == (3, 7)
