@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rmq.protocol.dledger import BODY_OFFSET as ENTRY_HEADER_SIZE
-from rmq.protocol.dledger import entry_size_at, first_record_at, head_blank_size
+from rmq.protocol.dledger import blank_size_at, entry_size_at, first_record_at
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
     BLANK_MAGIC_CODE,
@@ -118,7 +118,7 @@ def first_store_timestamp(seg: Segment) -> int | None:
     """Store time of the segment's first record, or None if it holds none yet."""
     with _open(seg.path) as mm:
         # DLedger data: the first record is in the first entry that holds one
-        dledger = entry_size_at(mm, 0) is not None or head_blank_size(mm) > 0
+        dledger = entry_size_at(mm, 0) is not None or blank_size_at(mm, 0) is not None
         pos = first_record_at(mm, len(mm)) if dledger else 0
         if pos is None:
             return None
@@ -259,8 +259,8 @@ def scan_split(
             if entry_size_at(mm, pos) is not None:  # a DLedger entry's header: its records follow
                 pos += ENTRY_HEADER_SIZE
                 continue
-            if pos == 0 and (head := head_blank_size(mm)):  # a rebuilt DLedger log's first file
-                pos = head
+            if (blank := blank_size_at(mm, pos)) is not None:  # a DLedger blank: no records in it
+                pos += blank
                 continue
             total, magic = peek_size_and_magic(mm, pos)
             if magic == BLANK_MAGIC_CODE or total <= 0 or pos + total > size:

@@ -95,30 +95,35 @@ def entry_size_at(buf: Buffer, offset: int) -> int | None:
     return size if magic == MAGIC and size >= BODY_OFFSET else None
 
 
-def head_blank_size(buf: Buffer) -> int:
-    """Bytes before the first entry of a data file: 0, except in the first file of a log that
-    was rebuilt at a leader's position (``DLedgerLog.rebuild``), where a blank stands for the
-    leader's entries before it. An end-of-file blank fills a file's tail, never its head."""
-    if len(buf) < MIN_BLANK:
-        return 0
-    magic, size = _BLANK.unpack_from(buf, 0)
-    return size if magic == BLANK_MAGIC and MIN_BLANK <= size < len(buf) else 0
+def blank_size_at(buf: Buffer, offset: int) -> int | None:
+    """The size of the blank at ``offset``, or None. A blank covers the bytes it says:
+    usually the rest of a data file, or, in the first file of a log rebuilt at a leader's
+    position (``DLedgerLog.rebuild``), the bytes before its first entry. Readers skip it."""
+    if offset < 0 or len(buf) - offset < MIN_BLANK:
+        return None
+    magic, size = _BLANK.unpack_from(buf, offset)
+    return size if magic == BLANK_MAGIC and MIN_BLANK <= size <= len(buf) - offset else None
 
 
 def first_record_at(buf: Buffer, limit: int) -> int | None:
     """Where the first 4.x record of a data file starts, stepping over entries that hold none
     (a leader's no-op); None when the entries wholly below ``limit`` hold no record."""
-    pos = head_blank_size(buf)
-    while (size := entry_size_at(buf, pos)) is not None and pos + size <= limit:
-        if size > BODY_OFFSET:
-            return pos + BODY_OFFSET
+    pos = 0
+    while pos < limit:
+        size = entry_size_at(buf, pos)
+        if size is None:
+            size = blank_size_at(buf, pos)  # holds no record either
+            if size is None:
+                return None
+        elif size > BODY_OFFSET:
+            return pos + BODY_OFFSET if pos + size <= limit else None
         pos += size
     return None
 
 
 def encode_blank(remaining: int) -> bytes:
-    """The filler for the last ``remaining`` bytes of a data file (at least 8), or for the
-    first ones of a rebuilt log's first file (``head_blank_size``)."""
+    """A blank of ``remaining`` bytes (at least 8): the rest of a data file, or what comes
+    before the first entry of a rebuilt log (``blank_size_at``)."""
     if remaining < MIN_BLANK:
         raise LocalProtocolError(f"a blank needs {MIN_BLANK} bytes, not {remaining}")
     return _BLANK.pack(BLANK_MAGIC, remaining)

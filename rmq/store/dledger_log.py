@@ -23,20 +23,18 @@ from dataclasses import dataclass
 
 from rmq.protocol import javaprops
 from rmq.protocol.dledger import (
-    BLANK_MAGIC,
     BODY_OFFSET,
     ENTRY_HEADER,
     INDEX_UNIT_SIZE,
     MAGIC,
     MIN_BLANK,
+    blank_size_at,
     decode_entry_header,
     decode_index,
     encode_blank,
     encode_entry,
     encode_index,
-    head_blank_size,
     patch_record_offset,
-    peek_magic_size,
 )
 from rmq.protocol.errors import ProtocolError
 
@@ -130,19 +128,18 @@ class DLedgerLog:
         first = self._first_entry_index()
         self.begin_index = first if first is not None else 0
         expected = self.begin_index
-        pos = head_blank_size(files[0].mm)  # a rebuilt log's first entry is where the leader's was
-        end_pos = files[0].start + pos
+        end_pos = files[0].start
         last_term = -1
-        i = 0
+        i, pos = 0, 0
         while i < len(files):
             mf = files[i]
             if pos + MIN_BLANK > mf.size:
                 i, pos = i + 1, 0
                 continue
-            magic, size = peek_magic_size(mf.mm, pos)
-            if magic == BLANK_MAGIC and size == mf.size - pos and pos > 0:
-                end_pos = mf.end
-                i, pos = i + 1, 0
+            blank = blank_size_at(mf.mm, pos)  # a file's tail, or a rebuilt log's head
+            if blank is not None:
+                pos += blank
+                end_pos = mf.start + pos
                 continue
             try:
                 h = decode_entry_header(mf.mm, pos)
@@ -168,7 +165,7 @@ class DLedgerLog:
     def _first_entry_index(self) -> int | None:
         mf = self.data.files[0]
         try:
-            return decode_entry_header(mf.mm, head_blank_size(mf.mm)).index
+            return decode_entry_header(mf.mm, blank_size_at(mf.mm, 0) or 0).index
         except ProtocolError:
             return None
 
@@ -491,10 +488,14 @@ def iter_dledger_records(member_dir: str | os.PathLike[str]) -> Iterator[tuple[i
 def _file_records(data: mmap.mmap, base: int) -> Generator[tuple[int, bytes], None, bool]:
     """The records of one data file; True when it ends with a blank (the walk goes on in the
     next file), False where it stops at an invalid or unwritten entry."""
-    pos = head_blank_size(data)
+    pos = 0
     while pos + MIN_BLANK <= len(data):
-        if peek_magic_size(data, pos)[0] == BLANK_MAGIC:
-            return True
+        blank = blank_size_at(data, pos)
+        if blank is not None:
+            pos += blank
+            if pos >= len(data):
+                return True
+            continue
         try:
             h = decode_entry_header(data, pos)
         except ProtocolError:

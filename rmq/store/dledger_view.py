@@ -16,15 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rmq.protocol.dledger import (
-    BLANK_MAGIC,
-    BODY_OFFSET,
-    MIN_BLANK,
-    entry_size_at,
-    first_record_at,
-    head_blank_size,
-    peek_magic_size,
-)
+from rmq.protocol.dledger import BODY_OFFSET, MIN_BLANK, blank_size_at, entry_size_at, first_record_at
 
 from .commitlog import CommitLog
 from .dledger_log import DLedgerLog
@@ -81,12 +73,12 @@ class DLedgerView(CommitLog):
         return self.files.max_offset
 
     def non_record_step(self, mf: MappedFile, pos: int) -> int | None:
-        """Bytes to skip at ``pos``: an entry header, a blank to the end of the file, or the
-        blank at the head of a rebuilt log's first file."""
-        if pos == 0 and (head := head_blank_size(mf.mm)):
-            return head
-        if pos + MIN_BLANK > mf.size or peek_magic_size(mf.mm, pos)[0] == BLANK_MAGIC:
+        """Bytes to skip at ``pos``: an entry header, or a blank (see ``blank_size_at``)."""
+        if pos + MIN_BLANK > mf.size:
             return mf.size - pos
+        blank = blank_size_at(mf.mm, pos)
+        if blank is not None:
+            return blank
         return BODY_OFFSET if entry_size_at(mf.mm, pos) is not None else None
 
     def first_store_timestamp(self, mf: MappedFile) -> int | None:

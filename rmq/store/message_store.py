@@ -974,25 +974,23 @@ class MessageStore:
             limit_offset=self.dispatcher.reput_offset,
             max_files=cfg.delete_files_batch_max,
         )
-        self._drop_below(self.commitlog.min_offset, result)
+        result.consume_queue_files_deleted, result.index_files_deleted = self._drop_below(self.commitlog.min_offset)
         if result.commitlog_files_deleted:
             self.check_disk()
         return result
 
-    def _drop_below(self, min_phy: int, result: RetentionResult) -> None:
-        """Consume queue and index files (and queue heads) pointing only below ``min_phy``."""
-        for cq in list(self.queues.queues.values()):
-            result.consume_queue_files_deleted += cq.delete_expired(min_phy)
-        if self.index is not None:
-            result.index_files_deleted = self.index.delete_expired(min_phy)
+    def _drop_below(self, min_phy: int) -> tuple[int, int]:
+        """Delete consume queue and index files (and move queue heads) pointing only below
+        ``min_phy``; returns how many consume queue and index files went."""
+        queues = sum(cq.delete_expired(min_phy) for cq in list(self.queues.queues.values()))
+        return queues, self.index.delete_expired(min_phy) if self.index is not None else 0
 
     def commitlog_restarted(self, offset: int) -> None:
         """The CommitLog now begins at ``offset``, everything before it gone at once (a DLedger
         member whose log was rebuilt from its leader's first entry): dispatch goes on from
         there, and what pointed below it goes as retention would drop it."""
         self.dispatcher.reput_offset = offset
-        self.dispatcher.limit = offset
-        self._drop_below(offset, RetentionResult(disk_used_ratio=0.0))
+        self._drop_below(offset)
 
 
 def wants_wait(wait: bool | None, props: Mapping[str, str] | str | None) -> bool:

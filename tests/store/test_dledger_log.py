@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from rmq.protocol.dledger import (
     BODY_OFFSET,
     INDEX_UNIT_SIZE,
+    blank_size_at,
     decode_entry_header,
     decode_index,
     encode_blank,
@@ -19,7 +20,6 @@ from rmq.protocol.dledger import (
     encode_index,
     entry_size_at,
     first_record_at,
-    head_blank_size,
     patch_record_offset,
 )
 from rmq.protocol.errors import ProtocolError, RemoteProtocolError
@@ -154,14 +154,16 @@ def test_patch_record_offset() -> None:
     assert msg.commitlog_offset == 4096 + BODY_OFFSET
 
 
-def test_a_head_blank_is_found_with_bytes_alone() -> None:
+def test_blanks_are_found_with_bytes_alone() -> None:
     entry = encode_entry(9, 2, 4096 + 100, record(b"r"))
-    file = encode_blank(100) + bytes(92) + entry + bytes(200)  # a rebuilt log's first file
-    assert head_blank_size(file) == 100 and entry_size_at(file, 100) == len(entry)
+    file = encode_blank(100) + bytes(92) + entry + encode_blank(200) + bytes(192)  # a rebuilt log's first file
+    assert blank_size_at(file, 0) == 100 and entry_size_at(file, 100) == len(entry)
     assert first_record_at(file, len(file)) == 100 + BODY_OFFSET
-    assert head_blank_size(entry + encode_blank(200)) == 0  # an entry first: no head blank
-    assert head_blank_size(encode_blank(300) + bytes(292)) == 0  # a whole-file blank is an end blank
-    assert head_blank_size(bytes(400)) == head_blank_size(b"\xff\xff") == 0
+    assert blank_size_at(file, 100 + len(entry)) == 200  # the end-of-file blank
+    assert blank_size_at(entry + encode_blank(200), 0) is None  # an entry first: no blank
+    assert blank_size_at(encode_blank(300) + bytes(200), 0) is None  # a blank larger than the file
+    assert blank_size_at(bytes(400), 0) is None and blank_size_at(b"\xff\xff", 0) is None
+    assert first_record_at(encode_blank(64) + bytes(56), 64) is None
 
 
 def test_rebuild_starts_the_log_over_at_the_leaders_position(tmp_path: Path) -> None:
@@ -178,7 +180,7 @@ def test_rebuild_starts_the_log_over_at_the_leaders_position(tmp_path: Path) -> 
     follower.rebuild(k, first.term, first.body, first.pos)
     assert (follower.begin_index, follower.end_index, follower.committed_index) == (k, k, k - 1)
     head = follower.data.files[0]
-    assert head_blank_size(head.mm) == first.pos - head.start > 0
+    assert blank_size_at(head.mm, 0) == first.pos - head.start > 0
     assert follower.entry_end(k - 1) == first.pos
     # its first entry is not committed yet: a new leader may replace it, at the same place
     follower.truncate_after(k - 1)

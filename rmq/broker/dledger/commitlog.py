@@ -161,6 +161,7 @@ class DLedgerCommitLog(Replication):
         self.applied_index = self.dlog.begin_index - 1
         self.committed_end = self.dlog.entry_end(self.applied_index)
         self.store.commitlog_restarted(self.committed_end)
+        self.store.dispatcher.limit = self.committed_end
 
     # -- the commit task -----------------------------------------------------------------------
 

@@ -190,8 +190,7 @@ class DLedgerNode:
                     first, entries = entries[0], entries[1:]
                     self.dlog.rebuild(first.index, first.term, first.body, first.pos)
                     recent.clear()
-                    low = self._lowest_truncate
-                    self._lowest_truncate = first.index - 1 if low is None else min(low, first.index - 1)
+                    self._cut_below_durable(first.index - 1)
                     log.info("%s rebuilt its log at index %d (data offset %d): the leader no longer holds "
                              "the entries before it", self.config.self_id, first.index, first.pos)  # fmt: skip
                     if self.on_rebuild is not None:
@@ -200,8 +199,7 @@ class DLedgerNode:
                     self.dlog.truncate_after(a.truncate_after)
                     for index in [i for i in recent if i > a.truncate_after]:
                         del recent[index]
-                    low = self._lowest_truncate
-                    self._lowest_truncate = a.truncate_after if low is None else min(low, a.truncate_after)
+                    self._cut_below_durable(a.truncate_after)
                 for e in entries:
                     if e.index == self._sealing:  # the leader's entry, written in place
                         self.dlog.seal_pending(e.index, e.term, len(e.body))
@@ -234,6 +232,11 @@ class DLedgerNode:
                 log.info("%s stands for term %d", self.config.self_id, a.term)
                 if self.on_role is not None:
                     self.on_role()
+
+    def _cut_below_durable(self, after: int) -> None:
+        """The log was cut after ``after``: a sync in flight vouches for nothing beyond it."""
+        low = self._lowest_truncate
+        self._lowest_truncate = after if low is None else min(low, after)
 
     async def _ticker(self) -> None:
         while True:
