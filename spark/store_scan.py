@@ -256,14 +256,16 @@ def scan_split(
         while pos < end:  # every pass advances pos by a record size > 0
             if pos + 8 > size:
                 return
-            if entry_size_at(mm, pos) is not None:  # a DLedger entry's header: its records follow
-                pos += ENTRY_HEADER_SIZE
-                continue
-            if (blank := blank_size_at(mm, pos)) is not None:  # a DLedger blank: no records in it
-                pos += blank
-                continue
             total, magic = peek_size_and_magic(mm, pos)
-            if magic == BLANK_MAGIC_CODE or total <= 0 or pos + total > size:
+            if total <= ENTRY_HEADER_SIZE:  # no record is this small: DLedger's header or blank?
+                if entry_size_at(mm, pos) is not None:  # an entry's header: its records follow
+                    pos += ENTRY_HEADER_SIZE
+                    continue
+                if (blank := blank_size_at(mm, pos)) is not None:  # no records in it
+                    pos += blank
+                    continue
+                return
+            if magic == BLANK_MAGIC_CODE or pos + total > size:
                 return
             try:
                 if filtered:
