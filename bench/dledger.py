@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -74,7 +75,16 @@ async def members_registered(ns: str, count: int, timeout: float = 60) -> None:
                 await trio.sleep(0.1)
 
 
-async def load(ns: str, topic: str, args: argparse.Namespace) -> dict[str, float]:
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds a process has used so far, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
+async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, int] | None = None) -> dict[str, Any]:
+    """Keep `args.window` sends in flight; msg/s, latency and, per process, CPU µs per message."""
+    procs = {**(procs or {}), "producer": os.getpid()}
     body = b"x" * args.size
     latencies: list[float] = []
     failures = 0
@@ -103,16 +113,27 @@ async def load(ns: str, topic: str, args: argparse.Namespace) -> dict[str, float
                     failures += 1
 
         t0 = trio.current_time()
+        cpu0 = {name: cpu_seconds(pid) for name, pid in procs.items()}
         async with trio.open_nursery() as nursery:
             for _ in range(args.window):
                 nursery.start_soon(sender)
         elapsed = trio.current_time() - t0
+        cpu1 = {name: cpu_seconds(pid) for name, pid in procs.items()}
     latencies.sort()
+    sent = max(1, len(latencies))
+    cpu = {name: tuple((cpu1[name][i] - cpu0[name][i]) / sent * 1e6 for i in (0, 1)) for name in procs}
 
     def pct(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 if latencies else float("nan")
 
-    return {"tps": len(latencies) / elapsed, "p50": pct(0.5), "p99": pct(0.99), "failures": failures}
+    return {
+        "tps": len(latencies) / elapsed,
+        "p50": pct(0.5),
+        "p99": pct(0.99),
+        "failures": failures,
+        "cpu": cpu,
+        "busy": sum(u + s for u, s in cpu.values()) * len(latencies) / elapsed / 1e6,
+    }
 
 
 async def failovers(ns: str, members: dict[str, tuple[Path, subprocess.Popen[str]]], kills: int) -> list[float]:
@@ -152,7 +173,7 @@ async def failovers(ns: str, members: dict[str, tuple[Path, subprocess.Popen[str
     return out
 
 
-async def run_group(args: argparse.Namespace) -> tuple[dict[str, float], list[float]]:
+async def run_group(args: argparse.Namespace) -> tuple[dict[str, Any], list[float]]:
     with tempfile.TemporaryDirectory(prefix="rmq-bench-dledger-") as tmp:
         work = Path(tmp)
         ns_port = free_port()
@@ -168,7 +189,10 @@ async def run_group(args: argparse.Namespace) -> tuple[dict[str, float], list[fl
             master = await master_addr(ns)
             async with MQAdmin(namesrv=ns) as admin:
                 before = int((await admin.broker_runtime_info(master)).get("dLegerEndIndex", 0))
-                result = await load(ns, "BenchDLedger", args)
+                pids = {"namesrv": procs[0].pid}
+                for addr, (conf, proc) in members.items():
+                    pids[f"leader {conf.stem}" if addr == master else f"follower {conf.stem}"] = proc.pid
+                result = await load(ns, "BenchDLedger", args, pids)
                 entries = int((await admin.broker_runtime_info(master)).get("dLegerEndIndex", 0)) - before
             result["per_entry"] = result["tps"] * args.duration / max(1, entries)
             kills = await failovers(ns, members, args.kills) if args.kills else []
@@ -183,7 +207,7 @@ async def run_group(args: argparse.Namespace) -> tuple[dict[str, float], list[fl
                     p.kill()
 
 
-async def run_single(args: argparse.Namespace) -> dict[str, float]:
+async def run_single(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="rmq-bench-single-") as tmp:
         work = Path(tmp)
         ns_port, port = free_port(), free_port(3)
@@ -196,7 +220,7 @@ async def run_single(args: argparse.Namespace) -> dict[str, float]:
         procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
         try:
             procs.append(spawn(["broker", "-c", str(conf)], work / "single.log"))
-            return await load(ns, "BenchSingle", args)
+            return await load(ns, "BenchSingle", args, {"namesrv": procs[0].pid, "broker": procs[1].pid})
         finally:
             for p in procs:
                 p.terminate()
@@ -224,6 +248,12 @@ def main(argv: list[str]) -> int:
         if r is not None:
             print(f"{label:<26} {r['tps']:>9,.0f} {r['p50']:>8.2f} {r['p99']:>8.2f} {r['failures']:>5.0f}")
     print(f"DLedger entries: {group['per_entry']:.1f} messages per entry")
+    print("\nCPU per message, µs user + system (busy: cores kept busy on average)")
+    for label, r in (("single broker", single), ("DLedger group", group)):
+        if r is not None:
+            parts = ", ".join(f"{name} {u:.0f}+{s:.0f}" for name, (u, s) in r["cpu"].items())
+            total = sum(u + s for u, s in r["cpu"].values())
+            print(f"  {label}: {parts}; total {total:.0f} µs, busy {r['busy']:.2f} cores")
     if single is not None:
         print(f"group / single throughput: {group['tps'] / single['tps']:.0%} (aim: at least 50%)")
     if kills:

@@ -9,6 +9,7 @@ LEADERSHIP_TRANSFER 51005). Entries travel as DLedgerEntry JSON with a Base64 bo
 from __future__ import annotations
 
 import base64
+import binascii
 import enum
 import json
 from dataclasses import dataclass, field
@@ -73,9 +74,10 @@ class Entry:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Entry:
-        return cls(
-            int(obj["index"]), int(obj["term"]), base64.b64decode(obj.get("body") or ""), int(obj.get("pos", -1))
-        )
+        # strict: a body that is not Base64 is refused (binascii.Error, a ValueError) rather
+        # than decoded by skipping what does not belong, and strict decoding is faster
+        body = binascii.a2b_base64(obj.get("body") or "", strict_mode=True)
+        return cls(int(obj["index"]), int(obj["term"]), body, int(obj.get("pos", -1)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,20 +265,23 @@ class LeadershipTransferRequest(Message):
         )
 
 
-# JSON text of recently pushed entries, by identity: a leader pushes the same Entry objects
-# to every follower, so each is encoded once (the Base64 body is most of a push's cost).
-_ENTRY_TEXT: dict[int, tuple[Entry, str]] = {}
-_ENTRY_TEXT_MAX = 256
+# JSON of recently pushed entries, by identity: a leader pushes the same Entry objects to
+# every follower, so each is encoded once (the Base64 body is most of a push's cost).
+_ENTRY_JSON: dict[int, tuple[Entry, bytes]] = {}
+_ENTRY_JSON_MAX = 256
 
 
-def _entry_text(e: Entry) -> str:
-    hit = _ENTRY_TEXT.get(id(e))
+def _entry_json(e: Entry) -> bytes:
+    hit = _ENTRY_JSON.get(id(e))
     if hit is not None and hit[0] is e:
         return hit[1]
-    text = json.dumps(e.to_json())
-    _ENTRY_TEXT[id(e)] = (e, text)  # holding ``e`` keeps its id from being reused
-    if len(_ENTRY_TEXT) > _ENTRY_TEXT_MAX:
-        del _ENTRY_TEXT[next(iter(_ENTRY_TEXT))]
+    # Built by hand: Base64 needs no JSON escaping, and json.dumps would scan the whole body
+    # for characters to escape (about 25 times slower than joining the parts).
+    pos = b', "pos": %d' % e.pos if e.pos >= 0 else b""
+    text = b'{"index": %d, "term": %d, "body": "%s"%s}' % (e.index, e.term, base64.b64encode(e.body), pos)
+    _ENTRY_JSON[id(e)] = (e, text)  # holding ``e`` keeps its id from being reused
+    if len(_ENTRY_JSON) > _ENTRY_JSON_MAX:
+        del _ENTRY_JSON[next(iter(_ENTRY_JSON))]
     return text
 
 
@@ -284,8 +289,8 @@ def encode_message(msg: Message) -> bytes:
     """A peer message as the JSON body peers exchange, its class named by ``kind``."""
     if isinstance(msg, PushEntryRequest) and msg.entries:
         head = {"kind": "PushEntryRequest", **msg._head_json()}
-        text = json.dumps(head)[:-1]
+        text = json.dumps(head)[:-1].encode()
         if len(msg.entries) == 1:
-            return f'{text}, "entry": {_entry_text(msg.entries[0])}}}'.encode()
-        return f'{text}, "batchEntry": [{", ".join(_entry_text(e) for e in msg.entries)}]}}'.encode()
+            return b'%s, "entry": %s}' % (text, _entry_json(msg.entries[0]))
+        return b'%s, "batchEntry": [%s]}' % (text, b", ".join(_entry_json(e) for e in msg.entries))
     return json.dumps({"kind": type(msg).__name__, **msg.to_json()}).encode()

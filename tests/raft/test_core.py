@@ -233,6 +233,11 @@ def test_messages_round_trip_through_json() -> None:
             assert wire.pop("kind") == type(msg).__name__
             assert wire == msg.to_json()  # type: ignore[attr-defined]
     assert samples[0].to_json()["ledgerEndIndex"] == 7 and samples[0].to_json()["localId"] == "n0"
+    # a body that is not Base64 is refused, not decoded by skipping what does not belong
+    bad = samples[3].to_json()  # type: ignore[attr-defined]
+    bad["batchEntry"][0]["body"] = "AAEC\nAw=="
+    with pytest.raises(ValueError):
+        M.PushEntryRequest.from_json(bad)
 
 
 def test_a_pre_vote_changes_no_term_and_is_refused_while_a_leader_is_heard() -> None:
