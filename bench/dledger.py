@@ -2,6 +2,7 @@
 
     python bench/dledger.py                      # 10 s each, 1 KiB bodies, window 64, 20 kills
     python bench/dledger.py --duration 10 --window 64 --size 1024 --kills 20 [--skip-single]
+    python bench/dledger.py --members 1 --kills 0     # a group of one: the leader's path alone
 
 Every server is its own process (`python -m rmq namesrv` / `broker`, stores in a temporary
 directory, default DLedger timeouts: election 3 s, heartbeat 1 s). Throughput: our own
@@ -12,6 +13,10 @@ group's master is killed with SIGKILL `--kills` times (restarted each time, and 
 group before the next kill); each time from the kill to the first SEND_OK of a send begun
 after it, min/median/max. Aim: the group keeps at least half the single broker's throughput,
 and the median failover stays under 5 s.
+
+Every server and the producer share this machine's cores, so the run also prints each
+process's CPU per message (user + system, from /proc). `--members 1` runs a group of one
+member, which commits on its own: what the leader's send path costs without replication.
 
 A low-level variant that appends to bare DLedger members is bench/dledger_log.py.
 """
@@ -181,7 +186,7 @@ async def run_group(args: argparse.Namespace) -> tuple[dict[str, Any], list[floa
         procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
         members: dict[str, tuple[Path, subprocess.Popen[str]]] = {}
         try:
-            ports = [free_port(5) for _ in range(3)]
+            ports = [free_port(5) for _ in range(args.members)]
             peers = ";".join(f"n{k}-127.0.0.1:{p + 2}" for k, p in enumerate(ports))
             for k, port in enumerate(ports):
                 conf = member_conf(work, ns, k, port, peers)
@@ -235,16 +240,21 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--size", "-s", type=int, default=1024)
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--skip-single", action="store_true")
+    ap.add_argument("--members", type=int, default=3, help="members of the group (1, 3 or 5)")
     args = ap.parse_args(argv)
+    if args.members < 1:
+        ap.error("--members must be at least 1")
+    if args.kills and args.members < 3:
+        ap.error("leader kills need a group of at least 3 members (--kills 0)")
     single = None
     if not args.skip_single:
         print(f"single broker, {args.duration:.0f} s ...", flush=True)
         single = trio.run(run_single, args)
-    print(f"3-member DLedger group, {args.duration:.0f} s, then {args.kills} leader kills ...", flush=True)
+    print(f"{args.members}-member DLedger group, {args.duration:.0f} s, then {args.kills} leader kills ...", flush=True)
     group, kills = trio.run(run_group, args)
     print(f"\n{args.size} B bodies, window {args.window}, load {os.getloadavg()[0]:.2f}")
     print(f"{'setup':<26} {'msg/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'fail':>5}")
-    for label, r in (("single broker", single), ("DLedger group of 3", group)):
+    for label, r in (("single broker", single), (f"DLedger group of {args.members}", group)):
         if r is not None:
             print(f"{label:<26} {r['tps']:>9,.0f} {r['p50']:>8.2f} {r['p99']:>8.2f} {r['failures']:>5.0f}")
     print(f"DLedger entries: {group['per_entry']:.1f} messages per entry")
