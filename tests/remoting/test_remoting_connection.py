@@ -302,3 +302,25 @@ async def test_send_response_later() -> None:
             ctx, request = held[0]
             await ctx.connection.send_response(request, RemotingCommand(ResponseCode.PULL_NOT_FOUND, remark="none"))
         assert results[0].code == ResponseCode.PULL_NOT_FOUND and results[0].opaque == request.opaque
+
+
+async def test_a_burst_of_answers_wakes_callers_in_steps() -> None:
+    """Twenty answers that arrive in one read are handed out eight at a time, with a yield
+    between: the first callers run (and may send again) before the reader has handed out the
+    rest, rather than after the whole burst."""
+    async with raw_peer() as (peer, conn):
+        seen: list[int] = []
+
+        async def one(n: int) -> None:
+            await conn.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": n}), 10.0)
+            seen.append(conn.statistics().pending)
+
+        async with trio.open_nursery() as nursery:
+            for n in range(20):
+                nursery.start_soon(one, n)
+            requests: list[RemotingCommand] = []
+            while len(requests) < 20:
+                requests += await peer.receive_batch()
+            await peer.send_frames([r.make_response().encode() for r in requests])
+        assert len(seen) == 20
+        assert max(seen) >= 12  # the first eight ran while twelve answers were still unread
