@@ -125,8 +125,9 @@ async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, i
         elapsed = trio.current_time() - t0
         cpu1 = {name: cpu_seconds(pid) for name, pid in procs.items()}
     latencies.sort()
+    used = {name: (cpu1[name][0] - cpu0[name][0], cpu1[name][1] - cpu0[name][1]) for name in procs}
     sent = max(1, len(latencies))
-    cpu = {name: tuple((cpu1[name][i] - cpu0[name][i]) / sent * 1e6 for i in (0, 1)) for name in procs}
+    cpu = {name: (u / sent * 1e6, s / sent * 1e6) for name, (u, s) in used.items()}
 
     def pct(p: float) -> float:
         return latencies[min(len(latencies) - 1, int(p * len(latencies)))] * 1000 if latencies else float("nan")
@@ -137,7 +138,7 @@ async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, i
         "p99": pct(0.99),
         "failures": failures,
         "cpu": cpu,
-        "busy": sum(u + s for u, s in cpu.values()) * len(latencies) / elapsed / 1e6,
+        "busy": sum(u + s for u, s in used.values()) / elapsed,
     }
 
 
