@@ -14,8 +14,11 @@ a response from a request, so one table of pending requests per side is enough.
   through `Dispatcher.admit`: an immediate answer (busy, not supported) is queued at
   once, otherwise a worker task runs the processor.
 * the writer task drains the outbox (outbox.py: a bounded queue of encoded frames) and
-  joins what it finds into one `send_all`. It is the only task that writes to the
-  stream.
+  joins what it finds into one `send_all`. On plain TCP a frame may skip it: when nothing
+  is queued or being written, the first frame after each read is written at once by the
+  task that made it (`_write_now`), which saves the writer's task switch and scheduler
+  passes at one request in flight; later frames queue and the writer joins them, as
+  before.
 * worker tasks, one per request being processed; each queues its response (routes
   registered `inline=True` run in the reader instead, saving a task switch). A processor
   with a `begin` method (an ordered route, the broker's sends) is started in the reader,
@@ -176,6 +179,9 @@ class Connection:
         self._outbox = Outbox(outbox_size, outbox_bytes)
         self._writing = False
         self._write_idle: trio.Event | None = None
+        self._direct_write = stream.direct_write
+        self._reads = 0  # batches read; one frame per read may be written directly
+        self._direct_read = -1  # the read after which a frame was last written directly
         # peer requests
         self._in_flight = 0
         self._in_flight_changed: trio.Event | None = None
@@ -317,7 +323,7 @@ class Connection:
         deadline = self._now() + timeout
         pending[opaque] = slot
         try:
-            if not self._outbox.put_nowait(frame):
+            if not self._write_now(frame) and not self._outbox.put_nowait(frame):
                 queued = False
                 with trio.move_on_at(deadline):
                     await self._outbox.put(frame)
@@ -355,7 +361,7 @@ class Connection:
         request.opaque = self._take_opaque()
         request.flag = (request.flag & ~RPC_TYPE) | RPC_ONEWAY
         frame = request.encode()
-        if self._outbox.put_nowait(frame):
+        if self._write_now(frame) or self._outbox.put_nowait(frame):
             await trio.lowlevel.checkpoint()
             return
         with trio.move_on_after(timeout):
@@ -432,8 +438,28 @@ class Connection:
         except Exception as exc:  # noqa: BLE001 - whatever the processor built, the peer gets an answer
             log.error("cannot encode the response to %r for %s: %s", request, self.remote_address, exc)
             frame = request.make_response(ResponseCode.SYSTEM_ERROR, f"cannot encode the response: {exc}").encode()
-        if not self._outbox.put_nowait(frame):
+        if not self._write_now(frame) and not self._outbox.put_nowait(frame):
             await self._outbox.put(frame)
+
+    def _write_now(self, frame: bytes) -> bool:
+        """Write `frame` to the socket from the calling task, if the stream allows it, nothing
+        is queued or being written, and no frame was written so since the last read (later
+        ones queue, so that the writer joins them into one send). True when the frame went
+        out, or its unwritten rest is first in the outbox; False to queue it as usual
+        (also when the socket fails: the writer then meets the error and closes)."""
+        write = self._direct_write
+        if write is None or self._writing or self._direct_read == self._reads or len(self._outbox):
+            return False
+        if self._outbox.closed:
+            return False
+        try:
+            sent = write(frame)
+        except OSError:  # BlockingIOError included: the socket's buffer is full
+            return False
+        self._direct_read = self._reads
+        if sent < len(frame):
+            self._outbox.put_first(frame[sent:])
+        return True
 
     async def _write_loop(self) -> None:
         outbox = self._outbox
@@ -476,6 +502,7 @@ class Connection:
                 if not batch:
                     self._set_reason("closed by peer")
                     return
+                self._reads += 1
                 now = current_time()
                 admitted = 0
                 answered = 0

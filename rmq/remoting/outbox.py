@@ -103,6 +103,15 @@ class Outbox:
         self._writer.wake()
         return True
 
+    def put_first(self, frame: bytes) -> None:
+        """Queue `frame` ahead of all others, whatever the bound: the rest of a frame
+        partly written already, which must go out before anything else. Wakes the writer."""
+        if self.closed:
+            return
+        self._frames.appendleft(frame)
+        self._bytes += len(frame)
+        self._writer.wake()
+
     async def put(self, frame: bytes) -> None:
         """Queue `frame`, waiting for room. Cancellation: queued whole or not at all.
 

@@ -16,6 +16,8 @@ import trio
 
 from rmq.protocol import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, RemotingCommand
 
+from .direct import DirectWrite, direct_writer
+
 DEFAULT_RECEIVE_SIZE = 64 * 1024
 # Join at most this many bytes into one send_all: large enough to amortise the syscall,
 # small enough that a big join does not copy megabytes needlessly.
@@ -37,7 +39,7 @@ class CommandStream:
         where one send is one message) instead of joining them.
     """
 
-    __slots__ = ("_decoder", "_one_frame_per_send", "_receive_size", "stream")
+    __slots__ = ("_decoder", "_one_frame_per_send", "_receive_size", "direct_write", "stream")
 
     def __init__(
         self,
@@ -51,6 +53,7 @@ class CommandStream:
         self._decoder = FrameDecoder(max_frame_size)
         self._receive_size = receive_size
         self._one_frame_per_send = one_frame_per_send
+        self.direct_write: DirectWrite | None = None if one_frame_per_send else direct_writer(stream)
 
     @property
     def buffered(self) -> int:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import trio
 
+from .direct import DirectWrite, direct_writer
+
 DEFAULT_IDLE_TIMEOUT = 120.0  # RocketMQ serverChannelMaxIdleTimeSeconds
 
 
@@ -49,6 +51,20 @@ class IdleStream(trio.abc.Stream):
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self.transport_stream.send_all(data)
         self._touch()
+
+    def direct_writer(self) -> DirectWrite | None:
+        """The transport's direct write (direct.py), moving the deadline as `send_all` does."""
+        write = direct_writer(self.transport_stream)
+        if write is None:
+            return None
+        touch = self._touch
+
+        def write_touching(data: bytes) -> int:
+            sent = write(data)
+            touch()
+            return sent
+
+        return write_touching
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.transport_stream.wait_send_all_might_not_block()

@@ -10,6 +10,8 @@ import operator
 
 import trio
 
+from .direct import DirectWrite, direct_writer
+
 
 class PrefixedStream(trio.abc.Stream):
     """A Stream that returns `prefix` from `receive_some` first, then reads `transport_stream`.
@@ -47,6 +49,10 @@ class PrefixedStream(trio.abc.Stream):
 
     async def send_all(self, data: bytes | bytearray | memoryview) -> None:
         await self.transport_stream.send_all(data)
+
+    def direct_writer(self) -> DirectWrite | None:
+        """The transport's direct write (direct.py): sending passes straight through."""
+        return direct_writer(self.transport_stream)
 
     async def wait_send_all_might_not_block(self) -> None:
         await self.transport_stream.wait_send_all_might_not_block()

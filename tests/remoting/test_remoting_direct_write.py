@@ -1,0 +1,124 @@
+"""Direct writes (stages/direct.py, Connection._write_now) over real sockets: which stage
+stacks get one, and that frames written directly, partly, or queued behind them still
+reach the peer whole and in order."""
+
+from __future__ import annotations
+
+import socket
+
+import trio
+import trio.testing
+
+from rmq.protocol import RemotingCommand, RequestCode
+from rmq.remoting import Connection, Dispatcher, RequestContext
+from rmq.remoting.stages.codec import CommandStream
+from rmq.remoting.stages.direct import direct_writer
+from rmq.remoting.stages.idle import IdleStream
+from rmq.remoting.stages.prefixed import PrefixedStream
+from rmq.remoting.testing import echo
+
+
+def socket_stream_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
+    left, right = trio.socket.socketpair()
+    return trio.SocketStream(left), trio.SocketStream(right)
+
+
+async def test_plain_tcp_stages_get_a_direct_writer_and_others_do_not() -> None:
+    left, right = socket_stream_pair()
+    with trio.CancelScope() as scope:
+        idle = IdleStream(PrefixedStream(left, b"sniffed"), scope, 60.0)
+        assert direct_writer(left) is not None
+        assert direct_writer(idle) is not None
+        assert CommandStream(idle).direct_write is not None
+        # message transports write a frame per send; they keep the writer task
+        assert CommandStream(idle, one_frame_per_send=True).direct_write is None
+    memory, _ = trio.testing.memory_stream_pair()
+    assert direct_writer(memory) is None
+    assert CommandStream(memory).direct_write is None
+    await left.aclose()
+    await right.aclose()
+
+
+async def test_a_direct_write_moves_the_idle_deadline() -> None:
+    left, right = socket_stream_pair()
+    with trio.CancelScope() as scope:
+        idle = IdleStream(left, scope, 60.0)
+        scope.deadline = trio.current_time() + 1.0
+        write = direct_writer(idle)
+        assert write is not None
+        assert write(b"ping") == 4
+        assert scope.deadline > trio.current_time() + 59.0
+        assert await right.receive_some(16) == b"ping"
+    await left.aclose()
+    await right.aclose()
+
+
+async def test_frames_arrive_whole_and_in_order_when_the_socket_takes_only_part() -> None:
+    """A frame far bigger than the socket's buffer is written partly at once; its rest goes
+    first in the outbox, and the oneway frames sent after it queue behind it."""
+    left_sock, right_sock = trio.socket.socketpair()
+    left_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+    left, right = trio.SocketStream(left_sock), trio.SocketStream(right_sock)
+    got: list[RemotingCommand] = []
+    all_in = trio.Event()
+
+    async def keep(ctx: RequestContext, request: RemotingCommand) -> None:
+        got.append(request)
+        if len(got) == 52:
+            all_in.set()
+
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE, keep, inline=True)  # type: ignore[arg-type]
+    sender = Connection(CommandStream(left), remote_address="receiver")
+    receiver = Connection(CommandStream(right), dispatcher, remote_address="sender")
+    write = sender._direct_write
+    assert write is not None
+    direct: list[tuple[int, int]] = []  # (frame size, bytes the socket took)
+
+    def recording(data: bytes) -> int:
+        sent = write(data)
+        direct.append((len(data), sent))
+        return sent
+
+    sender._direct_write = recording
+    big = bytes(range(256)) * 8192  # 2 MiB
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(sender.run)
+            await nursery.start(receiver.run)
+            await sender.invoke_oneway(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": 0}, big))
+            assert direct[0][0] > len(big) > direct[0][1] > 0  # the rest went to the writer
+            for n in range(1, 52):
+                await sender.invoke_oneway(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": n}, b"x" * n))
+            await all_in.wait()
+            sender.close()
+            receiver.close()
+    assert [int(r.ext_fields["n"]) for r in got] == list(range(52))
+    assert got[0].body == big
+    assert all(r.body == b"x" * n for n, r in enumerate(got[1:], 1))
+
+
+async def test_round_trips_over_tcp_write_directly() -> None:
+    """At one request in flight each request and each answer goes out directly: the writer
+    tasks of both sides never write."""
+    left, right = socket_stream_pair()
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE, echo)  # type: ignore[arg-type]
+    written: list[int] = []
+
+    class Counting(CommandStream):
+        async def send_frames(self, frames: list[bytes]) -> None:
+            written.append(len(frames))
+            await super().send_frames(frames)
+
+    client = Connection(Counting(left), remote_address="server")
+    server = Connection(Counting(right), dispatcher, remote_address="client")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        await nursery.start(server.run)
+        for n in range(20):
+            response = await client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": n}, b"b"), 5.0)
+            assert response.ext_fields == {"n": str(n)}
+        client.close()
+        server.close()
+    assert written == []
