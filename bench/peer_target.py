@@ -12,6 +12,10 @@ for every message and a `PullConsumer` polling the topic's one queue (auto commi
 `-batch` variants turn on the producer's `auto_batch` (RocketMQ 5.x's autoBatch): concurrent
 sends leave as batch requests, each still answered with its own SendResult after the broker
 stored it (and flushed it, with SYNC_FLUSH).
+
+The `-poll` variant has both sides poll for I/O briefly before they sleep
+(rmq.remoting.busypoll: `busyPollMicros` for the broker, `busy_poll_micros` for the client),
+as a user after the lowest latency at one request in flight would set them.
 """
 
 from __future__ import annotations
@@ -27,11 +31,13 @@ from harness.trioclient import TrioClient
 NAMESRV_PORT = 23876  # below 32768: outside the ephemeral range
 BROKER_PORT = 23911  # the broker also binds listenPort - 2 (VIP) and listenPort + 1 (HA)
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUSY_POLL_MICROS = 300  # -poll variants: busyPollMicros of the broker, busy_poll_micros of the client
 FLUSH = {
     "async-flush": "ASYNC_FLUSH",
     "sync-flush": "SYNC_FLUSH",
     "async-flush-batch": "ASYNC_FLUSH",
     "sync-flush-batch": "SYNC_FLUSH",
+    "async-flush-poll": "ASYNC_FLUSH",
 }
 
 
@@ -42,13 +48,14 @@ def _topic(dest: str) -> str:
 
 class RocketMQTarget(Target):
     name = "rocketmq"
-    variants = ("async-flush", "sync-flush", "async-flush-batch", "sync-flush-batch")
+    variants = ("async-flush", "sync-flush", "async-flush-batch", "sync-flush-batch", "async-flush-poll")
     client_class = "bench.peer_target:RocketMQClient"
     durability = {
         "sync-flush": "SYNC_FLUSH: answer after the commit log flush (group commit)",
         "async-flush": "ASYNC_FLUSH: answer after the page-cache write; flushed in the background",
         "sync-flush-batch": "SYNC_FLUSH, producer auto_batch (concurrent sends coalesced into batch requests)",
         "async-flush-batch": "ASYNC_FLUSH, producer auto_batch (concurrent sends coalesced into batch requests)",
+        "async-flush-poll": "ASYNC_FLUSH, broker and clients poll 300 µs before sleeping (busy polling)",
     }
 
     def __init__(self, workdir: str) -> None:
@@ -92,6 +99,7 @@ class RocketMQTarget(Target):
                 f"brokerName=bench\nbrokerIP1={HOST}\nlistenPort={BROKER_PORT}\n"
                 f"namesrvAddr={HOST}:{NAMESRV_PORT}\nflushDiskType={FLUSH[variant]}\n"
                 f"storePathRootDir={store}\nautoCreateTopicEnable=false\n"
+                f"busyPollMicros={BUSY_POLL_MICROS if variant.endswith('-poll') else 0}\n"
             )
         argv = [sys.executable, "-m", "rmq", "broker", "-c", conf, "--log-level", "WARNING"]
         self.broker = ManagedProcess("mqbroker", argv, env=self._env(), log_path=os.path.join(self.dir, "broker.log"))
@@ -156,8 +164,19 @@ class RocketMQClient(TrioClient):
         self.consumer: Any = None
         batch = self.cfg["variant"].endswith("-batch")
         self.producer = await self.nursery.start(
-            self._hold, Producer("bench_peer_producer", self.cfg["namesrv"], send_timeout=30.0, auto_batch=batch)
+            self._hold,
+            Producer(
+                "bench_peer_producer",
+                self.cfg["namesrv"],
+                send_timeout=30.0,
+                auto_batch=batch,
+                busy_poll_micros=self._busy_poll_micros,
+            ),
         )
+
+    @property
+    def _busy_poll_micros(self) -> int:
+        return BUSY_POLL_MICROS if self.cfg["variant"].endswith("-poll") else 0
 
     async def _hold(self, service: Any, task_status: Any) -> None:
         async with service as running:
@@ -181,6 +200,7 @@ class RocketMQClient(TrioClient):
             f"bench_peer_{_topic(dest)}",
             self.cfg["namesrv"],
             consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+            busy_poll_micros=self._busy_poll_micros,
         )
         consumer.subscribe(_topic(dest))
         self.consumer = await self.nursery.start(self._hold, consumer)

@@ -37,7 +37,7 @@ from rmq.protocol import body as B
 from rmq.protocol import headers as H
 from rmq.protocol.message import decompress_body, iter_records
 from rmq.remoting import ClientConfig as RemotingConfig
-from rmq.remoting import Dispatcher, RemotingClient, RequestContext
+from rmq.remoting import Dispatcher, RemotingClient, RequestContext, busypoll
 
 from .api import ClientAPI
 from .config import ClientConfig, tls_context
@@ -134,6 +134,8 @@ class ClientInstance:
 
         On exit the loops stop and every connection closes.
         """
+        if self.config.busy_poll_micros:
+            busypoll.install(self.config.busy_poll_micros)
         remoting_config = RemotingConfig(
             connect_timeout=min(3.0, self.config.request_timeout),
             tls=self.ssl_context is not None,

@@ -220,6 +220,7 @@ async def run_producer_bench(args: argparse.Namespace, out: TextIO, live: bool) 
         tls=tls,
         auto_batch=args.auto_batch,
         batch_max_bytes=args.batch_max_bytes,
+        busy_poll_micros=args.busy_poll_micros,
         **credentials,
     ) as producer:
         await producer.fetch_publish_queues(args.topic)
@@ -251,6 +252,9 @@ def _producer_parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between reports (5)")
     p.add_argument("--timeout", type=float, default=3.0, help="send timeout in seconds (3)")
+    p.add_argument(
+        "--busy-poll-micros", type=int, default=0, help="poll this many µs before sleeping (busy_poll_micros; 0: off)"
+    )
     add_tls_arguments(p)
     add_acl_arguments(p)
     return p

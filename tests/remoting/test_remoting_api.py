@@ -28,6 +28,7 @@ PUBLIC = {
     "TlsMode",
 }
 SUBMODULES = {
+    "busypoll",
     "abc",
     "client",
     "connection",

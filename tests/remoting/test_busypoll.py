@@ -1,0 +1,89 @@
+"""Busy polling (rmq.remoting.busypoll): the loop still wakes for I/O and timers as it
+should, and polls only while its sleeps are short."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from rmq.remoting import busypoll
+
+
+@pytest.fixture
+def polling() -> Iterator[None]:
+    assert busypoll.install(300)
+    try:
+        yield
+    finally:
+        busypoll.install(0)
+
+
+def test_install_and_turn_off() -> None:
+    try:
+        assert busypoll.install(250)
+        assert busypoll.installed_micros() == 250
+        assert busypoll.install(0)
+        assert busypoll.installed_micros() == 0
+    finally:
+        busypoll.install(0)
+    with pytest.raises(ValueError):
+        busypoll.install(-1)
+
+
+async def test_io_and_timers_wake_the_loop_as_before(polling: None) -> None:
+    left, right = trio.socket.socketpair()
+    with left, right:
+        for delay in (0.0, 0.0001, 0.002, 0.02):
+
+            async def answer_later(delay: float = delay) -> None:
+                await trio.sleep(delay)
+                await right.send(b"x")
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(answer_later)
+                start = time.perf_counter()
+                assert await left.recv(1) == b"x"
+                elapsed = time.perf_counter() - start
+            assert delay <= elapsed < delay + 0.05
+        start = time.perf_counter()
+        await trio.sleep(0.03)
+        assert 0.03 <= time.perf_counter() - start < 0.08
+
+
+async def test_polls_only_while_sleeps_are_short(polling: None) -> None:
+    state = busypoll._state
+    await trio.sleep(0.02)  # a sleep far longer than twice the budget
+    assert state["promising"] is False
+    # woken by I/O soon after (a thread's result comes back through Trio's wakeup socket):
+    # a short sleep, so the next one is polled (a loaded machine may make some waits long)
+    seen = []
+    for _ in range(50):
+        await trio.to_thread.run_sync(time.sleep, 0.0001)
+        seen.append(state["promising"])
+    assert True in seen
+    await trio.sleep(0.02)
+    assert state["promising"] is False
+
+
+async def test_a_client_asking_for_it_turns_it_on() -> None:
+    from rmq.client.config import ProducerConfig
+    from rmq.client.instance import ClientInstance
+
+    config = ProducerConfig.build("127.0.0.1:9", {"busy_poll_micros": 250})
+    try:
+        async with ClientInstance(config).running():
+            assert busypoll.installed_micros() == 250
+    finally:
+        busypoll.install(0)
+
+
+def test_the_broker_key_is_checked() -> None:
+    from rmq.broker.config import BrokerConfig, ConfigError
+
+    assert BrokerConfig.from_properties({"busyPollMicros": "300"}).busy_poll_micros == 300
+    assert BrokerConfig.from_properties({}).busy_poll_micros == 0  # off unless asked for
+    with pytest.raises(ConfigError, match="busyPollMicros"):
+        BrokerConfig.from_properties({"busyPollMicros": "20000"})
