@@ -15,10 +15,11 @@ a response from a request, so one table of pending requests per side is enough.
   once, otherwise a worker task runs the processor.
 * the writer task drains the outbox (outbox.py: a bounded queue of encoded frames) and
   joins what it finds into one `send_all`. On plain TCP a frame may skip it: when nothing
-  is queued or being written, the first frame after each read is written at once by the
-  task that made it (`_write_now`), which saves the writer's task switch and scheduler
-  passes at one request in flight; later frames queue and the writer joins them, as
-  before.
+  is queued or being written, the first frame after a read of a single command is written
+  at once by the task that made it (`_write_now`), which saves the writer's task switch and
+  scheduler passes at one request in flight. After a read of several commands (a pipeline)
+  every frame queues and the writer joins them, as before: writing the first alone would
+  split the peer's next read in two.
 * worker tasks, one per request being processed; each queues its response (routes
   registered `inline=True` run in the reader instead, saving a task switch). A processor
   with a `begin` method (an ordered route, the broker's sends) is started in the reader,
@@ -180,8 +181,8 @@ class Connection:
         self._writing = False
         self._write_idle: trio.Event | None = None
         self._direct_write = stream.direct_write
-        self._reads = 0  # batches read; one frame per read may be written directly
-        self._direct_read = -1  # the read after which a frame was last written directly
+        self._reads = 0  # batches read; one frame per read of one command may be written directly
+        self._direct_read = -1  # the read after which no more frames may be written directly
         # peer requests
         self._in_flight = 0
         self._in_flight_changed: trio.Event | None = None
@@ -443,10 +444,10 @@ class Connection:
 
     def _write_now(self, frame: bytes) -> bool:
         """Write `frame` to the socket from the calling task, if the stream allows it, nothing
-        is queued or being written, and no frame was written so since the last read (later
-        ones queue, so that the writer joins them into one send). True when the frame went
-        out, or its unwritten rest is first in the outbox; False to queue it as usual
-        (also when the socket fails: the writer then meets the error and closes)."""
+        is queued or being written, the last read held one command and no frame went out so
+        since (otherwise frames queue, so that the writer joins them into one send). True
+        when the frame went out, or its unwritten rest is first in the outbox; False to queue
+        it as usual (also when the socket fails: the writer then meets the error and closes)."""
         write = self._direct_write
         if write is None or self._writing or self._direct_read == self._reads or len(self._outbox):
             return False
@@ -503,6 +504,9 @@ class Connection:
                     self._set_reason("closed by peer")
                     return
                 self._reads += 1
+                if len(batch) > 1:
+                    # a pipeline: its answers (or next requests) are many; let the writer join them
+                    self._direct_read = self._reads
                 now = current_time()
                 admitted = 0
                 answered = 0

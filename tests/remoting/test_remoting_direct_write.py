@@ -122,3 +122,33 @@ async def test_round_trips_over_tcp_write_directly() -> None:
         client.close()
         server.close()
     assert written == []
+
+
+async def test_answers_to_a_pipelined_read_are_left_to_the_writer() -> None:
+    """Several requests in one read are a pipeline: none of their answers is written
+    directly, so that the writer joins them rather than the first leaving alone."""
+    left, right = socket_stream_pair()
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE, echo)  # type: ignore[arg-type]
+    written: list[int] = []
+
+    class Counting(CommandStream):
+        async def send_frames(self, frames: list[bytes]) -> None:
+            written.append(len(frames))
+            await super().send_frames(frames)
+
+    server = Connection(Counting(right), dispatcher, remote_address="client")
+    peer = CommandStream(left)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        requests = [RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": n}) for n in range(3)]
+        for opaque, request in enumerate(requests):
+            request.opaque = opaque
+        await peer.send_frames([r.encode() for r in requests])  # one write: one read, most likely
+        answers: list[RemotingCommand] = []
+        with trio.fail_after(5):
+            while len(answers) < 3:
+                answers += await peer.receive_batch()
+        server.close()
+    assert sorted(a.opaque for a in answers) == [0, 1, 2]
+    assert sum(written) == 3
