@@ -43,12 +43,12 @@ from rmq.client.errors import MQClientError
 GROUP = "bench-d"
 
 
-def member_conf(work: Path, namesrv: str, k: int, port: int, peers: str) -> Path:
+def member_conf(work: Path, namesrv: str, k: int, port: int, peers: str, busy_poll: int = 0) -> Path:
     conf = work / f"n{k}.conf"
     conf.write_text(
         f"brokerClusterName=BenchCluster\nbrokerName={GROUP}\nnamesrvAddr={namesrv}\n"
         f"brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\n"
-        f"storePathRootDir={work / f'n{k}'}\nflushDiskType=ASYNC_FLUSH\n"
+        f"storePathRootDir={work / f'n{k}'}\nflushDiskType=ASYNC_FLUSH\nbusyPollMicros={busy_poll}\n"
         f"enableDLegerCommitLog=true\ndLegerGroup={GROUP}\ndLegerPeers={peers}\ndLegerSelfId=n{k}\n"
     )
     return conf
@@ -93,7 +93,8 @@ async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, i
     body = b"x" * args.size
     latencies: list[float] = []
     failures = 0
-    async with Producer("bench_dledger", namesrv=ns, retry_times=0) as producer:
+    busy_poll = getattr(args, "busy_poll_micros", 0)
+    async with Producer("bench_dledger", namesrv=ns, retry_times=0, busy_poll_micros=busy_poll) as producer:
         with trio.fail_after(60):
             while True:
                 try:
@@ -190,7 +191,7 @@ async def run_group(args: argparse.Namespace) -> tuple[dict[str, Any], list[floa
             ports = [free_port(5) for _ in range(args.members)]
             peers = ";".join(f"n{k}-127.0.0.1:{p + 2}" for k, p in enumerate(ports))
             for k, port in enumerate(ports):
-                conf = member_conf(work, ns, k, port, peers)
+                conf = member_conf(work, ns, k, port, peers, args.busy_poll_micros)
                 members[f"127.0.0.1:{port}"] = (conf, spawn(["broker", "-c", str(conf)], work / f"n{k}.log"))
             master = await master_addr(ns)
             async with MQAdmin(namesrv=ns) as admin:
@@ -222,6 +223,7 @@ async def run_single(args: argparse.Namespace) -> dict[str, Any]:
         conf.write_text(
             f"brokerClusterName=BenchCluster\nbrokerName=bench-single\nnamesrvAddr={ns}\nbrokerIP1=127.0.0.1\n"
             f"bindAddress=127.0.0.1\nlistenPort={port}\nstorePathRootDir={work / 'single'}\nflushDiskType=ASYNC_FLUSH\n"
+            f"busyPollMicros={getattr(args, 'busy_poll_micros', 0)}\n"
         )
         procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
         try:
@@ -242,6 +244,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--skip-single", action="store_true")
     ap.add_argument("--members", type=int, default=3, help="members of the group (1, 3 or 5)")
+    ap.add_argument("--busy-poll-micros", type=int, default=0, help="busyPollMicros of every broker and the producer")
     args = ap.parse_args(argv)
     if args.members < 1:
         ap.error("--members must be at least 1")
