@@ -43,6 +43,7 @@ from rmq.remoting import (
     RemotingError,
     RemotingServer,
     ServerConfig,
+    busypoll,
 )
 from rmq.store import MessageStore, StoreConfig, wall_clock_ms
 from rmq.store.aio import AsyncMessageStore
@@ -196,6 +197,8 @@ class BrokerController:
           ValueError: a metadata file (topics, offsets, groups) and its backup are unreadable.
         """
         config = self.config
+        if config.busy_poll_micros:  # asked for: this process's loop polls before it sleeps
+            busypoll.install(config.busy_poll_micros)
         if config.acl_enable and config.acl_file is not None:
             self.acl = PlainAcl(config.acl_file, clock_ms=self.clock_ms)  # AclConfigError (a ValueError)
         self.topics.load()

@@ -19,7 +19,6 @@ from collections.abc import AsyncIterator
 
 import trio
 
-from rmq.remoting import busypoll
 from rmq.rundir import pid_file
 from rmq.store import StoreError
 
@@ -132,8 +131,6 @@ def main(argv: list[str] | None = None) -> int:
         for key in keys:
             print(f"{key}={props[key]}")
         return 0
-    if config.busy_poll_micros:
-        busypoll.install(config.busy_poll_micros)  # the process is the broker's own
     try:
         trio.run(serve_until_signalled, config)
     except (OSError, StoreError, ValueError) as exc:

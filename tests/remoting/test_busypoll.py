@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import trio
@@ -47,16 +48,25 @@ async def test_io_and_timers_wake_the_loop_as_before(polling: None) -> None:
                 start = time.perf_counter()
                 assert await left.recv(1) == b"x"
                 elapsed = time.perf_counter() - start
-            assert delay <= elapsed < delay + 0.05
+            assert delay <= elapsed < delay + 0.5  # woken, not left asleep (a loaded machine is slow)
         start = time.perf_counter()
         await trio.sleep(0.03)
-        assert 0.03 <= time.perf_counter() - start < 0.08
+        assert 0.03 <= time.perf_counter() - start < 0.5
 
 
 async def test_polls_only_while_sleeps_are_short(polling: None) -> None:
     state = busypoll._state
-    await trio.sleep(0.02)  # a sleep far longer than twice the budget
-    assert state["promising"] is False
+
+    async def after_long_sleeps() -> bool:
+        # a sleep far longer than twice the budget turns polling off for the next one (a
+        # stray wakeup of the loop could make one sleep short: try a few)
+        for _ in range(5):
+            await trio.sleep(0.02)
+            if state["promising"] is False:
+                return True
+        return False
+
+    assert await after_long_sleeps()
     # woken by I/O soon after (a thread's result comes back through Trio's wakeup socket):
     # a short sleep, so the next one is polled (a loaded machine may make some waits long)
     seen = []
@@ -64,8 +74,7 @@ async def test_polls_only_while_sleeps_are_short(polling: None) -> None:
         await trio.to_thread.run_sync(time.sleep, 0.0001)
         seen.append(state["promising"])
     assert True in seen
-    await trio.sleep(0.02)
-    assert state["promising"] is False
+    assert await after_long_sleeps()
 
 
 async def test_a_client_asking_for_it_turns_it_on() -> None:
@@ -87,3 +96,24 @@ def test_the_broker_key_is_checked() -> None:
     assert BrokerConfig.from_properties({}).busy_poll_micros == 0  # off unless asked for
     with pytest.raises(ConfigError, match="busyPollMicros"):
         BrokerConfig.from_properties({"busyPollMicros": "20000"})
+
+
+async def test_a_broker_asking_for_it_turns_it_on(tmp_path: Path) -> None:
+    from rmq.broker.config import BrokerConfig
+    from rmq.broker.controller import BrokerController
+
+    config = BrokerConfig.from_properties(
+        {
+            "listenPort": "0",
+            "bindAddress": "127.0.0.1",
+            "brokerIP1": "127.0.0.1",
+            "storePathRootDir": str(tmp_path),
+            "busyPollMicros": "200",
+        },
+        environ={},
+    )
+    try:
+        async with BrokerController(config):
+            assert busypoll.installed_micros() == 200
+    finally:
+        busypoll.install(0)

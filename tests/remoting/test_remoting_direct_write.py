@@ -5,6 +5,7 @@ reach the peer whole and in order."""
 from __future__ import annotations
 
 import socket
+import ssl
 
 import trio
 import trio.testing
@@ -32,6 +33,11 @@ async def test_plain_tcp_stages_get_a_direct_writer_and_others_do_not() -> None:
         assert CommandStream(idle).direct_write is not None
         # message transports write a frame per send; they keep the writer task
         assert CommandStream(idle, one_frame_per_send=True).direct_write is None
+    with trio.CancelScope() as scope:
+        # TLS encrypts what it sends: the bytes cannot go to the socket as they are
+        tls = trio.SSLStream(left, ssl.create_default_context(), server_hostname="localhost")
+        assert direct_writer(tls) is None
+        assert CommandStream(IdleStream(tls, scope, 60.0)).direct_write is None
     memory, _ = trio.testing.memory_stream_pair()
     assert direct_writer(memory) is None
     assert CommandStream(memory).direct_write is None
