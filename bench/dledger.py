@@ -93,8 +93,7 @@ async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, i
     body = b"x" * args.size
     latencies: list[float] = []
     failures = 0
-    busy_poll = getattr(args, "busy_poll_micros", 0)
-    async with Producer("bench_dledger", namesrv=ns, retry_times=0, busy_poll_micros=busy_poll) as producer:
+    async with Producer("bench_dledger", namesrv=ns, retry_times=0, busy_poll_micros=args.busy_poll_micros) as producer:
         with trio.fail_after(60):
             while True:
                 try:
@@ -223,7 +222,7 @@ async def run_single(args: argparse.Namespace) -> dict[str, Any]:
         conf.write_text(
             f"brokerClusterName=BenchCluster\nbrokerName=bench-single\nnamesrvAddr={ns}\nbrokerIP1=127.0.0.1\n"
             f"bindAddress=127.0.0.1\nlistenPort={port}\nstorePathRootDir={work / 'single'}\nflushDiskType=ASYNC_FLUSH\n"
-            f"busyPollMicros={getattr(args, 'busy_poll_micros', 0)}\n"
+            f"busyPollMicros={args.busy_poll_micros}\n"
         )
         procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
         try:

@@ -46,6 +46,10 @@ def _topic(dest: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in dest)
 
 
+def _busy_poll_micros(variant: str) -> int:
+    return BUSY_POLL_MICROS if variant.endswith("-poll") else 0
+
+
 class RocketMQTarget(Target):
     name = "rocketmq"
     variants = ("async-flush", "sync-flush", "async-flush-batch", "sync-flush-batch", "async-flush-poll")
@@ -99,7 +103,7 @@ class RocketMQTarget(Target):
                 f"brokerName=bench\nbrokerIP1={HOST}\nlistenPort={BROKER_PORT}\n"
                 f"namesrvAddr={HOST}:{NAMESRV_PORT}\nflushDiskType={FLUSH[variant]}\n"
                 f"storePathRootDir={store}\nautoCreateTopicEnable=false\n"
-                f"busyPollMicros={BUSY_POLL_MICROS if variant.endswith('-poll') else 0}\n"
+                f"busyPollMicros={_busy_poll_micros(variant)}\n"
             )
         argv = [sys.executable, "-m", "rmq", "broker", "-c", conf, "--log-level", "WARNING"]
         self.broker = ManagedProcess("mqbroker", argv, env=self._env(), log_path=os.path.join(self.dir, "broker.log"))
@@ -170,13 +174,9 @@ class RocketMQClient(TrioClient):
                 self.cfg["namesrv"],
                 send_timeout=30.0,
                 auto_batch=batch,
-                busy_poll_micros=self._busy_poll_micros,
+                busy_poll_micros=_busy_poll_micros(self.cfg["variant"]),
             ),
         )
-
-    @property
-    def _busy_poll_micros(self) -> int:
-        return BUSY_POLL_MICROS if self.cfg["variant"].endswith("-poll") else 0
 
     async def _hold(self, service: Any, task_status: Any) -> None:
         async with service as running:
@@ -200,7 +200,7 @@ class RocketMQClient(TrioClient):
             f"bench_peer_{_topic(dest)}",
             self.cfg["namesrv"],
             consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
-            busy_poll_micros=self._busy_poll_micros,
+            busy_poll_micros=_busy_poll_micros(self.cfg["variant"]),
         )
         consumer.subscribe(_topic(dest))
         self.consumer = await self.nursery.start(self._hold, consumer)

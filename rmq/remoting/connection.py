@@ -181,8 +181,7 @@ class Connection:
         self._writing = False
         self._write_idle: trio.Event | None = None
         self._direct_write = stream.direct_write
-        self._reads = 0  # batches read; one frame per read of one command may be written directly
-        self._direct_read = -1  # the read after which no more frames may be written directly
+        self._may_write_now = True  # until a frame goes out directly or a pipelined read comes
         # peer requests
         self._in_flight = 0
         self._in_flight_changed: trio.Event | None = None
@@ -449,15 +448,13 @@ class Connection:
         when the frame went out, or its unwritten rest is first in the outbox; False to queue
         it as usual (also when the socket fails: the writer then meets the error and closes)."""
         write = self._direct_write
-        if write is None or self._writing or self._direct_read == self._reads or len(self._outbox):
-            return False
-        if self._outbox.closed:
+        if write is None or not self._may_write_now or self._writing or len(self._outbox) or self._outbox.closed:
             return False
         try:
             sent = write(frame)
         except OSError:  # BlockingIOError included: the socket's buffer is full
             return False
-        self._direct_read = self._reads
+        self._may_write_now = False
         if sent < len(frame):
             self._outbox.put_first(frame[sent:])
         return True
@@ -503,10 +500,9 @@ class Connection:
                 if not batch:
                     self._set_reason("closed by peer")
                     return
-                self._reads += 1
-                if len(batch) > 1:
-                    # a pipeline: its answers (or next requests) are many; let the writer join them
-                    self._direct_read = self._reads
+                # one command: its answer (or our next request) may go out directly; after a
+                # pipeline's many, let the writer join them
+                self._may_write_now = len(batch) == 1
                 now = current_time()
                 admitted = 0
                 answered = 0

@@ -16,12 +16,24 @@ from rmq.remoting.stages.codec import CommandStream
 from rmq.remoting.stages.direct import direct_writer
 from rmq.remoting.stages.idle import IdleStream
 from rmq.remoting.stages.prefixed import PrefixedStream
-from rmq.remoting.testing import echo
+from tests.remoting.test_remoting_connection import echo_dispatcher
 
 
 def socket_stream_pair() -> tuple[trio.SocketStream, trio.SocketStream]:
     left, right = trio.socket.socketpair()
     return trio.SocketStream(left), trio.SocketStream(right)
+
+
+class WriterCounting(CommandStream):
+    """A CommandStream that notes how many frames each of the writer's sends carries."""
+
+    def __init__(self, stream: trio.abc.Stream, written: list[int]) -> None:
+        super().__init__(stream)
+        self.written = written
+
+    async def send_frames(self, frames: list[bytes]) -> None:
+        self.written.append(len(frames))
+        await super().send_frames(frames)
 
 
 async def test_plain_tcp_stages_get_a_direct_writer_and_others_do_not() -> None:
@@ -108,17 +120,11 @@ async def test_round_trips_over_tcp_write_directly() -> None:
     """At one request in flight each request and each answer goes out directly: the writer
     tasks of both sides never write."""
     left, right = socket_stream_pair()
-    dispatcher = Dispatcher()
-    dispatcher.register(RequestCode.SEND_MESSAGE, echo)  # type: ignore[arg-type]
+    dispatcher = echo_dispatcher()
     written: list[int] = []
 
-    class Counting(CommandStream):
-        async def send_frames(self, frames: list[bytes]) -> None:
-            written.append(len(frames))
-            await super().send_frames(frames)
-
-    client = Connection(Counting(left), remote_address="server")
-    server = Connection(Counting(right), dispatcher, remote_address="client")
+    client = Connection(WriterCounting(left, written), remote_address="server")
+    server = Connection(WriterCounting(right, written), dispatcher, remote_address="client")
     async with trio.open_nursery() as nursery:
         await nursery.start(client.run)
         await nursery.start(server.run)
@@ -134,16 +140,10 @@ async def test_answers_to_a_pipelined_read_are_left_to_the_writer() -> None:
     """Several requests in one read are a pipeline: none of their answers is written
     directly, so that the writer joins them rather than the first leaving alone."""
     left, right = socket_stream_pair()
-    dispatcher = Dispatcher()
-    dispatcher.register(RequestCode.SEND_MESSAGE, echo)  # type: ignore[arg-type]
+    dispatcher = echo_dispatcher()
     written: list[int] = []
 
-    class Counting(CommandStream):
-        async def send_frames(self, frames: list[bytes]) -> None:
-            written.append(len(frames))
-            await super().send_frames(frames)
-
-    server = Connection(Counting(right), dispatcher, remote_address="client")
+    server = Connection(WriterCounting(right, written), dispatcher, remote_address="client")
     peer = CommandStream(left)
     async with trio.open_nursery() as nursery:
         await nursery.start(server.run)
