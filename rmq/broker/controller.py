@@ -214,6 +214,8 @@ class BrokerController:
             commitlog=None if dledger is None else member_commitlog(dledger, str(store_config.commitlog_dir)),
         )
         self.store = AsyncMessageStore(self.message_store)
+        if config.long_polling_enable:  # a parked pull is answered without waiting for the reput task
+            self.store.awaited = self.waiters.awaited
         if dledger is not None:
             self.dledger = DLedgerCommitLog(
                 self.store, dledger, self._dledger_role, preferred_leader=config.preferred_leader_id

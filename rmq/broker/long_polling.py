@@ -33,6 +33,11 @@ class PullWaiters:
             return event
         return self._events.setdefault((topic, queue_id), trio.Event())
 
+    def awaited(self, topic: str, queue_id: int) -> bool:
+        """Whether a pull is parked on this queue (the store then dispatches an append there
+        at once rather than in its reput task)."""
+        return (topic, queue_id) in self._events
+
     def arriving(
         self,
         topic: str,

@@ -127,6 +127,33 @@ async def test_reput_wakes_the_listener_and_exit_flushes(open_store) -> None:
     assert store.checkpoint.logics_offset == store.max_phy_offset
 
 
+async def test_an_append_a_reader_awaits_is_dispatched_at_once(open_store) -> None:
+    """With a reader parked on the queue, the append itself dispatches (its arrival is told
+    before put_message_now returns); elsewhere the reput task does it later. wait_dispatched
+    still returns in both cases."""
+    arrivals: list[tuple[str, int, int]] = []
+
+    class Listener:
+        def arriving(self, topic, queue_id, logic_offset, tags_code, store_timestamp, properties) -> None:
+            arrivals.append((topic, queue_id, logic_offset))
+
+    store = open_store()
+    store.arrival_listener = Listener()
+    async with AsyncMessageStore(store) as astore:
+        astore.awaited = lambda topic, queue_id: queue_id == 1
+        assert astore.put_message_now("T", 1, b"awaited").ok  # no checkpoint in between
+        assert arrivals == [("T", 1, 1)]
+        assert store.dispatch_behind == 0
+        assert astore.put_message_now("T", 0, b"not awaited").ok
+        assert arrivals == [("T", 1, 1)]  # left to the reput task
+        await astore.wait_dispatched()
+        assert arrivals == [("T", 1, 1), ("T", 0, 1)]
+        result = await astore.put_messages("T", 1, [_msg(b"a"), _msg(b"b")])
+        assert result.ok and arrivals[-2:] == [("T", 1, 2), ("T", 1, 3)]
+        with trio.fail_after(5):
+            await astore.wait_dispatched()
+
+
 async def test_retention_task_runs(open_store, autojump_clock: trio.testing.MockClock) -> None:
     usage = {"ratio": 0.1}
     store = open_store(disk_usage=lambda _p: usage["ratio"], clean_resource_interval=10_000)
