@@ -50,8 +50,7 @@ READ_BATCH = 256  # timer-queue entries read between checkpoints
 RETRY_AFTER_ERROR = 10.0  # seconds
 
 
-# Properties that ask for a delivery time, in the order they are honoured.
-TIMER_KEYS = (P.TIMER_DELIVER_MS, P.START_DELIVER_TIME, P.TIMER_DELAY_SEC, P.TIMER_DELAY_MS)
+TIMER_KEYS = P.TIMER_KEYS  # properties that ask for a delivery time, in the order they are honoured
 
 
 class TimerRefused(Exception):

@@ -9,8 +9,8 @@ a few requests, which is what costs the client and the broker per message less.
 
 There is no background task: the waiting sends take turns leading, so cancellation and
 errors stay with the callers. Only messages a batch can carry are batched (no delay level,
-no retry topic, not over `compress_over`: batches are never compressed); the producer sends
-the rest one by one.
+no timer, no retry topic, not over `compress_over`: batches are never compressed); the
+producer sends the rest one by one.
 """
 
 from __future__ import annotations
@@ -57,13 +57,15 @@ class _Lane:
 
 
 def batchable(msg: ProtocolMessage, compress_over: int) -> bool:
-    """Whether a batch may carry `msg` (MessageBatch's rules, and no compression due)."""
+    """Whether a batch may carry `msg` (MessageBatch's rules, and no compression due). A
+    timer message goes alone: a timer-wheel broker refuses a batch holding one."""
     props = msg.properties
     return (
         not msg.topic.startswith(RETRY_PREFIX)
         and props.get(P.DELAY, "0") in ("", "0")
         and P.TRAN_MSG not in props
         and len(msg.body) <= compress_over
+        and not any(key in props for key in P.TIMER_KEYS)
     )
 
 

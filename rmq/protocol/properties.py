@@ -62,6 +62,8 @@ TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
 TIMER_DELAY_MS = "TIMER_DELAY_MS"
 START_DELIVER_TIME = "__STARTDELIVERTIME"  # Aliyun ONS delay marker; 4.x brokers ignore it
+# Properties that ask a timer-wheel broker for a delivery time, in the order it honours them.
+TIMER_KEYS = (TIMER_DELIVER_MS, START_DELIVER_TIME, TIMER_DELAY_SEC, TIMER_DELAY_MS)
 TRANSACTION_ID = "__transactionId__"
 
 # Java String.hashCode works on UTF-16 code units with int32 wraparound. Powers of 31 modulo
