@@ -301,7 +301,7 @@ async def test_consumers_fail_over_to_the_slave_and_back(
     def got(seen: list[str], prefix: str, n: int) -> bool:
         return {f"{prefix}-{i}" for i in range(n)} <= set(seen)
 
-    spec = push_consume(ns, topic, 300, group="CG-cpp", time_limit=110)
+    spec = push_consume(ns, topic, 300, group="CG-cpp", time_limit=200)
     async with start_scenario(spec) as run:
         await run.wait_for("started")
         consumer = PushConsumer("CG-py", namesrv=ns, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET)
@@ -335,7 +335,11 @@ async def test_consumers_fail_over_to_the_slave_and_back(
         )
         consumer.subscribe(topic)
         async with consumer:
-            await until(lambda: got(ours, "b", 100) and got(cpp_seen(), "b", 100), 60, "batch b from the slave")
+            await until(lambda: got(ours, "b", 100), 60, "batch b from the slave (ours)")
+            # librocketmq reaches the slave at its next route refresh (every 30 s), but it
+            # retries pulls to the dead master without pause, and that storm can make a refresh
+            # fail (docs/ha.md): allow it three refresh periods
+            await until(lambda: got(cpp_seen(), "b", 100), 100, "batch b from the slave (C++)")
             master.start()
             await send("c", 100)
             await until(lambda: got(ours, "c", 100) and got(cpp_seen(), "c", 100), 60, "batch c")
