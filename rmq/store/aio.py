@@ -15,7 +15,9 @@ that waits on the disk runs in worker threads, one at a time per kind, through
 * Logics flusher: every ``flush_interval_consume_queue`` ms syncs consume queues with enough
   pending pages (all of them every thorough interval), the index and the checkpoint.
 * Reput: woken by every append, builds consume queue and index entries and calls the
-  ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records.
+  ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records. An append to a queue
+  a reader waits on (``awaited``) dispatches its own records itself, when nothing older is
+  pending, so that the reader does not wait for this task's turn.
 * Retention: every ``clean_resource_interval`` ms measures the disk and deletes expired files.
 * Replica watchdog (SYNC_MASTER): appends that must wait for a slave's ack park on a
   ``_ReplicaWait`` in append order; ``replica_acked`` wakes every wait the ack covers (one ack
