@@ -50,9 +50,6 @@ READ_BATCH = 256  # timer-queue entries read between checkpoints
 RETRY_AFTER_ERROR = 10.0  # seconds
 
 
-TIMER_KEYS = P.TIMER_KEYS  # properties that ask for a delivery time, in the order they are honoured
-
-
 class TimerRefused(Exception):
     """The timer properties are unusable; the message is MESSAGE_ILLEGAL with this text."""
 

@@ -236,7 +236,8 @@ class AsyncMessageStore:
             reconsume_times=reconsume_times, prepared_transaction_offset=prepared_transaction_offset,
             tags_code=tags_code,
         )  # fmt: skip
-        return await self._after_append(result, wait, properties, topic, queue_id)
+        rest = self._register(result, wait, properties, topic, queue_id)
+        return rest if isinstance(rest, PutMessageResult) else await rest
 
     async def put_messages(
         self,
@@ -259,7 +260,8 @@ class AsyncMessageStore:
             born_timestamp=born_timestamp, born_host=born_host, store_host=store_host,
             reconsume_times=reconsume_times,
         )  # fmt: skip
-        return await self._after_append(result, wait, extra_properties, topic, queue_id)
+        rest = self._register(result, wait, extra_properties, topic, queue_id)
+        return rest if isinstance(rest, PutMessageResult) else await rest
 
     def put_message_now(self, topic: str, queue_id: int, body: bytes, **kwargs: Any) -> Any:
         """`put_message` without a checkpoint before the append: appends and joins the
@@ -275,17 +277,6 @@ class AsyncMessageStore:
         result = self.store.append_messages(topic, queue_id, messages, **kwargs)
         return self._register(result, wait, kwargs.get("extra_properties"), topic, queue_id)
 
-    async def _after_append(
-        self,
-        result: PutMessageResult,
-        wait: bool | None,
-        props: Mapping[str, str] | str | None,
-        topic: str,
-        queue_id: int,
-    ) -> PutMessageResult:
-        rest = self._register(result, wait, props, topic, queue_id)
-        return rest if isinstance(rest, PutMessageResult) else await rest
-
     def _register(
         self,
         result: PutMessageResult,
@@ -298,15 +289,14 @@ class AsyncMessageStore:
         if not result.ok:
             return result
         awaited = self.awaited
-        store = self.store
-        if awaited is not None and awaited(topic, queue_id) and store.dispatch_behind <= result.wrote_bytes:
-            # nothing older waits for dispatch: these records alone, now (bounded work)
-            store.dispatch_pending()
-        if store.dispatch_behind:
-            self._reput_wanted.set()
-        else:  # all dispatched: what the reput task would have told wait_dispatched
+        if awaited is not None and awaited(topic, queue_id) and self.store.dispatch_behind <= result.wrote_bytes:
+            # nothing older waits for dispatch: these records alone, now (bounded work); then
+            # tell wait_dispatched what the reput task would have
+            self.store.dispatch_pending()
             done, self._reput_done = self._reput_done, trio.Event()
             done.set()
+        else:
+            self._reput_wanted.set()
         waits = wants_wait(wait, props)
         replica: _ReplicaWait | None = None
         refused: str | None = None  # why SYNC_MASTER cannot wait for a slave

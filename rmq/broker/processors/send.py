@@ -39,7 +39,7 @@ from rmq.protocol.message import (
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 from ..schedule import route_delay
-from ..timer import TIMER_KEYS, TimerRefused, route_timer
+from ..timer import TimerRefused, route_timer
 from ..topics import (
     DLQ_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
@@ -333,7 +333,7 @@ class SendProcessor:
             messages = decode_batch_body(body, topic)
         except ProtocolError as exc:
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
-        if broker.config.timer_wheel_enable and any(k in m.properties for m in messages for k in TIMER_KEYS):
+        if broker.config.timer_wheel_enable and any(k in m.properties for m in messages for k in P.TIMER_KEYS):
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be timer messages")
         queue_id = self._choose_queue(tc, header.queue_id)
         extra = P.decode_properties(header.properties or "")
