@@ -9,6 +9,8 @@ async with RemotingClient() as client:
     response = await client.invoke("127.0.0.1:10911", request, timeout=3.0)
 """
 
+from rmq.later import Later as Later
+
 from .abc import ProcessFunction as ProcessFunction
 from .abc import RequestContext as RequestContext
 from .abc import RequestProcessor as RequestProcessor

@@ -58,6 +58,7 @@ from typing import Any
 import outcome
 import trio
 
+from rmq.later import Later
 from rmq.protocol import (
     RPC_ONEWAY,
     RPC_TYPE,
@@ -430,16 +431,19 @@ class Connection:
     # -- outbox ---------------------------------------------------------------------
 
     async def _queue_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
+        frame = self._encode_response(request, response)
+        if not self._write_now(frame) and not self._outbox.put_nowait(frame):
+            await self._outbox.put(frame)
+
+    def _encode_response(self, request: RemotingCommand, response: RemotingCommand) -> bytes:
         response.opaque = request.opaque
         response.flag = (response.flag | RPC_TYPE) & ~RPC_ONEWAY
         response.serialize_type = request.serialize_type
         try:
-            frame = response.encode()
+            return response.encode()
         except Exception as exc:  # noqa: BLE001 - whatever the processor built, the peer gets an answer
             log.error("cannot encode the response to %r for %s: %s", request, self.remote_address, exc)
-            frame = request.make_response(ResponseCode.SYSTEM_ERROR, f"cannot encode the response: {exc}").encode()
-        if not self._write_now(frame) and not self._outbox.put_nowait(frame):
-            await self._outbox.put(frame)
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"cannot encode the response: {exc}").encode()
 
     def _write_now(self, frame: bytes) -> bool:
         """Write `frame` to the socket from the calling task, if the stream allows it, nothing
@@ -568,6 +572,9 @@ class Connection:
         try:
             await route.wait_slot(ctx)
             rest = route.start(ctx, request)
+            if type(rest) is Later:
+                rest.then(lambda outcome: self._answer_later(route, ctx, request, outcome))
+                return
             if rest is not None and not isinstance(rest, RemotingCommand):
                 idle = self._idle_workers
                 job = (route.finish, ctx, request, rest)
@@ -582,6 +589,19 @@ class Connection:
         finally:
             if rest is None:
                 self._done_one()
+
+    def _answer_later(self, route: Route, ctx: RequestContext, request: RemotingCommand, outcome: Any) -> None:
+        """A `Later` from `_serve_ordered` settled: queue its response now, from whichever
+        task settled it (a flusher, a commit), past the outbox's bound if need be: the
+        request was admitted, and admitted requests are bounded by `max_in_flight`."""
+        try:
+            response = route.settled(ctx, request, outcome)
+            if response is not None:
+                frame = self._encode_response(request, response)
+                if not self._write_now(frame):
+                    self._outbox.put_nowait(frame, force=True)
+        finally:
+            self._done_one()
 
     def _done_one(self) -> None:
         self._in_flight -= 1

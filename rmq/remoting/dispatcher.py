@@ -105,7 +105,7 @@ class Route:
         self.process = process
         self.reject = getattr(processor, "reject_request", None)
         # An ordered processor: `begin(ctx, request)` runs in the reader, in arrival order,
-        # and returns the response (or None) or an awaitable finishing it in a worker.
+        # and returns the response (or None), a `Later`, or an awaitable finishing it in a worker.
         self.begin: Callable[[RequestContext, RemotingCommand], Any] | None = getattr(processor, "begin", None)
         self.concurrency = concurrency
         self.queue_size = queue_size
@@ -150,8 +150,8 @@ class Route:
     def start(self, ctx: RequestContext, request: RemotingCommand) -> Any:
         """Run an ordered route's `begin` (the caller holds the slot, see `wait_slot`).
 
-        Returns the response to send (None: nothing), or an awaitable: pass it to
-        `finish`, which still holds the slot.
+        Returns the response to send (None: nothing), a `Later` (pass its outcome to
+        `settled`), or an awaitable: pass it to `finish`. Either still holds the slot.
         """
         assert self.begin is not None
         try:
@@ -172,6 +172,13 @@ class Route:
         finally:
             self._release()
         return self._answer(ctx, request, response)
+
+    def settled(self, ctx: RequestContext, request: RemotingCommand, outcome: Any) -> RemotingCommand | None:
+        """What `start` returned as a `Later` settled with `outcome`: answer as `finish` does."""
+        self._release()
+        if isinstance(outcome, Exception):
+            outcome = self._failed(ctx, request, outcome)
+        return self._answer(ctx, request, outcome)
 
     def _failed(self, ctx: RequestContext, request: RemotingCommand, exc: Exception) -> RemotingCommand:
         if isinstance(exc, ProtocolError):

@@ -91,12 +91,13 @@ class Outbox:
         while self.full and not self.closed:
             await self._drained.park()
 
-    def put_nowait(self, frame: bytes) -> bool:
-        """Queue `frame` if there is room (True); False if full. Wakes the writer."""
+    def put_nowait(self, frame: bytes, *, force: bool = False) -> bool:
+        """Queue `frame` if there is room, or whatever the bound with `force` (True); False
+        if full. Wakes the writer."""
         if self.closed:
             return True
         frames = self._frames
-        if len(frames) >= self._size:
+        if len(frames) >= self._size and not force:
             return False
         frames.append(frame)
         self._bytes += len(frame)

@@ -6,9 +6,10 @@ that waits on the disk runs in worker threads, one at a time per kind, through
 
 * CommitLog flusher. ASYNC_FLUSH: a sync every ``flush_interval_commitlog`` ms. SYNC_FLUSH:
   group commit. Appends that must wait join the open ``_Batch`` (a new one every
-  ``BATCH_SPAN``) and park on its event; a round closes the batches before it captures the
-  write position, so one sync covers every append in them, and appends made while a sync
-  runs wait for the next round.
+  ``BATCH_SPAN``) and get a ``PutWait``, which the round ends by callback: no task waits per
+  append, and the broker answers from the callback. A round closes the batches before it
+  captures the write position, so one sync covers every append in them, and appends made
+  while a sync runs wait for the next round.
 * Batch watchdog: one timer per batch (not per append, which would cost a cancel scope each):
   a batch still waiting ``sync_flush_timeout`` after it opened is woken with FLUSH_DISK_TIMEOUT
   (the messages are stored and will become durable; only the wait ended).
@@ -19,7 +20,7 @@ that waits on the disk runs in worker threads, one at a time per kind, through
   a reader waits on (``awaited``) dispatches its own records itself, when nothing older is
   pending, so that the reader does not wait for this task's turn.
 * Retention: every ``clean_resource_interval`` ms measures the disk and deletes expired files.
-* Replica watchdog (SYNC_MASTER): appends that must wait for a slave's ack park on a
+* Replica watchdog (SYNC_MASTER): appends that must wait for a slave's ack queue a
   ``_ReplicaWait`` in append order; ``replica_acked`` wakes every wait the ack covers (one ack
   covers many messages: the group commit of replication), and the watchdog wakes those still
   waiting ``sync_flush_timeout`` after their append with FLUSH_SLAVE_TIMEOUT.
@@ -40,6 +41,7 @@ from typing import Any, Self
 
 import trio
 
+from rmq.later import Later
 from rmq.protocol.message import Message
 
 from .flush import FlushPlan
@@ -54,28 +56,102 @@ REPUT_BATCH = 1024  # records dispatched between checkpoints of the reput task
 BATCH_SPAN = 0.01
 
 
-class _Batch:
+class _Wakeup:
+    """Something appends wait for: `fire` calls each waiter's callback, once."""
+
+    __slots__ = ("_callbacks", "fired", "timed_out")
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[], None]] = []
+        self.fired = False
+        self.timed_out = False
+
+    def when_fired(self, callback: Callable[[], None]) -> None:
+        if self.fired:
+            callback()
+        else:
+            self._callbacks.append(callback)
+
+    def fire(self) -> None:
+        if self.fired:
+            return
+        self.fired = True
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            callback()
+
+
+class _Batch(_Wakeup):
     """Appends waiting for the same CommitLog sync round."""
 
-    __slots__ = ("deadline", "done", "event", "timed_out")
+    __slots__ = ("deadline", "done")
 
     def __init__(self, deadline: float) -> None:
+        super().__init__()
         self.deadline = deadline
-        self.event = trio.Event()
         self.done = False  # a round covering the batch has finished
-        self.timed_out = False
 
 
-class _ReplicaWait:
+class _ReplicaWait(_Wakeup):
     """One append waiting until a slave has acked the CommitLog up to ``end``."""
 
-    __slots__ = ("deadline", "end", "event", "timed_out")
+    __slots__ = ("deadline", "end")
 
     def __init__(self, end: int, deadline: float) -> None:
+        super().__init__()
         self.end = end
         self.deadline = deadline
-        self.event = trio.Event()
-        self.timed_out = False
+
+
+class PutWait(Later):
+    """An append's answer once its flush and its slave (or group) wait are over: a `Later`
+    settled with the PutMessageResult by the task that ended the wait (the flusher, an ack, a
+    watchdog). The waits run in order: the sync round first, then the replica."""
+
+    __slots__ = ("_astore", "_batch", "_refused", "_replica", "result")
+
+    def __init__(
+        self,
+        astore: AsyncMessageStore,
+        result: PutMessageResult,
+        batch: _Batch | None,
+        replica: _ReplicaWait | None,
+        refused: str | None,
+    ) -> None:
+        super().__init__()
+        self._astore = astore
+        self.result = result
+        self._batch = batch
+        self._replica = replica
+        self._refused = refused
+        if batch is not None:
+            batch.when_fired(self._flushed)
+        else:
+            self._flushed()
+
+    def _flushed(self) -> None:
+        result, batch = self.result, self._batch
+        if batch is not None and batch.timed_out and self._astore.flushed_offset < result.end_offset:
+            result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
+            result.remark = f"not synced within sync_flush_timeout={self._astore.store.config.sync_flush_timeout} ms"
+        if self._refused is not None:  # the slave's verdict wins over the disk's, as in RocketMQ
+            result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
+            result.remark = self._refused
+        if self._replica is not None:
+            self._replica.when_fired(self._replicated)
+        else:
+            self.settle(result)
+
+    def _replicated(self) -> None:
+        result, replica = self.result, self._replica
+        assert replica is not None
+        if replica.timed_out and self._astore.replicated_offset < replica.end:
+            result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
+            result.remark = (
+                f"no slave acked offset {replica.end} within syncFlushTimeout="
+                f"{self._astore.store.config.sync_flush_timeout} ms"
+            )
+        self.settle(result)
 
 
 class Replication(abc.ABC):
@@ -327,28 +403,7 @@ class AsyncMessageStore:
                 result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
                 result.remark = refused
             return result
-        return self._wait(result, batch, replica, refused)
-
-    async def _wait(
-        self, result: PutMessageResult, batch: _Batch | None, replica: _ReplicaWait | None, refused: str | None
-    ) -> PutMessageResult:
-        if batch is not None:
-            await batch.event.wait()
-            if batch.timed_out and self._flushed < result.end_offset:
-                result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-                result.remark = f"not synced within sync_flush_timeout={self.store.config.sync_flush_timeout} ms"
-        if refused is not None:  # the slave's verdict wins over the disk's, as in RocketMQ
-            result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
-            result.remark = refused
-        if replica is not None:
-            await replica.event.wait()
-            if replica.timed_out and self.replicated_offset < replica.end:
-                result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
-                result.remark = (
-                    f"no slave acked offset {replica.end} within syncFlushTimeout="
-                    f"{self.store.config.sync_flush_timeout} ms"
-                )
-        return result
+        return PutWait(self, result, batch, replica, refused)
 
     def append_replica(self, offset: int, data: bytes | memoryview) -> None:
         """An HA slave's append of its master's bytes (see ``MessageStore.append_replica``);
@@ -364,7 +419,7 @@ class AsyncMessageStore:
         self.replicated_offset = offset
         waits = self._replica_waits
         while waits and waits[0].end <= offset:
-            waits.popleft().event.set()
+            waits.popleft().fire()
 
     def wake_reput(self) -> None:
         """Records became dispatchable (a DLedger commit raised the dispatch limit)."""
@@ -376,13 +431,13 @@ class AsyncMessageStore:
         while self._replica_waits:
             w = self._replica_waits.popleft()
             w.timed_out = True
-            w.event.set()
+            w.fire()
 
     def _finish_batches(self, count: int) -> None:
         for _ in range(count):
             batch = self._batches.popleft()
             batch.done = True
-            batch.event.set()
+            batch.fire()
 
     async def wait_flushed(self, offset: int) -> None:
         """Wait until CommitLog bytes below ``offset`` are durable, asking for sync rounds.
@@ -438,7 +493,7 @@ class AsyncMessageStore:
             await trio.sleep_until(batch.deadline)
             if not batch.done:
                 batch.timed_out = True
-                batch.event.set()  # stays queued: the round that syncs it still finishes it
+                batch.fire()  # stays queued: the round that syncs it still finishes it
 
     async def _replica_watchdog(self) -> None:
         waits = self._replica_waits
@@ -454,7 +509,7 @@ class AsyncMessageStore:
             while waits and waits[0].deadline <= now:
                 w = waits.popleft()
                 w.timed_out = True
-                w.event.set()
+                w.fire()
 
     async def _logics_flusher(self) -> None:
         store = self.store

@@ -13,6 +13,7 @@ PUBLIC = {
     "Connection",
     "ConnectionStatistics",
     "Dispatcher",
+    "Later",
     "ProcessFunction",
     "RemotingClient",
     "RemotingConnectError",

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
-from rmq.remoting import BUSY_OVERLOAD, Dispatcher, RequestContext
+from rmq.remoting import BUSY_OVERLOAD, Dispatcher, Later, RequestContext
 from rmq.remoting.testing import raw_peer
 
 
@@ -90,3 +91,88 @@ async def test_full_ordered_route_answers_busy() -> None:
         assert got == {0, 1}
         await trio.testing.wait_all_tasks_blocked()
         assert (route.active, route.waiting) == (0, 0)
+
+
+class LaterAppender:
+    """`begin` answers through a `Later` that the test settles from its own task, as a
+    store's flusher settles the sends that waited for its sync round."""
+
+    def __init__(self) -> None:
+        self.waiting: list[tuple[RemotingCommand, Later]] = []
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> Any:
+        raise AssertionError("an ordered route starts requests with begin()")
+
+    def begin(self, ctx: RequestContext, request: RemotingCommand) -> Any:
+        later = Later()
+        self.waiting.append((request, later))
+        return later
+
+    def settle_all(self) -> None:
+        for request, later in self.waiting:
+            if request.body == b"fail":
+                later.settle(ValueError("no disk"))
+            else:
+                later.settle(request.make_response(ResponseCode.SUCCESS, request.body.decode()))
+        self.waiting.clear()
+
+
+async def test_a_later_is_answered_from_the_task_that_settles_it() -> None:
+    appender = LaterAppender()
+    d = Dispatcher()
+    route = d.register(RequestCode.SEND_MESSAGE, appender, concurrency=1000)
+    async with raw_peer(d, outbox_size=16) as (peer, conn):
+        bodies = [b"fail" if i == 7 else b"m-%d" % i for i in range(250)]  # max_in_flight: 256
+        for i, body in enumerate(bodies):
+            await peer.send(_request(i, body, oneway=i % 10 == 9))
+        with trio.fail_after(5):
+            while len(appender.waiting) < 250:
+                await trio.sleep(0.01)
+        assert route.active == 250  # each holds its slot until settled
+        appender.settle_all()  # 225 answers at once, past the outbox's bound of 16 frames
+        stats = conn.statistics()  # queued by settle itself, with no checkpoint in between
+        assert (stats.outbox, stats.in_flight) == (225, 0)
+        answers: dict[int, RemotingCommand] = {}
+        with trio.fail_after(5):
+            while len(answers) < 225:
+                for r in await peer.receive_batch():
+                    answers[r.opaque] = r
+        assert sorted(answers) == [i for i in range(250) if i % 10 != 9]
+        failed = answers.pop(7)
+        assert (failed.code, failed.remark) == (ResponseCode.SYSTEM_ERROR, "ValueError: no disk")
+        assert all(r.code == ResponseCode.SUCCESS and r.remark == bodies[i].decode() for i, r in answers.items())
+        assert route.active == 0
+
+
+async def test_a_later_settled_after_its_connection_closed_is_dropped() -> None:
+    appender = LaterAppender()
+    d = Dispatcher()
+    route = d.register(RequestCode.SEND_MESSAGE, appender, concurrency=10)
+    async with raw_peer(d) as (peer, _):
+        await peer.send(_request(1, b"m"))
+        with trio.fail_after(5):
+            while not appender.waiting:
+                await trio.sleep(0.01)
+        await peer.aclose()
+        with trio.fail_after(5):
+            await trio.testing.wait_all_tasks_blocked()
+    appender.settle_all()  # nobody to answer: no error, and the slot is free again
+    assert route.active == 0
+
+
+async def test_a_later_can_be_awaited() -> None:
+    later = Later()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(trio.lowlevel.checkpoint)
+        nursery.start_soon(lambda: _settle_soon(later))
+        assert await later == "done"
+    failed = Later()
+    failed.settle(KeyError("x"))
+    failed.settle("ignored: only the first settle counts")
+    with pytest.raises(KeyError):
+        await failed
+
+
+async def _settle_soon(later: Later) -> None:
+    await trio.sleep(0.01)
+    later.settle("done")

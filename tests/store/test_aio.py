@@ -202,3 +202,27 @@ async def test_batches_time_out_in_order_and_then_complete(open_store, autojump_
             assert slow.commitlog_rounds >= 2
         finally:
             gate.set()
+
+
+async def test_a_waiting_append_calls_back_from_the_round_that_synced_it(open_store) -> None:
+    """put_message_now hands back a PutWait: its callback runs in the flusher's task once
+    the round covering the append is done (no task per waiting append), in append order."""
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    counter = CountingFlush(store)
+    async with AsyncMessageStore(store, flush_fn=counter) as astore:
+        called: list[tuple[int, int, int]] = []  # (append, end offset, flushed when called)
+        waits = [astore.put_message_now("T", 0, b"m-%d" % i) for i in range(50)]
+        for i, w in enumerate(waits):
+            w.then(lambda r, i=i: called.append((i, r.end_offset, astore.flushed_offset)))
+        assert called == []  # nothing is durable yet
+        with trio.fail_after(5):
+            while len(called) < 50:
+                await trio.sleep(0.01)
+        assert [i for i, _, _ in called] == list(range(50))
+        assert all(flushed >= end for _, end, flushed in called)  # only after the sync
+        assert counter.commitlog_rounds <= 2
+        assert all(w.done and w.result.status is PutMessageStatus.PUT_OK for w in waits)
+        late: list[PutMessageStatus] = []
+        waits[0].then(lambda r: late.append(r.status))  # a callback after the fact runs at once
+        assert late == [PutMessageStatus.PUT_OK]
+        assert (await waits[1]).status is PutMessageStatus.PUT_OK

@@ -36,6 +36,7 @@ from rmq.protocol.message import (
     decode_batch_body,
     decompress_body,
 )
+from rmq.remoting import Later
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 from ..schedule import route_delay
@@ -57,6 +58,7 @@ from .common import fail, host_port, ok
 
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
+    from rmq.store.aio import PutWait
 
     from ..controller import BrokerController
     from ..subscriptions import SubscriptionGroupConfig
@@ -152,10 +154,20 @@ class SendProcessor:
             return self._respond(request, result, header.topic, queue_id)
         return self._respond_later(request, result, header.topic, queue_id)
 
-    async def _respond_later(
-        self, request: RemotingCommand, waiting: Any, topic: str, queue_id: int
-    ) -> RemotingCommand:
-        return self._respond(request, await waiting, topic, queue_id)
+    def _respond_later(self, request: RemotingCommand, waiting: PutWait, topic: str, queue_id: int) -> Later:
+        """The answer once the store's wait (flush, slave, group commit) is over: built in
+        the task that ended it, with no task of its own."""
+        later = Later()
+
+        def done(result: PutMessageResult) -> None:
+            try:
+                response: Any = self._respond(request, result, topic, queue_id)
+            except Exception as exc:  # noqa: BLE001 - the route answers it as a failed processor
+                response = exc
+            later.settle(response)
+
+        waiting.then(done)
+        return later
 
     @staticmethod
     async def _send_back_refusals(work: Any, request: RemotingCommand) -> RemotingCommand:

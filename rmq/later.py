@@ -1,0 +1,65 @@
+"""Later: an outcome that follows once other work is done, with no task waiting for it.
+
+Whoever finishes the work calls `settle`, and the callback registered with `then` runs there
+and then, in the settling task. Thousands of sends waiting for one sync round or one ack cost
+one pass over their callbacks instead of a task switch each. Awaiting a Later works too.
+
+The store's appends hand one back (`rmq.store.aio.PutWait`) and so do the broker's ordered
+processors (`Route.start`), whose connection queues the answer from the callback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+log = logging.getLogger("rmq.later")
+
+
+class Later:
+    __slots__ = ("_callback", "_event", "_outcome", "_settled")
+
+    def __init__(self) -> None:
+        self._callback: Callable[[Any], None] | None = None
+        self._event: trio.Event | None = None
+        self._outcome: Any = None
+        self._settled = False
+
+    @property
+    def done(self) -> bool:
+        return self._settled
+
+    def settle(self, outcome: Any) -> None:
+        """Finish with `outcome` (a value, or the Exception the work failed with); only the
+        first call counts. The callback runs now; if it raises, that is logged, and the
+        settling task goes on."""
+        if self._settled:
+            return
+        self._settled, self._outcome = True, outcome
+        callback, self._callback = self._callback, None
+        if callback is not None:
+            try:
+                callback(outcome)
+            except Exception:
+                log.exception("a callback on %s failed", type(self).__name__)
+        if self._event is not None:
+            self._event.set()
+
+    def then(self, callback: Callable[[Any], None]) -> None:
+        """Call `callback(outcome)` once settled (now, if it is); one callback per Later."""
+        if self._settled:
+            callback(self._outcome)
+        else:
+            self._callback = callback
+
+    def __await__(self) -> Any:
+        if not self._settled:
+            if self._event is None:
+                self._event = trio.Event()
+            yield from self._event.wait().__await__()
+        if isinstance(self._outcome, Exception):
+            raise self._outcome
+        return self._outcome
