@@ -23,6 +23,8 @@ the JSON stream. Every object has an ``"event"`` key and ``"t"`` (seconds since 
 * ``queues``   (pull) the queues ``FetchSubscriptionMessageQueues`` returned
 * ``pull``     (pull) one per ``Pull`` call: status, offsets, message count
 * ``error``    ``{"where", "error", "error_type"}``: something did not work
+* ``stopped``  ``{"method", "index"}``: the parent asked the producer to stop (SIGUSR1, see
+  ``ScenarioRun.stop_sending``); send ``index`` and later ones were never tried
 * ``shutdown`` ``{"elapsed"}``, after the client's ``shutdown()`` returned
 * ``done``     ``{"exit_code", ...}``, the last line
 
@@ -44,12 +46,14 @@ import base64
 import ctypes
 import json
 import os
+import signal
 import sys
 import threading
 import time
 from typing import Any, ClassVar, NoReturn
 
 _T0 = time.monotonic()
+_STOP = threading.Event()  # set by SIGUSR1: a producer sends nothing more
 _EMIT_LOCK = threading.Lock()
 _OUT: Any = None
 
@@ -235,6 +239,12 @@ class Produce(Scenario):
         )
         return msg
 
+    def _stop_asked(self, index: int, method: str) -> bool:
+        if not _STOP.is_set():
+            return False
+        emit("stopped", method=method, index=index)
+        return True
+
     def _out_of_time(self, index: int, method: str) -> bool:
         if self.remaining() > 0:
             return False
@@ -247,6 +257,8 @@ class Produce(Scenario):
         ffi, dll, client = self.ffi, self.dll, self.client
         all_ok = True
         for index, msg in enumerate(messages):
+            if self._stop_asked(index, method):
+                break
             if self._out_of_time(index, method):
                 return False
             selected: dict[str, int] = {}
@@ -309,6 +321,8 @@ class Produce(Scenario):
         size = int(self.spec.get("batch_size") or len(messages) or 1)
         all_ok = True
         for index, start in enumerate(range(0, len(messages), size)):
+            if self._stop_asked(index, "batch"):
+                break
             if self._out_of_time(index, "batch"):
                 return False
             chunk = messages[start : start + size]
@@ -332,6 +346,8 @@ class Produce(Scenario):
         outcome = {"ok": True}
         issued = 0
         for index, msg in enumerate(messages):
+            if self._stop_asked(index, "async"):
+                break
             if self._out_of_time(index, "async"):
                 outcome["ok"] = False
                 break
@@ -619,6 +635,7 @@ _SCENARIOS: dict[str, type[Produce | PushConsume | PullConsume]] = {
 
 def main(argv: list[str]) -> None:
     _open_event_channel()
+    signal.signal(signal.SIGUSR1, lambda signum, frame: _STOP.set())
     try:
         if len(argv) != 2:
             raise ValueError("usage: cpp_child.py '<json spec>'")

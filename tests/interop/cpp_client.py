@@ -62,6 +62,7 @@ import functools
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -748,6 +749,11 @@ class ScenarioRun:
     def kill(self) -> None:
         """SIGKILL the child now, e.g. to test how a server handles a client that vanishes."""
         self._proc.kill()
+
+    def stop_sending(self) -> None:
+        """Ask a producing child to send nothing more (SIGUSR1): it ends the send it is in,
+        reports ``stopped`` and shuts down as if its messages were all sent."""
+        self._proc.send_signal(signal.SIGUSR1)
 
     async def wait_for(
         self,

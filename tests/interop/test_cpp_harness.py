@@ -413,6 +413,23 @@ async def test_leaving_start_scenario_by_cancellation_kills_the_child(cluster: C
     assert not Path(f"/proc/{pid}").exists()  # killed and reaped
 
 
+async def test_a_producer_asked_to_stop_ends_cleanly_long_before_its_time_limit(cluster: Cluster) -> None:
+    await create_topic(cluster)
+    spec = produce(cluster.namesrv.address, TOPIC, 100_000, method="sync", time_limit=60)
+    async with start_scenario(spec) as run:
+        await run.wait_for("send", where=lambda e: e["index"] == 20)
+        run.stop_sending()
+        result = (await run.wait()).check()  # exit code 0: every send it tried was OK
+    (stopped,) = result.events_of("stopped")
+    assert 20 < stopped["index"] == len(result.sends) < 100_000
+    assert all(s.ok for s in result.sends)
+    assert result.duration < 30
+    with trio.fail_after(10):  # dispatch to the consume queues may trail the last answer
+        while await stored_count(cluster) < len(result.sends):
+            await trio.sleep(0.05)
+    assert await stored_count(cluster) == len(result.sends)
+
+
 def test_an_abort_inside_the_clients_own_shutdown_counts_only_after_a_clean_run() -> None:
     """librocketmq 0.4.4 sometimes aborts in a push consumer's shutdown (boost::thread_interrupted
     escaping one of its threads): that is the client's, once the scenario had done its work."""

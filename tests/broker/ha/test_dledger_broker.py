@@ -356,6 +356,7 @@ async def test_cpp_client_sends_through_repeated_leader_kills_and_no_send_ok_is_
             await trio.to_thread.run_sync(victim.start)
             await wait_members(ns, "broker-d", 3)
             await ok_after(ok() + 20)
+        run.stop_sending()  # rather than sending on until the time limit
         result = await run.wait()
     acked = [s for s in result.sends if s.ok and s.status == "OK"]
     bodies = await drain(ns, "DlCpp", {f"cpp-{s.index}".encode() for s in acked}, timeout=60)
