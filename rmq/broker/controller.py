@@ -273,6 +273,7 @@ class BrokerController:
         await nursery.start(self.registration.run)
         if self.acl is not None:
             await nursery.start(self.acl.watch)
+        nursery.start_soon(self.waiters.run)  # parked pulls' deadlines
         nursery.start_soon(self._housekeeping)
         nursery.start_soon(self._persist_offsets_loop)
         if self.dledger is None and not config.is_slave:  # a slave copies its master's deliveries
@@ -556,6 +557,11 @@ class _Arrivals:
 
     def __init__(self, listeners: list[Any]) -> None:
         self._listeners = listeners
+        self._after = [f for f in (getattr(listener, "dispatched", None) for listener in listeners) if f is not None]
+
+    def dispatched(self) -> None:
+        for after in self._after:
+            after()
 
     def arriving(
         self,

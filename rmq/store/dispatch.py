@@ -36,7 +36,9 @@ class ArrivalListener(Protocol):
 
     Called synchronously on the store's thread right after the entry is readable, so it must
     not block. ``logic_offset`` is the queue's new max offset (the record's queue offset + 1).
-    Not called for transaction PREPARED / ROLLBACK records, nor during recovery.
+    Not called for transaction PREPARED / ROLLBACK records, nor during recovery. A listener
+    with a ``dispatched()`` method is also called once at the end of each dispatch pass that
+    told it of a record (readers woken by the pass then see all it wrote).
     """
 
     def arriving(
@@ -186,4 +188,8 @@ class Dispatcher:
                 if listener is not None and queued:
                     listener.arriving(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
         self.dispatched_total += done
+        if done and listener is not None:
+            after = getattr(listener, "dispatched", None)
+            if after is not None:
+                after()
         return done

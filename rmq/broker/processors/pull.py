@@ -1,11 +1,11 @@
 """PULL_MESSAGE (11) with long polling (PROTOCOL.md 3.2, DESIGN.md 2.4).
 
-A pull that finds nothing new and carries the SUSPEND flag is parked: it waits on the
-queue's arrival event for up to `suspendTimeoutMillis` (or sleeps
-`shortPollingTimeMills` when long polling is off), then runs once more without
-suspension and answers whatever that finds (19 if still nothing). The store read and the
-`watch` that registers the wait are both synchronous, with no await between them, so an
-arrival cannot slip into the gap.
+A pull that finds nothing new and carries the SUSPEND flag is parked (long_polling.py): it
+waits for a message on its queue for up to `suspendTimeoutMillis` (or for
+`shortPollingTimeMills` when long polling is off), then runs once more without suspension
+and answers whatever that finds (19 if still nothing). The store read and the `park` that
+registers the wait are both synchronous, with no await between them, so an arrival cannot
+slip into the gap.
 
 Master/slave groups (PullMessageProcessor): only a master takes the offset a pull carries
 with COMMIT_OFFSET; a slave ignores it. A slave asked for an offset it does not hold (it
@@ -19,10 +19,9 @@ group's whichBrokerWhenConsumeSlowly (1), any other to the group's brokerId (0).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-import trio
-
+from rmq.later import Later
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
@@ -82,6 +81,12 @@ class PullProcessor:
         self.broker = broker
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        rest = self.begin(ctx, request)
+        return await rest if isinstance(rest, Later) else rest
+
+    def begin(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | Later:
+        """Serve the pull now, or park it: a Later answered when a message arrives on its
+        queue or its suspend time is over, with no task waiting for it (see long_polling)."""
         broker = self.broker
         header = PullMessageRequestHeader.from_ext(request.ext_fields)
         checked = self._check(ctx, request, header)
@@ -101,14 +106,25 @@ class PullProcessor:
             broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         if response.code != ResponseCode.PULL_NOT_FOUND or not header.sys_flag & FLAG_SUSPEND:
             return response
-        # Park: no await between the read above and `watch`, so no arrival is missed.
+        # Park: no await between the read above and `park`, so no arrival is missed.
+        later = Later()
+
+        def again() -> None:  # the queue got a message, or the time is over: read once more
+            if ctx.connection.closed:  # nobody to answer: leave the messages to the next pull
+                later.settle(None)
+                return
+            try:
+                answer: Any = self._pull(request, header, sub, group_config, sql)
+            except Exception as exc:  # noqa: BLE001 - the route answers it as a failed processor
+                answer = exc
+            later.settle(answer)
+
         if broker.config.long_polling_enable:
-            arrived = broker.waiters.watch(header.topic, header.queue_id)
-            with trio.move_on_after(max(0, header.suspend_timeout_millis) / 1000):  # Java treats < 0 as 0
-                await arrived.wait()
+            timeout = max(0, header.suspend_timeout_millis) / 1000  # Java treats < 0 as 0
+            broker.waiters.park(header.topic, header.queue_id, timeout, again)
         else:
-            await trio.sleep(broker.config.short_polling_time_mills / 1000)
-        return self._pull(request, header, sub, group_config, sql)
+            broker.waiters.park(header.topic, None, broker.config.short_polling_time_mills / 1000, again)
+        return later
 
     def _check(
         self, ctx: RequestContext, request: RemotingCommand, header: PullMessageRequestHeader
