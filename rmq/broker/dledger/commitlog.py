@@ -142,6 +142,8 @@ class DLedgerCommitLog(Replication):
     # -- events from the member ----------------------------------------------------------------
 
     def _on_commit(self, index: int) -> None:
+        if self.master:  # answer the sends now, in the task that heard the majority's ack
+            self._committed()
         self._wake.set()
 
     def _on_role_change(self) -> None:
