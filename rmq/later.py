@@ -48,6 +48,14 @@ class Later:
         if self._event is not None:
             self._event.set()
 
+    def settle_call(self, fn: Callable[[], Any]) -> None:
+        """Settle with what ``fn()`` returns, or with the Exception it raises."""
+        try:
+            outcome = fn()
+        except Exception as exc:  # noqa: BLE001 - the exception is the outcome
+            outcome = exc
+        self.settle(outcome)
+
     def then(self, callback: Callable[[Any], None]) -> None:
         """Call `callback(outcome)` once settled (now, if it is); one callback per Later."""
         if self._settled:

@@ -38,7 +38,7 @@ class ArrivalListener(Protocol):
     not block. ``logic_offset`` is the queue's new max offset (the record's queue offset + 1).
     Not called for transaction PREPARED / ROLLBACK records, nor during recovery. A listener
     with a ``dispatched()`` method is also called once at the end of each dispatch pass that
-    told it of a record (readers woken by the pass then see all it wrote).
+    dispatched a record (readers woken by the pass then see all it wrote).
     """
 
     def arriving(

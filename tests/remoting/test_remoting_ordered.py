@@ -171,6 +171,10 @@ async def test_a_later_can_be_awaited() -> None:
     failed.settle("ignored: only the first settle counts")
     with pytest.raises(KeyError):
         await failed
+    called = Later()
+    called.settle_call(lambda: 1 // 0)  # what the function raises is the outcome
+    with pytest.raises(ZeroDivisionError):
+        await called
 
 
 async def _settle_soon(later: Later) -> None:

@@ -19,7 +19,7 @@ group's whichBrokerWhenConsumeSlowly (1), any other to the group's brokerId (0).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rmq.later import Later
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -112,12 +112,8 @@ class PullProcessor:
         def again() -> None:  # the queue got a message, or the time is over: read once more
             if ctx.connection.closed:  # nobody to answer: leave the messages to the next pull
                 later.settle(None)
-                return
-            try:
-                answer: Any = self._pull(request, header, sub, group_config, sql)
-            except Exception as exc:  # noqa: BLE001 - the route answers it as a failed processor
-                answer = exc
-            later.settle(answer)
+            else:  # an exception is answered as a failed processor's
+                later.settle_call(lambda: self._pull(request, header, sub, group_config, sql))
 
         if broker.config.long_polling_enable:
             timeout = max(0, header.suspend_timeout_millis) / 1000  # Java treats < 0 as 0

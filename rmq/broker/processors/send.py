@@ -18,6 +18,7 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rmq.later import Later
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
@@ -36,7 +37,6 @@ from rmq.protocol.message import (
     decode_batch_body,
     decompress_body,
 )
-from rmq.remoting import Later
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 from ..schedule import route_delay
@@ -157,16 +157,8 @@ class SendProcessor:
     def _respond_later(self, request: RemotingCommand, waiting: PutWait, topic: str, queue_id: int) -> Later:
         """The answer once the store's wait (flush, slave, group commit) is over: built in
         the task that ended it, with no task of its own."""
-        later = Later()
-
-        def done(result: PutMessageResult) -> None:
-            try:
-                response: Any = self._respond(request, result, topic, queue_id)
-            except Exception as exc:  # noqa: BLE001 - the route answers it as a failed processor
-                response = exc
-            later.settle(response)
-
-        waiting.then(done)
+        later = Later()  # an exception from _respond is answered as a failed processor's
+        waiting.then(lambda result: later.settle_call(lambda: self._respond(request, result, topic, queue_id)))
         return later
 
     @staticmethod
