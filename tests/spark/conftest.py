@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,13 @@ from .spark_fixtures import StoreWriter
 
 @pytest.fixture(scope="session")
 def java() -> int:
-    """The Java major version; skips the test (with the reason) without Java 17+."""
+    """The Java major version; skips the test (with the reason) without Java 17+, or fails
+    it in CI (``CI`` set), where scripts/bootstrap.sh installs Java."""
     try:
         return check_java()
     except JavaMissing as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"Spark tests need Java, which scripts/bootstrap.sh installs: {exc}")
         pytest.skip(f"Spark tests need Java: {exc}")
 
 
