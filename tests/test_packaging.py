@@ -4,7 +4,6 @@ tree) installs into a fresh virtual environment and runs the quickstart."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -14,24 +13,11 @@ from pathlib import Path
 
 import pytest
 
+from .ports import free_ports
+
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = pytest.mark.slow
-
-
-def _free_port(span: int = 1) -> int:
-    for _ in range(100):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        try:
-            for p in range(base - 2, base + span):
-                with socket.socket() as t:
-                    t.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no free ports")
 
 
 def _wait_line(proc: subprocess.Popen[str], needle: str, timeout: float = 60) -> str:
@@ -72,7 +58,7 @@ def test_wheel_installs_alone_and_runs_the_quickstart(tmp_path: Path) -> None:
         check=True, capture_output=True, timeout=600, env=env, cwd=run_dir,
     )  # fmt: skip
     rmq = str(env_dir / "bin" / "rmq")
-    ns_port, broker_port = _free_port(), _free_port(3)
+    ns_port, broker_port = free_ports(), free_ports(3, below=2)
     procs: list[subprocess.Popen[str]] = []
     try:
         namesrv = subprocess.Popen(

@@ -16,6 +16,8 @@ import pytest
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.startup import _parser, load_config, main
 
+from ..ports import free_ports
+
 REPO = Path(__file__).resolve().parents[2]
 LISTEN_LINE = "The Name Server boot success. serializeType=JSON, listening on "
 
@@ -79,9 +81,7 @@ def test_boot_line_pid_file_and_sigterm(tmp_path: Path) -> None:
 
 
 def test_rmq_namesrv_and_mqshutdown(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_ports()
     proc, line, _ = _start(tmp_path, "-m", "rmq", "namesrv", "-p", str(port), "--host", "127.0.0.1")
     try:
         assert line == f"{LISTEN_LINE}127.0.0.1:{port}\n"

@@ -4,7 +4,6 @@ started here as their own JVMs), as `spark-submit --master spark://...` runs the
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -15,16 +14,11 @@ from typing import Any
 
 import pytest
 
+from ..ports import free_ports
 from .spark_fixtures import StoreWriter, fill, read_parquet
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _spark_bin(name: str) -> str:
@@ -48,7 +42,7 @@ def _env(tmp: Path) -> dict[str, str]:
 
 @pytest.fixture
 def standalone(java: int, tmp_path: Path) -> Iterator[str]:
-    port, ui, wui = _port(), _port(), _port()
+    port, ui, wui = free_ports(), free_ports(), free_ports()
     env = _env(tmp_path)
     logs = tmp_path / "cluster.log"
     with open(logs, "w") as log:

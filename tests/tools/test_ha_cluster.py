@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import queue
-import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -21,6 +19,8 @@ from rmq.protocol import RemotingCommand, RequestCode
 from rmq.protocol import body as json_body
 from rmq.remoting import RemotingClient
 from rmq.tools.dev import CLUSTER_BROKERS, cluster_configs, dledger_configs
+
+from ..ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = {"broker-a.properties": 0, "broker-a-s.properties": 1, "broker-b.properties": 2, "broker-b-s.properties": 3}
@@ -43,25 +43,10 @@ def test_shipped_conf_files_match_the_dev_cluster(kind: str, master_role: str, t
         assert config.ha_port == config.listen_port + 1
 
 
-def _free_base() -> int:
-    for _ in range(200):
-        base = random.randrange(20000, 60000)
-        try:
-            for p in range(base - 2, base + 33):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no free ports")
-
-
 @pytest.mark.slow
 async def test_dev_cluster_starts_four_brokers_that_replicate(tmp_path: Path) -> None:
-    base = _free_base()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        ns_port = s.getsockname()[1]
+    base = free_ports(33, below=2)
+    ns_port = free_ports()
     with open(tmp_path / "dev.log", "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rmq", "dev", "--cluster", "2m-2s-sync", "--store", str(tmp_path / "store"),
@@ -127,23 +112,12 @@ def test_shipped_dledger_conf_files_match_the_dev_group(tmp_path: Path) -> None:
 @pytest.mark.slow
 def _free_dledger_base() -> int:
     """A base port with its 3 members' ports and their DLedger ports (base + 30000..) free."""
-    for _ in range(200):
-        base = random.randrange(20000, 35000)
-        try:
-            for p in [*range(base - 2, base + 33), *range(base + 30000, base + 30003)]:
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-    raise RuntimeError("no free ports")
+    return free_ports(33, below=2, extra=range(30000, 30003))
 
 
 async def test_dev_dledger_group_elects_a_master_that_takes_sends(tmp_path: Path) -> None:
     base = _free_dledger_base()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        ns_port = s.getsockname()[1]
+    ns_port = free_ports()
     with open(tmp_path / "dev.log", "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rmq", "dev", "--cluster", "dledger", "--store", str(tmp_path / "store"),

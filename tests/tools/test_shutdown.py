@@ -9,11 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from ..ports import free_ports
 
 
 def _wait_listening(port: int, limit: float = 15.0) -> None:
@@ -29,7 +25,7 @@ def _wait_listening(port: int, limit: float = 15.0) -> None:
 
 def test_mqshutdown_stops_a_running_name_server(tmp_path: Path) -> None:
     env = {**os.environ, "RMQ_RUN_DIR": str(tmp_path / "run")}
-    port = _free_port()
+    port = free_ports()
     server = subprocess.Popen(
         [sys.executable, "-m", "rmq", "namesrv", "--host", "127.0.0.1", "-p", str(port)],
         env=env,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,31 +19,15 @@ from pathlib import Path
 from rmq.store.commitlog import iter_commitlog
 from rmq.store.dledger_log import iter_dledger_records
 
+from ...ports import free_ports
+
 ROOT = Path(__file__).resolve().parents[3]
 COMMITLOG_SIZE = 1024 * 1024
 
 
 def free_port_block(size: int = 4) -> int:
     """A port p with p-2 .. p+size-1 all free now (a broker uses listenPort-2, listenPort, +1)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base < 1100 or base + size > 65000:
-            continue
-        socks = []
-        try:
-            for p in range(base - 2, base + size):
-                t = socket.socket()
-                socks.append(t)
-                t.bind(("127.0.0.1", p))
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free block of ports")
+    return free_ports(size, below=2)
 
 
 class BrokerProcess:

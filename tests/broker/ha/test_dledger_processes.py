@@ -22,7 +22,8 @@ from rmq.raft import messages as M
 from rmq.remoting import RemotingClient, RemotingError
 from rmq.store.dledger_log import DLedgerLog
 
-from .procs import ROOT, free_port_block
+from ...ports import free_ports
+from .procs import ROOT
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +38,8 @@ class Member:
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
-        log = open(self.store.parent / f"{self.id}.log", "a")  # noqa: SIM115
+        log_path = self.store.parent / f"{self.id}.log"
+        log = open(log_path, "a")  # noqa: SIM115
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "rmq.broker.dledger", "--self", self.id, "--peers", self.peers,
              "--store", str(self.store), "--election-timeout-ms", str(ELECTION_MS), "--heartbeat-ms", "150"],
@@ -45,7 +47,8 @@ class Member:
         )  # fmt: skip
         log.close()
         assert self.proc.stdout is not None
-        assert "boot success" in self.proc.stdout.readline()
+        line = self.proc.stdout.readline()
+        assert "boot success" in line, f"member {self.id} did not start; its log:\n{log_path.read_text()[-4000:]}"
 
     def kill(self) -> None:
         assert self.proc is not None
@@ -125,7 +128,7 @@ def committed_bodies(store: Path, ident: str, upto: int) -> list[bytes]:
 
 
 async def test_leader_killed_group_elects_another_and_no_committed_entry_is_lost(tmp_path: Path) -> None:
-    ports = {f"n{i}": free_port_block(1) for i in range(3)}
+    ports = {f"n{i}": free_ports() for i in range(3)}
     addrs = {ident: f"127.0.0.1:{port}" for ident, port in ports.items()}
     peers = ";".join(f"{ident}-{addr}" for ident, addr in addrs.items())
     members = {ident: Member(ident, peers, tmp_path / ident) for ident in addrs}
@@ -172,7 +175,7 @@ async def test_leader_killed_group_elects_another_and_no_committed_entry_is_lost
 
 
 async def test_a_paused_leader_steps_down_and_never_acknowledges_in_its_old_term(tmp_path: Path) -> None:
-    ports = {f"n{i}": free_port_block(1) for i in range(3)}
+    ports = {f"n{i}": free_ports() for i in range(3)}
     addrs = {ident: f"127.0.0.1:{port}" for ident, port in ports.items()}
     peers = ";".join(f"{ident}-{addr}" for ident, addr in addrs.items())
     members = {ident: Member(ident, peers, tmp_path / ident) for ident in addrs}
