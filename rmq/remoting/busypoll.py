@@ -12,9 +12,12 @@ message fell from about 280 to 190 µs (a warm cache does the same work for less
 
 It must not burn a core for nothing, so it adapts: the loop polls only while its recent
 sleeps were short (under twice the budget): a loop woken every few milliseconds, or idle,
-sleeps at once. It yields the CPU between polls, so that on a machine with more runnable
-processes than cores the others run meanwhile. A loop with work to do never polls (Trio
-only waits with a timeout when nothing is runnable).
+sleeps at once. A loop with work to do never polls (Trio only waits with a timeout when
+nothing is runnable). It yields the CPU between polls, and a yield that took long means
+another process ran: the cores are wanted. The loop then sleeps at once and leaves polling
+off for its next `CONTENDED_WAITS` waits. Spinning on would cost it twice: the other process
+keeps its core for a whole time slice, and the kernel no longer counts the loop as a sleeper
+to run first when its answer arrives.
 
 Trio has no public hook for this: `install` wraps the epoll I/O manager's `get_events`,
 process-wide, and does nothing (returns False) where that does not exist (other platforms,
@@ -31,8 +34,10 @@ from typing import Any
 log = logging.getLogger("rmq.remoting.busypoll")
 
 DEFAULT_BUSY_POLL_MICROS = 300
+YIELD_CONTENDED = 50e-6  # a sched_yield this long ran another process
+CONTENDED_WAITS = 64  # waits without polling after that
 
-_state: dict[str, Any] = {"budget": 0.0, "original": None, "promising": True}
+_state: dict[str, Any] = {"budget": 0.0, "original": None, "promising": True, "backoff": 0}
 
 
 def install(micros: int = DEFAULT_BUSY_POLL_MICROS) -> bool:
@@ -71,15 +76,21 @@ def _polling(get_events: Any) -> Any:
         if timeout <= 0 or budget <= 0:
             return get_events(self, timeout)
         start = clock()
-        if state["promising"]:
+        if state["backoff"]:
+            state["backoff"] -= 1
+        elif state["promising"]:
             end = start + min(budget, timeout)
             while True:
                 events = get_events(self, 0)
                 if events:
                     return events
-                if clock() >= end:
+                now = clock()
+                if now >= end:
                     break
                 yield_cpu()
+                if clock() - now > YIELD_CONTENDED:
+                    state["backoff"] = CONTENDED_WAITS
+                    break
         events = get_events(self, max(0.0, timeout - (clock() - start)))
         # poll before the next sleep only if this one was short: work is coming back-to-back
         state["promising"] = clock() - start < 2 * budget

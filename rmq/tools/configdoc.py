@@ -30,7 +30,8 @@ BROKER = {
     "serverChannelMaxIdleTimeSeconds": "Connections idle this long are closed.",
     "busyPollMicros": "rmq's own: microseconds the event loop polls for I/O before it sleeps, while its sleeps "
     "are short (back-to-back requests), e.g. 300. It about halves the round trip at one request in flight, "
-    "for CPU; on a machine shared with busy clients it can lengthen the tail (docs/clients.md). 0: off.",
+    "for CPU; it stops for a while when a yield between polls let another process run (cores shared with busy "
+    "clients; docs/clients.md). 0: off.",
     "haMasterAddress": "A slave's master HA address; empty = learn it from the name servers.",
     "haSendHeartbeatInterval": "Milliseconds between a slave's offset reports (and a master's heartbeats) when idle.",
     "haHousekeepingInterval": "Milliseconds of silence after which an HA connection is closed.",

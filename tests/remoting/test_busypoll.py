@@ -117,3 +117,33 @@ async def test_a_broker_asking_for_it_turns_it_on(tmp_path: Path) -> None:
             assert busypoll.installed_micros() == 200
     finally:
         busypoll.install(0)
+
+
+def test_a_contended_core_turns_polling_off_for_a_while() -> None:
+    """Pinned to one core with a process that spins on it, a poll's yield runs the other
+    process: the loop stops polling and sleeps, and skips polling for its next waits."""
+    import subprocess
+    import sys
+
+    script = """
+import os, subprocess, sys, trio
+from rmq.remoting import busypoll
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+spin = "import time\\nend = time.time() + 20\\nwhile time.time() < end: pass"
+spinner = subprocess.Popen([sys.executable, "-c", spin])
+busypoll.install(300)
+
+async def main():
+    for _ in range(300):
+        await trio.sleep(0.0001)  # short sleeps: the loop polls before each
+        if busypoll._state["backoff"]:
+            return "backed off"
+    return "kept polling"
+
+try:
+    print(trio.run(main))
+finally:
+    spinner.kill()
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "backed off", out.stderr
