@@ -33,7 +33,19 @@ class MappedFile:
         OSError: the file cannot be created, extended or mapped.
     """
 
-    __slots__ = ("_lock", "_mm", "_pool", "_preallocate", "closed", "flushed", "path", "size", "start", "wrote")
+    __slots__ = (
+        "_lock",
+        "_mm",
+        "_pool",
+        "_preallocate",
+        "_sync_fd",
+        "closed",
+        "flushed",
+        "path",
+        "size",
+        "start",
+        "wrote",
+    )
 
     def __init__(
         self,
@@ -53,6 +65,7 @@ class MappedFile:
         self._lock = threading.Lock()
         self._pool = pool
         self._preallocate = preallocate
+        self._sync_fd = -1
         self.closed = False
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -140,12 +153,23 @@ class MappedFile:
                 return
             # fdatasync rather than mmap.flush: msync through mmap.flush holds the GIL for the
             # whole disk write, stalling the event loop; fdatasync releases it, and on Linux it
-            # writes back the pages dirtied through the mapping too (one page cache).
-            fd = os.open(self.path, os.O_RDWR)
-            try:
+            # writes back the pages dirtied through the mapping too (one page cache). Each
+            # syscall of this worker thread costs a GIL handoff with the busy event loop:
+            # no open and close around every sync of a log's file.
+            if self._pool is not None:
+                fd = os.open(self.path, os.O_RDWR)
+                try:
+                    os.fdatasync(fd)
+                finally:
+                    os.close(fd)
+            else:  # a log's file, synced round after round: keep a descriptor for it
+                fd = self._sync_fd
+                if fd < 0:
+                    fd = self._sync_fd = os.open(self.path, os.O_RDWR)
                 os.fdatasync(fd)
-            finally:
-                os.close(fd)
+                if upto >= self.size:  # flushed to its end: not synced again
+                    os.close(fd)
+                    self._sync_fd = -1
             self.flushed = max(self.flushed, upto)
 
     def unmap(self, *, blocking: bool = True) -> bool:
@@ -187,7 +211,11 @@ class MappedFile:
     def close(self) -> None:
         """Unmap for good; later syncs are skipped."""
         self.unmap()
-        self.closed = True
+        with self._lock:
+            self.closed = True
+            if self._sync_fd >= 0:
+                os.close(self._sync_fd)
+                self._sync_fd = -1
 
     def destroy(self) -> None:
         """Close and delete the file."""
