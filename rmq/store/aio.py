@@ -9,7 +9,9 @@ that waits on the disk runs in worker threads, one at a time per kind, through
   ``BATCH_SPAN``) and get a ``PutWait``, which the round ends by callback: no task waits per
   append, and the broker answers from the callback. A round closes the batches before it
   captures the write position, so one sync covers every append in them, and appends made
-  while a sync runs wait for the next round.
+  while a sync runs wait for the next round. The loop waits (``HANDOFF_WAIT`` at most) for
+  the round's thread to start: a thread needs the GIL to reach its fdatasync, which a busy
+  loop would otherwise keep until its next syscall, often a whole batch of requests later.
 * Batch watchdog: one timer per batch (not per append, which would cost a cancel scope each):
   a batch still waiting ``sync_flush_timeout`` after it opened is woken with FLUSH_DISK_TIMEOUT
   (the messages are stored and will become durable; only the wait ended).
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
@@ -51,6 +54,7 @@ from .results import PutMessageResult, PutMessageStatus
 log = logging.getLogger("rmq.store.aio")
 
 REPUT_BATCH = 1024  # records dispatched between checkpoints of the reput task
+HANDOFF_WAIT = 0.0005  # at most this long the loop waits for the flush thread to start its sync
 # An append joins the open batch only if it opened less than this long ago (seconds), so every
 # append waits between sync_flush_timeout minus this and sync_flush_timeout.
 BATCH_SPAN = 0.01
@@ -474,13 +478,34 @@ class AsyncMessageStore:
             plan = store.begin_flush(commitlog=True)
             if plan.syncs:
                 self.flush_rounds += 1
-                await trio.to_thread.run_sync(self._flush_fn, plan, limiter=self._commitlog_limiter)
+                await self._sync_in_thread(plan)
             store.end_flush(plan)
             assert plan.commitlog_offset is not None
             self._flushed = max(self._flushed, plan.commitlog_offset)
             self._finish_batches(min(closed, len(self._batches)))
             done, self._round_done = self._round_done, trio.Event()
             done.set()
+
+    async def _sync_in_thread(self, plan: Any) -> None:
+        """Run the commit log's sync in a worker thread, and let the thread start it before the
+        loop goes on: a thread needs the GIL to reach its fdatasync, and a busy loop holds it
+        until its next syscall, often after a whole batch of requests."""
+        async with self._commitlog_limiter:
+            token = trio.lowlevel.current_trio_token()
+            task = trio.lowlevel.current_task()
+            started = threading.Event()
+            flush = self._flush_fn
+
+            def job() -> None:
+                started.set()
+                flush(plan)
+
+            def deliver(result: Any) -> None:
+                token.run_sync_soon(trio.lowlevel.reschedule, task, result)
+
+            trio.lowlevel.start_thread_soon(job, deliver)
+            started.wait(HANDOFF_WAIT)
+            await trio.lowlevel.wait_task_rescheduled(lambda _: trio.lowlevel.Abort.FAILED)
 
     async def _batch_watchdog(self) -> None:
         while True:

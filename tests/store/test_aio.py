@@ -226,3 +226,29 @@ async def test_a_waiting_append_calls_back_from_the_round_that_synced_it(open_st
         waits[0].then(lambda r: late.append(r.status))  # a callback after the fact runs at once
         assert late == [PutMessageStatus.PUT_OK]
         assert (await waits[1]).status is PutMessageStatus.PUT_OK
+
+
+async def test_the_commitlog_sync_runs_in_a_worker_thread_and_its_failure_stops_the_store(open_store) -> None:
+    import pytest
+
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    threads: list[int] = []
+    fail = False
+
+    def flush(plan: FlushPlan) -> None:
+        if plan.commitlog_offset is not None:
+            threads.append(threading.get_ident())
+            if fail:
+                raise OSError(5, "Input/output error")
+        store.run_flush(plan)
+
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with AsyncMessageStore(store, flush_fn=flush) as astore:
+            result = await astore.put_message("T", 0, b"synced")
+            assert result.status is PutMessageStatus.PUT_OK
+            assert threads and threading.get_ident() not in threads
+            assert astore.flushed_offset >= result.end_offset
+            fail = True
+            with trio.fail_after(10):
+                await astore.put_message("T", 0, b"never synced")
+    assert info.group_contains(OSError, match="Input/output error")
