@@ -2,16 +2,19 @@
 
 Appends run on the Trio thread (encoding into the mapped page cache is a memcpy). Everything
 that waits on the disk runs in worker threads, one at a time per kind, through
-``trio.to_thread.run_sync`` with a ``CapacityLimiter(1)``. Tasks (all in one nursery):
+``trio.to_thread.run_sync`` with a ``CapacityLimiter(1)``, except the CommitLog's syncs where
+Linux AIO serves: they are submitted from the loop and finish on an eventfd (``KernelSync``),
+with no thread to hand the GIL to. Tasks (all in one nursery):
 
 * CommitLog flusher. ASYNC_FLUSH: a sync every ``flush_interval_commitlog`` ms. SYNC_FLUSH:
   group commit. Appends that must wait join the open ``_Batch`` (a new one every
   ``BATCH_SPAN``) and get a ``PutWait``, which the round ends by callback: no task waits per
   append, and the broker answers from the callback. A round closes the batches before it
   captures the write position, so one sync covers every append in them, and appends made
-  while a sync runs wait for the next round. The loop waits (``HANDOFF_WAIT`` at most) for
-  the round's thread to start: a thread needs the GIL to reach its fdatasync, which a busy
-  loop would otherwise keep until its next syscall, often a whole batch of requests later.
+  while a sync runs wait for the next round. Where a round runs in a thread, the loop waits
+  (``HANDOFF_WAIT`` at most) for it to start: a thread needs the GIL to reach its fdatasync,
+  which a busy loop would otherwise keep until its next syscall, often a whole batch of
+  requests later.
 * Batch watchdog: one timer per batch (not per append, which would cost a cancel scope each):
   a batch still waiting ``sync_flush_timeout`` after it opened is woken with FLUSH_DISK_TIMEOUT
   (the messages are stored and will become durable; only the wait ended).
@@ -35,6 +38,7 @@ from __future__ import annotations
 
 import abc
 import logging
+import os
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -48,6 +52,7 @@ from rmq.later import Later
 from rmq.protocol.message import Message
 
 from .flush import FlushPlan
+from .kernel_sync import KernelSync
 from .message_store import MessageStore, wants_wait
 from .results import PutMessageResult, PutMessageStatus
 
@@ -200,6 +205,8 @@ class AsyncMessageStore:
         self._flush_fn = flush_fn or store.run_flush
         self._retention = retention
         self._commitlog_limiter = trio.CapacityLimiter(1)
+        self._kernel_sync: KernelSync | None = None  # opened by run() where Linux AIO serves
+        self._sync_tag = 0
         self._logics_limiter = trio.CapacityLimiter(1)
         self._flush_wanted = trio.Event()
         self._round_done = trio.Event()
@@ -230,6 +237,8 @@ class AsyncMessageStore:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run the store's tasks until cancelled, then dispatch and sync what is left."""
+        if self._flush_fn == self.store.run_flush:  # not a test's stand-in
+            self._kernel_sync = KernelSync.open()
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._commitlog_flusher)
@@ -244,7 +253,12 @@ class AsyncMessageStore:
         finally:
             self._running = False
             with trio.CancelScope(shield=True):
-                await self._final_flush()
+                try:
+                    await self._final_flush()
+                finally:
+                    if self._kernel_sync is not None:
+                        self._kernel_sync.close()
+                        self._kernel_sync = None
 
     async def __aenter__(self) -> Self:
         self._cm = self._lifetime()
@@ -478,13 +492,49 @@ class AsyncMessageStore:
             plan = store.begin_flush(commitlog=True)
             if plan.syncs:
                 self.flush_rounds += 1
-                await self._sync_in_thread(plan)
+                await self._sync_commitlog(plan)
             store.end_flush(plan)
             assert plan.commitlog_offset is not None
             self._flushed = max(self._flushed, plan.commitlog_offset)
             self._finish_batches(min(closed, len(self._batches)))
             done, self._round_done = self._round_done, trio.Event()
             done.set()
+
+    async def _sync_commitlog(self, plan: FlushPlan) -> None:
+        """A round's CommitLog syncs: through Linux AIO where it serves (no thread, so no GIL
+        handoff; rmq.store.kernel_sync), else in a worker thread."""
+        ks = self._kernel_sync
+        if ks is None or plan.sync_checkpoint or plan.queue_syncs or any(b is not None for _, _, b in plan.syncs):
+            await self._sync_in_thread(plan)
+            return
+        async with self._commitlog_limiter:
+            files = [(mf, upto, mf.sync_descriptor()) for mf, upto, _ in plan.syncs]
+            files = [f for f in files if f[2] >= 0]  # a file closed meanwhile was deleted
+            if not files:
+                return
+            self._sync_tag += 1
+            tag = self._sync_tag
+            try:
+                ks.submit([fd for _, _, fd in files], tag)
+            except OSError as exc:
+                log.info("the kernel does not sync the CommitLog through AIO (%s): syncs run in a thread", exc)
+                self._kernel_sync = None
+                ks.close()  # waits for any sync a partial submit started
+                ks = None
+            if ks is not None:
+                left, error = len(files), 0
+                while left:
+                    await trio.lowlevel.wait_readable(ks.eventfd)
+                    for done, result in ks.reap():
+                        if done == tag:  # not one a cancelled round left running
+                            left -= 1
+                            error = error or -result
+                if error:
+                    raise OSError(error, f"fdatasync of the CommitLog failed: {os.strerror(error)}")
+                for mf, upto, _ in files:
+                    mf.synced(upto)
+                return
+        await self._sync_in_thread(plan)
 
     async def _sync_in_thread(self, plan: Any) -> None:
         """Run the commit log's sync in a worker thread, and let the thread start it before the

@@ -163,14 +163,30 @@ class MappedFile:
                 finally:
                     os.close(fd)
             else:  # a log's file, synced round after round: keep a descriptor for it
-                fd = self._sync_fd
-                if fd < 0:
-                    fd = self._sync_fd = os.open(self.path, os.O_RDWR)
-                os.fdatasync(fd)
-                if upto >= self.size:  # flushed to its end: not synced again
-                    os.close(fd)
-                    self._sync_fd = -1
-            self.flushed = max(self.flushed, upto)
+                os.fdatasync(self._descriptor())
+            self._synced(upto)
+
+    def sync_descriptor(self) -> int:
+        """A descriptor to sync this (log) file through, kept until it is flushed to its end
+        or closed; report the sync with ``synced``. -1 for a closed file."""
+        with self._lock:
+            return -1 if self.closed else self._descriptor()
+
+    def synced(self, upto: int) -> None:
+        """Bytes up to ``upto`` were made durable through ``sync_descriptor``."""
+        with self._lock:
+            self._synced(upto)
+
+    def _descriptor(self) -> int:
+        if self._sync_fd < 0:
+            self._sync_fd = os.open(self.path, os.O_RDWR)
+        return self._sync_fd
+
+    def _synced(self, upto: int) -> None:
+        self.flushed = max(self.flushed, upto)
+        if upto >= self.size and self._sync_fd >= 0:  # flushed to its end: not synced again
+            os.close(self._sync_fd)
+            self._sync_fd = -1
 
     def unmap(self, *, blocking: bool = True) -> bool:
         """Drop the mapping (data stays in the page cache). False if a sync holds the file and

@@ -252,3 +252,60 @@ async def test_the_commitlog_sync_runs_in_a_worker_thread_and_its_failure_stops_
             with trio.fail_after(10):
                 await astore.put_message("T", 0, b"never synced")
     assert info.group_contains(OSError, match="Input/output error")
+
+
+async def test_sync_flush_rounds_go_through_kernel_aio_where_linux_has_it(open_store) -> None:
+    import os
+
+    import pytest
+
+    from rmq.store.kernel_sync import KernelSync
+
+    probe = KernelSync.open()
+    if probe is None:
+        pytest.skip("no Linux AIO here")
+    probe.close()
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    async with AsyncMessageStore(store) as astore:
+        assert astore._kernel_sync is not None
+        results = []
+
+        async def put(i: int) -> None:
+            results.append(await astore.put_message("T", 0, b"m-%d" % i))
+
+        async with trio.open_nursery() as nursery:
+            for i in range(50):
+                nursery.start_soon(put, i)
+        assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * 50
+        assert 1 <= astore.flush_rounds < 50
+        end = max(r.end_offset for r in results)
+        assert astore.flushed_offset >= end and store.flushed_offset >= end
+        # the CommitLog file keeps one descriptor for its syncs, to this file
+        (mf,) = store.commitlog.files.files
+        assert mf._sync_fd >= 0 and os.path.samefile(f"/proc/self/fd/{mf._sync_fd}", mf.path)
+    assert astore._kernel_sync is None  # closed with the store's tasks
+
+
+async def test_a_kernel_that_refuses_aio_syncs_leaves_them_to_a_thread(open_store) -> None:
+    import errno
+
+    import pytest
+
+    from rmq.store.kernel_sync import KernelSync
+
+    class Refusing(KernelSync):  # a filesystem without AIO fsync answers io_submit with EINVAL
+        def submit(self, fds, tag) -> None:
+            raise OSError(errno.EINVAL, "io_submit: Invalid argument")
+
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    async with AsyncMessageStore(store) as astore:
+        ks = astore._kernel_sync
+        if ks is None:
+            pytest.skip("no Linux AIO here")
+        ks.__class__ = Refusing
+        first = await astore.put_message("T", 0, b"one")
+        assert first.status is PutMessageStatus.PUT_OK and astore._kernel_sync is None
+        second = await astore.put_message("T", 0, b"two")
+        assert second.status is PutMessageStatus.PUT_OK
+        assert store.flushed_offset >= second.end_offset
+    ks.close()
