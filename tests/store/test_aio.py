@@ -28,6 +28,19 @@ class CountingFlush:
         self.store.run_flush(plan)
 
 
+async def put_concurrently(astore: AsyncMessageStore, count: int, body: bytes) -> list:
+    """``count`` appends to T:0 at once (bodies ``body % i``); their results as they came."""
+    results = []
+
+    async def put(i: int) -> None:
+        results.append(await astore.put_message("T", 0, body % i))
+
+    async with trio.open_nursery() as nursery:
+        for i in range(count):
+            nursery.start_soon(put, i)
+    return results
+
+
 async def test_group_commit_shares_syncs(open_store) -> None:
     store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
     counter = CountingFlush(store)
@@ -59,14 +72,7 @@ async def test_flush_disk_timeout_when_sync_is_too_slow(open_store, autojump_clo
     async with AsyncMessageStore(store, flush_fn=slow) as astore:
         try:
             start = trio.current_time()
-            results = []
-
-            async def put(i: int) -> None:
-                results.append(await astore.put_message("T", 0, b"slow-%d" % i))
-
-            async with trio.open_nursery() as nursery:
-                for i in range(10):
-                    nursery.start_soon(put, i)
+            results = await put_concurrently(astore, 10, b"slow-%d")
             assert trio.current_time() - start >= 5.0
             assert [r.status for r in results] == [PutMessageStatus.FLUSH_DISK_TIMEOUT] * 10
             assert all("sync_flush_timeout=5000" in r.remark for r in results)
@@ -268,14 +274,7 @@ async def test_sync_flush_rounds_go_through_kernel_aio_where_linux_has_it(open_s
     store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
     async with AsyncMessageStore(store) as astore:
         assert astore._kernel_sync is not None
-        results = []
-
-        async def put(i: int) -> None:
-            results.append(await astore.put_message("T", 0, b"m-%d" % i))
-
-        async with trio.open_nursery() as nursery:
-            for i in range(50):
-                nursery.start_soon(put, i)
+        results = await put_concurrently(astore, 50, b"m-%d")
         assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * 50
         assert 1 <= astore.flush_rounds < 50
         end = max(r.end_offset for r in results)
