@@ -314,13 +314,14 @@ async def test_paused_leader_steps_down_answers_no_send_ok_and_its_tail_is_repla
 
 
 # Each kill costs the C++ client up to one route refresh (30 s, not configurable there), so the
-# suite kills twice; RMQ_DLEDGER_KILLS=10 gives the full run (docs/dledger.md quotes it).
-CPP_KILLS = int(os.environ.get("RMQ_DLEDGER_KILLS", "2"))
+# suite kills once (our producer goes through ten kills in a row above, in the suite);
+# RMQ_DLEDGER_KILLS=10 gives the full run (docs/dledger.md quotes it).
+CPP_KILLS = int(os.environ.get("RMQ_DLEDGER_KILLS", "1"))
 
 
 @pytest.mark.interop
 @requires_cpp_client
-async def test_cpp_client_sends_through_repeated_leader_kills_and_no_send_ok_is_lost(
+async def test_cpp_client_sends_through_leader_kills_and_no_send_ok_is_lost(
     namesrv: NamesrvServer, group: DLedgerGroup
 ) -> None:
     await trio.to_thread.run_sync(group.start)
