@@ -504,39 +504,38 @@ class AsyncMessageStore:
         """A round's CommitLog syncs: through Linux AIO where it serves (no thread, so no GIL
         handoff; rmq.store.kernel_sync), else in a worker thread."""
         ks = self._kernel_sync
-        if ks is None or plan.sync_checkpoint or plan.queue_syncs or any(b is not None for _, _, b in plan.syncs):
+        if ks is None or not await self._sync_through_kernel(ks, plan):
             await self._sync_in_thread(plan)
-            return
+
+    async def _sync_through_kernel(self, ks: KernelSync, plan: FlushPlan) -> bool:
+        """Sync ``plan``'s files through ``ks``; False if the kernel refused (AIO stays off)."""
         async with self._commitlog_limiter:
-            files = [(mf, upto, mf.sync_descriptor()) for mf, upto, _ in plan.syncs]
-            files = [f for f in files if f[2] >= 0]  # a file closed meanwhile was deleted
+            # a file closed meanwhile was deleted: nothing to sync
+            files = [(mf, upto, fd) for mf, upto, _ in plan.syncs if (fd := mf.sync_descriptor()) >= 0]
             if not files:
-                return
+                return True
             self._sync_tag += 1
-            tag = self._sync_tag
             try:
-                ks.submit([fd for _, _, fd in files], tag)
+                ks.submit([fd for _, _, fd in files], self._sync_tag)
             except OSError as exc:
                 log.info("the kernel does not sync the CommitLog through AIO (%s): syncs run in a thread", exc)
                 self._kernel_sync = None
                 ks.close()  # waits for any sync a partial submit started
-                ks = None
-            if ks is not None:
-                left, error = len(files), 0
-                while left:
-                    await trio.lowlevel.wait_readable(ks.eventfd)
-                    for done, result in ks.reap():
-                        if done == tag:  # not one a cancelled round left running
-                            left -= 1
-                            error = error or -result
-                if error:
-                    raise OSError(error, f"fdatasync of the CommitLog failed: {os.strerror(error)}")
-                for mf, upto, _ in files:
-                    mf.synced(upto)
-                return
-        await self._sync_in_thread(plan)
+                return False
+            left, error = len(files), 0
+            while left:
+                await trio.lowlevel.wait_readable(ks.eventfd)
+                for tag, result in ks.reap():
+                    if tag == self._sync_tag:  # not one a cancelled round left running
+                        left -= 1
+                        error = error or -result
+            if error:
+                raise OSError(error, f"fdatasync of the CommitLog failed: {os.strerror(error)}")
+            for mf, upto, _ in files:
+                mf.synced(upto)
+        return True
 
-    async def _sync_in_thread(self, plan: Any) -> None:
+    async def _sync_in_thread(self, plan: FlushPlan) -> None:
         """Run the commit log's sync in a worker thread, and let the thread start it before the
         loop goes on: a thread needs the GIL to reach its fdatasync, and a busy loop holds it
         until its next syscall, often after a whole batch of requests."""

@@ -71,7 +71,8 @@ class KernelSync:
         """Start an fdatasync of each descriptor; their completions carry ``tag``.
 
         Raises:
-            OSError: the kernel took none of them (EINVAL where it cannot sync this way).
+            OSError: the kernel refused (EINVAL where it cannot sync this way); those taken
+                before the refusal still complete.
         """
         flags, resfd = IOCB_FLAG_RESFD, self.eventfd
         blocks = [
@@ -89,8 +90,6 @@ class KernelSync:
             )
             if n < 0:
                 err = ctypes.get_errno()
-                if err == errno.EAGAIN and done:
-                    continue
                 raise OSError(err, f"io_submit: {os.strerror(err)}")
             done += n
 
