@@ -110,13 +110,8 @@ def test_shipped_dledger_conf_files_match_the_dev_group(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def _free_dledger_base() -> int:
-    """A base port with its 3 members' ports and their DLedger ports (base + 30000..) free."""
-    return free_ports(33, below=2, extra=range(30000, 30003))
-
-
 async def test_dev_dledger_group_elects_a_master_that_takes_sends(tmp_path: Path) -> None:
-    base = _free_dledger_base()
+    base = free_ports(33, below=2, extra=range(30000, 30003))  # members' ports and DLedger ports (+30000)
     ns_port = free_ports()
     with open(tmp_path / "dev.log", "w") as log:
         proc = subprocess.Popen(
