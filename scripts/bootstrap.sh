@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs what rmq needs on a fresh Debian/Ubuntu machine: the package with its test and
-# Spark extras, and a Java runtime (17+) for PySpark. Safe to run again: it skips what is there.
+# Spark extras, a Java runtime (17+) for PySpark, Chromium for the dashboard's browser test,
+# and, where the system's Python takes no packages from pip (PEP 668) or has no pip, a .venv
+# for them (scripts/python.sh then picks it). Safe to run again: it skips what is there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-python3}
+. scripts/python.sh
 
 as_root() {
     if [ "$(id -u)" = 0 ]; then "$@"
@@ -25,6 +27,32 @@ java_major() {
     command -v java >/dev/null 2>&1 || { echo 0; return; }
     java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -n 1
 }
+
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    echo "bootstrap: rmq needs Python 3.11 or later; $PY is $("$PY" --version 2>&1)" >&2
+    exit 1
+fi
+
+# A Python the system manages, or one without pip: a virtual environment of our own.
+if [ "$PY" = python3 ] && ! "$PY" - <<'PY'
+import os, sys, sysconfig
+managed = sys.prefix == sys.base_prefix and os.path.exists(
+    os.path.join(sysconfig.get_path("stdlib"), "EXTERNALLY-MANAGED"))
+try:
+    import pip  # noqa: F401
+except ImportError:
+    sys.exit(1)
+sys.exit(1 if managed else 0)
+PY
+then
+    echo "bootstrap: $("$PY" --version) takes no packages from pip here: making .venv"
+    if ! "$PY" -c 'import ensurepip, venv' 2>/dev/null; then
+        ver=$("$PY" -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+        apt_install "python$ver-venv" || apt_install python3-venv
+    fi
+    "$PY" -m venv .venv
+    PY=$PWD/.venv/bin/python
+fi
 
 if [ "$(java_major)" -lt 17 ] 2>/dev/null || [ -z "$(java_major)" ]; then
     echo "bootstrap: installing a Java 17 runtime for PySpark"

@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+. scripts/python.sh  # the Python bootstrap installed into
 
 NAMESRV_PORT=${NAMESRV_PORT:-9876}
 BROKER_PORT=${BROKER_PORT:-10911}
@@ -14,13 +15,13 @@ export NAMESRV_ADDR=127.0.0.1:$NAMESRV_PORT
 mkdir -p "$LOGS"
 
 cleanup() {
-    python3 -m rmq shutdown broker --port "$BROKER_PORT" >/dev/null 2>&1 || true
-    python3 -m rmq shutdown namesrv --port "$NAMESRV_PORT" >/dev/null 2>&1 || true
+    "$PY" -m rmq shutdown broker --port "$BROKER_PORT" >/dev/null 2>&1 || true
+    "$PY" -m rmq shutdown namesrv --port "$NAMESRV_PORT" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
 wait_port() {
-    python3 - "$1" <<'PY'
+    "$PY" - "$1" <<'PY'
 import socket, sys, time
 port = int(sys.argv[1]); end = time.monotonic() + 15
 while time.monotonic() < end:
@@ -32,7 +33,7 @@ sys.exit(f"nothing listens on 127.0.0.1:{port} after 15 s")
 PY
 }
 
-python3 -m rmq namesrv -p "$NAMESRV_PORT" >"$LOGS/namesrv.log" 2>&1 &
+"$PY" -m rmq namesrv -p "$NAMESRV_PORT" >"$LOGS/namesrv.log" 2>&1 &
 wait_port "$NAMESRV_PORT"
 head -n 3 "$LOGS/namesrv.log"
 cat >"$STORE/broker.conf" <<CONF
@@ -44,9 +45,9 @@ listenPort=$BROKER_PORT
 storePathRootDir=$STORE
 flushDiskType=ASYNC_FLUSH
 CONF
-python3 -m rmq broker -n "$NAMESRV_ADDR" -c "$STORE/broker.conf" >"$LOGS/broker.log" 2>&1 &
+"$PY" -m rmq broker -n "$NAMESRV_ADDR" -c "$STORE/broker.conf" >"$LOGS/broker.log" 2>&1 &
 wait_port "$BROKER_PORT"
 head -n 3 "$LOGS/broker.log"
 
-python3 -m rmq quickstart producer
-python3 -m rmq quickstart consumer --count 1000 --seconds 60
+"$PY" -m rmq quickstart producer
+"$PY" -m rmq quickstart consumer --count 1000 --seconds 60

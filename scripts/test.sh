@@ -4,8 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+. scripts/python.sh  # the Python bootstrap installed into (a .venv where it made one)
 # Lint, format and types first: the public client API and the sans-IO core are mypy --strict.
-python3 -m ruff check rmq tests spark bench
-python3 -m ruff format --check rmq tests spark bench
-python3 -m mypy rmq/protocol rmq/client
-exec python3 -m pytest -q -m "" --durations=15 "$@"
+"$PY" -m ruff check rmq tests spark bench
+"$PY" -m ruff format --check rmq tests spark bench
+"$PY" -m mypy rmq/protocol rmq/client
+exec "$PY" -m pytest -q -m "" --durations=15 "$@"
