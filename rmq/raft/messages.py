@@ -8,12 +8,14 @@ LEADERSHIP_TRANSFER 51005). Entries travel as DLedgerEntry JSON with a Base64 bo
 
 from __future__ import annotations
 
-import base64
-import binascii
 import enum
 import json
 from dataclasses import dataclass, field
 from typing import Any
+
+# SIMD Base64: a push's bodies are most of its bytes, and binascii decodes them at about
+# 200 MB/s here (124 µs for a 24 KiB entry), pybase64 at several GB/s (3 µs)
+from pybase64 import b64decode, b64encode
 
 # DLedgerRequestCode
 METADATA = 50000
@@ -66,7 +68,7 @@ class Entry:
         out: dict[str, Any] = {
             "index": self.index,
             "term": self.term,
-            "body": base64.b64encode(self.body).decode("ascii"),
+            "body": b64encode(self.body).decode("ascii"),
         }
         if self.pos >= 0:
             out["pos"] = self.pos
@@ -74,9 +76,9 @@ class Entry:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Entry:
-        # strict: a body that is not Base64 is refused (binascii.Error, a ValueError) rather
-        # than decoded by skipping what does not belong, and strict decoding is faster
-        body = binascii.a2b_base64(obj.get("body") or "", strict_mode=True)
+        # validated: a body that is not Base64 is refused (binascii.Error, a ValueError)
+        # rather than decoded by skipping what does not belong
+        body = b64decode(obj.get("body") or "", validate=True)
         return cls(int(obj["index"]), int(obj["term"]), body, int(obj.get("pos", -1)))
 
 
@@ -278,7 +280,7 @@ def _entry_json(e: Entry) -> bytes:
     # Built by hand: Base64 needs no JSON escaping, and json.dumps would scan the whole body
     # for characters to escape (about 25 times slower than joining the parts).
     pos = b', "pos": %d' % e.pos if e.pos >= 0 else b""
-    text = b'{"index": %d, "term": %d, "body": "%s"%s}' % (e.index, e.term, base64.b64encode(e.body), pos)
+    text = b'{"index": %d, "term": %d, "body": "%s"%s}' % (e.index, e.term, b64encode(e.body), pos)
     _ENTRY_JSON[id(e)] = (e, text)  # holding ``e`` keeps its id from being reused
     if len(_ENTRY_JSON) > _ENTRY_JSON_MAX:
         del _ENTRY_JSON[next(iter(_ENTRY_JSON))]

@@ -23,7 +23,6 @@ DLedger 0.2 replicates by PUSH only (its handlePull returns nothing).
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import random
@@ -33,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import trio
+from pybase64 import b64encode
 
 from rmq.protocol import RemotingCommand, ResponseCode
 from rmq.protocol.dledger import BODY_OFFSET, MAGIC
@@ -382,7 +382,7 @@ class DLedgerNode:
             size = BODY_OFFSET + len(e.body)
             answer["entries"] = [
                 {"magic": MAGIC, "size": size, "index": e.index, "term": e.term, "pos": e.pos, "channel": 0,
-                 "chainCrc": 0, "bodyCrc": 0, "body": base64.b64encode(e.body).decode("ascii")}
+                 "chainCrc": 0, "bodyCrc": 0, "body": b64encode(e.body).decode("ascii")}
             ]  # fmt: skip
         return self._get_answer(request, answer, int(M.Code.SUCCESS), None)
 
