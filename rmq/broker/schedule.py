@@ -143,7 +143,10 @@ class ScheduleService(ProgressFile):
             event = self._events.pop(queue_id + 1, None)
             if event is not None:
                 event.set()
-        elif self.broker.message_store.max_phy_offset - self._persisted_mark >= RESCAN_BUDGET:
+
+    def dispatched(self) -> None:
+        """After a dispatch pass (not per message: it runs for every record stored)."""
+        if self.broker.message_store.max_phy_offset - self._persisted_mark >= RESCAN_BUDGET:
             self._changed.set()
 
     # -- tasks ------------------------------------------------------------------------

@@ -203,7 +203,10 @@ class TimerService(ProgressFile):
     def arriving(self, topic: str, *_: Any) -> None:
         if topic == TIMER_TOPIC:
             self._arrived.set()
-        elif self.broker.message_store.max_phy_offset - self._persisted_mark >= RESCAN_BUDGET:
+
+    def dispatched(self) -> None:
+        """After a dispatch pass (not per message: it runs for every record stored)."""
+        if self.broker.message_store.max_phy_offset - self._persisted_mark >= RESCAN_BUDGET:
             self._changed.set()
 
     # -- tasks ------------------------------------------------------------------------
