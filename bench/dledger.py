@@ -3,6 +3,7 @@
     python bench/dledger.py                      # 10 s each, 1 KiB bodies, window 64, 20 kills
     python bench/dledger.py --duration 10 --window 64 --size 1024 --kills 20 [--skip-single]
     python bench/dledger.py --members 1 --kills 0     # a group of one: the leader's path alone
+    python bench/dledger.py --kills 0 --pairs 5       # five single/group pairs, alternated: median ratio
 
 Every server is its own process (`python -m rmq namesrv` / `broker`, stores in a temporary
 directory, default DLedger timeouts: election 3 s, heartbeat 1 s). Throughput: our own
@@ -17,6 +18,8 @@ and the median failover stays under 5 s.
 Every server and the producer share this machine's cores, so the run also prints each
 process's CPU per message (user + system, from /proc). `--members 1` runs a group of one
 member, which commits on its own: what the leader's send path costs without replication.
+This machine's speed drifts by 10-30 % within minutes: `--pairs N` alternates N single
+broker and group runs and prints the median of their ratios (kills follow the last pair).
 
 A low-level variant that appends to bare DLedger members is bench/dledger_log.py.
 """
@@ -235,26 +238,7 @@ async def run_single(args: argparse.Namespace) -> dict[str, Any]:
                 p.wait(20)
 
 
-def main(argv: list[str]) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--duration", type=float, default=10.0)
-    ap.add_argument("--window", "-w", type=int, default=64)
-    ap.add_argument("--size", "-s", type=int, default=1024)
-    ap.add_argument("--kills", type=int, default=20)
-    ap.add_argument("--skip-single", action="store_true")
-    ap.add_argument("--members", type=int, default=3, help="members of the group (1, 3 or 5)")
-    ap.add_argument("--busy-poll-micros", type=int, default=0, help="busyPollMicros of every broker and the producer")
-    args = ap.parse_args(argv)
-    if args.members < 1:
-        ap.error("--members must be at least 1")
-    if args.kills and args.members < 3:
-        ap.error("leader kills need a group of at least 3 members (--kills 0)")
-    single = None
-    if not args.skip_single:
-        print(f"single broker, {args.duration:.0f} s ...", flush=True)
-        single = trio.run(run_single, args)
-    print(f"{args.members}-member DLedger group, {args.duration:.0f} s, then {args.kills} leader kills ...", flush=True)
-    group, kills = trio.run(run_group, args)
+def report(args: argparse.Namespace, single: dict[str, Any] | None, group: dict[str, Any]) -> None:
     print(f"\n{args.size} B bodies, window {args.window}, load {os.getloadavg()[0]:.2f}")
     print(f"{'setup':<26} {'msg/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'fail':>5}")
     for label, r in (("single broker", single), (f"DLedger group of {args.members}", group)):
@@ -269,6 +253,45 @@ def main(argv: list[str]) -> int:
             print(f"  {label}: {parts}; total {total:.0f} µs, busy {r['busy']:.2f} cores")
     if single is not None:
         print(f"group / single throughput: {group['tps'] / single['tps']:.0%} (aim: at least 50%)")
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--duration", type=float, default=10.0)
+    ap.add_argument("--window", "-w", type=int, default=64)
+    ap.add_argument("--size", "-s", type=int, default=1024)
+    ap.add_argument("--kills", type=int, default=20)
+    ap.add_argument("--skip-single", action="store_true")
+    ap.add_argument("--members", type=int, default=3, help="members of the group (1, 3 or 5)")
+    ap.add_argument("--busy-poll-micros", type=int, default=0, help="busyPollMicros of every broker and the producer")
+    ap.add_argument("--pairs", type=int, default=1, help="single and group runs, alternated; prints the median ratio")
+    args = ap.parse_args(argv)
+    if args.members < 1:
+        ap.error("--members must be at least 1")
+    if args.pairs < 1:
+        ap.error("--pairs must be at least 1")
+    if args.kills and args.members < 3:
+        ap.error("leader kills need a group of at least 3 members (--kills 0)")
+    ratios: list[float] = []
+    kills: list[float] = []
+    for i in range(args.pairs):
+        last = i == args.pairs - 1
+        if args.pairs > 1:
+            print(f"\npair {i + 1} of {args.pairs}", flush=True)
+        single = None
+        if not args.skip_single:
+            print(f"single broker, {args.duration:.0f} s ...", flush=True)
+            single = trio.run(run_single, args)
+        n_kills = args.kills if last else 0  # leader kills after the last pair only
+        what = f"{args.members}-member DLedger group, {args.duration:.0f} s, then {n_kills} leader kills"
+        print(f"{what} ...", flush=True)
+        group, kills = trio.run(run_group, argparse.Namespace(**{**vars(args), "kills": n_kills}))
+        report(args, single, group)
+        if single is not None:
+            ratios.append(group["tps"] / single["tps"])
+    if len(ratios) > 1:
+        listed = ", ".join(f"{r:.0%}" for r in ratios)
+        print(f"\ngroup / single over {len(ratios)} pairs: median {statistics.median(ratios):.0%} ({listed})")
     if kills:
         print(
             f"failover over {len(kills)} leader kills, kill to first SEND_OK: min {min(kills):.2f} s, "
