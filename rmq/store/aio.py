@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import abc
 import logging
-import os
 import threading
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
@@ -52,7 +51,7 @@ from rmq.later import Later
 from rmq.protocol.message import Message
 
 from .flush import FlushPlan
-from .kernel_sync import KernelSync
+from .kernel_sync import KernelSync, SyncRefused, sync_files
 from .message_store import MessageStore, wants_wait
 from .results import PutMessageResult, PutMessageStatus
 
@@ -510,29 +509,16 @@ class AsyncMessageStore:
     async def _sync_through_kernel(self, ks: KernelSync, plan: FlushPlan) -> bool:
         """Sync ``plan``'s files through ``ks``; False if the kernel refused (AIO stays off)."""
         async with self._commitlog_limiter:
-            # a file closed meanwhile was deleted: nothing to sync
-            files = [(mf, upto, fd) for mf, upto, _ in plan.syncs if (fd := mf.sync_descriptor()) >= 0]
-            if not files:
-                return True
             self._sync_tag += 1
             try:
-                ks.submit([fd for _, _, fd in files], self._sync_tag)
-            except OSError as exc:
+                await sync_files(ks, [(mf, upto) for mf, upto, _ in plan.syncs], self._sync_tag)
+            except SyncRefused as exc:
                 log.info("the kernel does not sync the CommitLog through AIO (%s): syncs run in a thread", exc)
                 self._kernel_sync = None
                 ks.close()  # waits for any sync a partial submit started
                 return False
-            left, error = len(files), 0
-            while left:
-                await trio.lowlevel.wait_readable(ks.eventfd)
-                for tag, result in ks.reap():
-                    if tag == self._sync_tag:  # not one a cancelled round left running
-                        left -= 1
-                        error = error or -result
-            if error:
-                raise OSError(error, f"fdatasync of the CommitLog failed: {os.strerror(error)}")
-            for mf, upto, _ in files:
-                mf.synced(upto)
+            except OSError as exc:
+                raise OSError(exc.errno, f"fdatasync of the CommitLog failed: {exc.strerror}") from exc
         return True
 
     async def _sync_in_thread(self, plan: FlushPlan) -> None:
