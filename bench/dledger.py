@@ -4,6 +4,7 @@
     python bench/dledger.py --duration 10 --window 64 --size 1024 --kills 20 [--skip-single]
     python bench/dledger.py --members 1 --kills 0     # a group of one: the leader's path alone
     python bench/dledger.py --kills 0 --pairs 5       # five single/group pairs, alternated: median ratio
+    python bench/dledger.py --kills 0 --flush SYNC_FLUSH   # every broker SYNC_FLUSH (default ASYNC_FLUSH)
 
 Every server is its own process (`python -m rmq namesrv` / `broker`, stores in a temporary
 directory, default DLedger timeouts: election 3 s, heartbeat 1 s). Throughput: our own
@@ -46,12 +47,14 @@ from rmq.client.errors import MQClientError
 GROUP = "bench-d"
 
 
-def member_conf(work: Path, namesrv: str, k: int, port: int, peers: str, busy_poll: int = 0) -> Path:
+def member_conf(
+    work: Path, namesrv: str, k: int, port: int, peers: str, busy_poll: int = 0, flush: str = "ASYNC_FLUSH"
+) -> Path:
     conf = work / f"n{k}.conf"
     conf.write_text(
         f"brokerClusterName=BenchCluster\nbrokerName={GROUP}\nnamesrvAddr={namesrv}\n"
         f"brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\n"
-        f"storePathRootDir={work / f'n{k}'}\nflushDiskType=ASYNC_FLUSH\nbusyPollMicros={busy_poll}\n"
+        f"storePathRootDir={work / f'n{k}'}\nflushDiskType={flush}\nbusyPollMicros={busy_poll}\n"
         f"enableDLegerCommitLog=true\ndLegerGroup={GROUP}\ndLegerPeers={peers}\ndLegerSelfId=n{k}\n"
     )
     return conf
@@ -193,7 +196,7 @@ async def run_group(args: argparse.Namespace) -> tuple[dict[str, Any], list[floa
             ports = [free_port(5) for _ in range(args.members)]
             peers = ";".join(f"n{k}-127.0.0.1:{p + 2}" for k, p in enumerate(ports))
             for k, port in enumerate(ports):
-                conf = member_conf(work, ns, k, port, peers, args.busy_poll_micros)
+                conf = member_conf(work, ns, k, port, peers, args.busy_poll_micros, args.flush)
                 members[f"127.0.0.1:{port}"] = (conf, spawn(["broker", "-c", str(conf)], work / f"n{k}.log"))
             master = await master_addr(ns)
             async with MQAdmin(namesrv=ns) as admin:
@@ -224,8 +227,8 @@ async def run_single(args: argparse.Namespace) -> dict[str, Any]:
         conf = work / "single.conf"
         conf.write_text(
             f"brokerClusterName=BenchCluster\nbrokerName=bench-single\nnamesrvAddr={ns}\nbrokerIP1=127.0.0.1\n"
-            f"bindAddress=127.0.0.1\nlistenPort={port}\nstorePathRootDir={work / 'single'}\nflushDiskType=ASYNC_FLUSH\n"
-            f"busyPollMicros={args.busy_poll_micros}\n"
+            f"bindAddress=127.0.0.1\nlistenPort={port}\nstorePathRootDir={work / 'single'}\n"
+            f"flushDiskType={args.flush}\nbusyPollMicros={args.busy_poll_micros}\n"
         )
         procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
         try:
@@ -264,6 +267,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--skip-single", action="store_true")
     ap.add_argument("--members", type=int, default=3, help="members of the group (1, 3 or 5)")
     ap.add_argument("--busy-poll-micros", type=int, default=0, help="busyPollMicros of every broker and the producer")
+    ap.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH", help="every broker's")
     ap.add_argument("--pairs", type=int, default=1, help="single and group runs, alternated; prints the median ratio")
     args = ap.parse_args(argv)
     if args.members < 1:

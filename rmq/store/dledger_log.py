@@ -60,6 +60,15 @@ class LogEntry:
         return self.pos + BODY_OFFSET
 
 
+@dataclass(frozen=True)
+class SyncPlan:
+    """Files to sync (with how far) for every entry appended when it was made."""
+
+    files: list[tuple[MappedFile, int]]
+    ends: tuple[int, int]  # data and index queue ends it covers
+    cuts: int
+
+
 class DLedgerLog:
     """The files of one member. Opening recovers them: entries are checked from the first
     file on (magic, size, index continuity, own position); the first bad one and everything
@@ -86,6 +95,7 @@ class DLedgerLog:
         self.term = 0
         self.voted_for: str | None = None
         self._pending: int | None = None  # data offset of the leader's entry being filled
+        self._cuts = 0  # truncations and rebuilds so far: a sync planned before one vouches for less
         os.makedirs(self.path, exist_ok=True)
         self._load_term()
         self._recover()
@@ -382,6 +392,7 @@ class DLedgerLog:
             cut_entry = self.entry(index + 1)
             cut = cut_entry.pos
             self.end_term = self.entry(index).term
+        self._cuts += 1
         self.data.truncate(cut)
         self.index.truncate((index + 1) * INDEX_UNIT_SIZE)
         self.end_index = index
@@ -401,6 +412,7 @@ class DLedgerLog:
                 f"refusing to rebuild at index {index}, data offset {pos}: committed {self.committed_index}"
             )
         self.abort_pending()
+        self._cuts += 1
         for queue in (self.data, self.index):
             while queue.files:
                 queue.delete_first()
@@ -429,11 +441,25 @@ class DLedgerLog:
         self.committed_index = max(self.committed_index, min(index, self.end_index))
 
     def sync(self) -> None:
-        """Make every appended entry (and its index unit) durable."""
-        for queue in (self.data, self.index):
-            for mf, upto in queue.sync_plan(queue.max_offset):
-                mf.sync(upto)
-            queue.flushed_where = queue.max_offset
+        """Make every appended entry (and its index unit) durable; safe in a worker thread."""
+        plan = self.sync_plan()
+        for mf, upto in plan.files:
+            mf.sync(upto)
+        self.synced(plan)
+
+    def sync_plan(self) -> SyncPlan:
+        """What makes every entry appended so far durable (for a caller that syncs the files
+        itself, e.g. through rmq.store.kernel_sync); report it done with ``synced``."""
+        ends = (self.data.max_offset, self.index.max_offset)
+        files = [*self.data.sync_plan(ends[0]), *self.index.sync_plan(ends[1])]
+        return SyncPlan(files, ends, self._cuts)
+
+    def synced(self, plan: SyncPlan) -> None:
+        """``plan``'s files are synced: the queues are durable up to where it was made, unless
+        the log was cut since (then the files' own marks say what is)."""
+        if plan.cuts == self._cuts:
+            for queue, end in zip((self.data, self.index), plan.ends, strict=True):
+                queue.flushed_where = max(queue.flushed_where, end)
 
     def close(self) -> None:
         self.save_checkpoint()

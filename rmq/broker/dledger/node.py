@@ -7,8 +7,9 @@ What it does with the core's actions, in order:
   (VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER) and its JSON body; answers travel the same
   way. A peer that cannot be reached loses the message (the protocol resends).
 * PersistTerm: written and synced before the next action runs.
-* PersistEntries: applied to the log files at once; a flusher task syncs them in a worker
-  thread, many appends per sync, and tells the core what is durable. Without ``sync_flush``
+* PersistEntries: applied to the log files at once; a flusher task syncs them, many appends
+  per sync, through Linux AIO (rmq.store.kernel_sync) or else a worker thread, and tells the
+  core what is durable. Without ``sync_flush``
   (a broker's ASYNC_FLUSH) the page cache counts: the core hears at once, the flusher syncs
   every ASYNC_FLUSH_INTERVAL.
 * Commit: recorded in the log; `append` callers waiting on that index are answered.
@@ -53,6 +54,7 @@ from rmq.raft.core import (
 from rmq.remoting import RemotingClient, RemotingError, RemotingServer, ServerConfig
 from rmq.remoting.dispatcher import Dispatcher
 from rmq.store.dledger_log import DLedgerLog
+from rmq.store.kernel_sync import KernelSync, SyncRefused, sync_files
 
 log = logging.getLogger("rmq.broker.dledger")
 
@@ -165,6 +167,8 @@ class DLedgerNode:
         self._lowest_truncate: int | None = None
         self._committed = trio.Event()
         self._nursery: trio.Nursery | None = None
+        self._kernel_sync: KernelSync | None = None  # with sync_flush, where Linux AIO serves
+        self._sync_tag = 0
 
     @staticmethod
     def _now() -> int:
@@ -253,9 +257,28 @@ class DLedgerNode:
             self._flush_wanted = trio.Event()
             self._lowest_truncate = None
             end = self.dlog.end_index
-            await trio.to_thread.run_sync(self.dlog.sync)
+            await self._sync_log()
             upto = end if self._lowest_truncate is None else min(end, self._lowest_truncate)
             self._apply(self.core.persisted(upto, self._now()))
+
+    async def _sync_log(self) -> None:
+        """Sync the log: through Linux AIO where it serves (no thread, so no GIL handoffs),
+        else in a worker thread."""
+        ks = self._kernel_sync
+        if ks is not None:
+            plan = self.dlog.sync_plan()
+            self._sync_tag += 1
+            try:
+                await sync_files(ks, plan.files, self._sync_tag)
+            except SyncRefused as exc:
+                log.info("%s: the kernel does not sync the log through AIO (%s): syncs run in a thread",
+                         self.config.self_id, exc)  # fmt: skip
+                self._kernel_sync = None
+                ks.close()
+            else:
+                self.dlog.synced(plan)
+                return
+        await trio.to_thread.run_sync(self.dlog.sync)
 
     async def _sender(self, peer: str, box: trio.MemoryReceiveChannel[M.Message], client: RemotingClient) -> None:
         addr = self.config.peers[peer]
@@ -425,6 +448,8 @@ class DLedgerNode:
         dispatcher.register(M.PULL, self._on_pull, inline=True)
         host, _, port = self.config.peers[self.config.self_id].rpartition(":")
         server = RemotingServer(dispatcher, ServerConfig(host=self.config.bind_host, port=int(port)))
+        if self.config.sync_flush:
+            self._kernel_sync = KernelSync.open()
         try:
             async with RemotingClient() as client, trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -440,6 +465,9 @@ class DLedgerNode:
                 task_status.started(self)
         finally:
             with trio.CancelScope(shield=True):
+                if self._kernel_sync is not None:
+                    self._kernel_sync.close()  # waits for syncs still running
+                    self._kernel_sync = None
                 self.dlog.sync()
                 if self._owns_dlog:
                     self.dlog.close()
