@@ -38,9 +38,10 @@ from __future__ import annotations
 
 import abc
 import logging
+import os
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
@@ -51,7 +52,8 @@ from rmq.later import Later
 from rmq.protocol.message import Message
 
 from .flush import FlushPlan
-from .kernel_sync import KernelSync, SyncRefused, sync_files
+from .kernel_sync import KernelSync
+from .mapped_file import MappedFile
 from .message_store import MessageStore, wants_wait
 from .results import PutMessageResult, PutMessageStatus
 
@@ -160,6 +162,39 @@ class PutWait(Later):
                 f"{self._astore.store.config.sync_flush_timeout} ms"
             )
         self.settle(result)
+
+
+class SyncRefused(OSError):
+    """The kernel would not take the syncs (no AIO fsync for these files): use a thread."""
+
+
+async def sync_files(ks: KernelSync, files: Sequence[tuple[MappedFile, int]], tag: int) -> None:
+    """fdatasync each (file, position) of ``files`` through ``ks``, wait for them all, then
+    record each file durable up to its position. Closed files (deleted meanwhile) are skipped.
+    ``tag`` tells this call's completions from those of a cancelled earlier one.
+
+    Raises:
+        SyncRefused: io_submit refused (syncs it took before still finish in the kernel).
+        OSError: a sync failed.
+    """
+    open_files = [(mf, upto, fd) for mf, upto in files if (fd := mf.sync_descriptor()) >= 0]
+    if not open_files:
+        return
+    try:
+        ks.submit([fd for _, _, fd in open_files], tag)
+    except OSError as exc:
+        raise SyncRefused(exc.errno, str(exc)) from exc
+    left, error = len(open_files), 0
+    while left:
+        await trio.lowlevel.wait_readable(ks.eventfd)
+        for done, result in ks.reap():
+            if done == tag:
+                left -= 1
+                error = error or -result
+    if error:
+        raise OSError(error, f"fdatasync failed: {os.strerror(error)}")
+    for mf, upto, _ in open_files:
+        mf.synced(upto)
 
 
 class Replication(abc.ABC):

@@ -6,8 +6,9 @@ syscall. Submitted through AIO, the kernel runs the sync in its own worker and s
 eventfd, which the event loop waits on like a socket; no Python thread is involved.
 
 Linux 4.18 and later. ``KernelSync.open()`` returns None elsewhere (another OS or machine,
-a kernel or sandbox that refuses io_setup), and the caller keeps its thread. ``sync_files``
-syncs mapped files through it and waits on Trio; ``submit`` and ``reap`` are the parts.
+a kernel or sandbox that refuses io_setup), and the caller keeps its thread. No I/O waits
+here (the store has no Trio below ``aio``): ``rmq.store.aio.sync_files`` submits the syncs of
+mapped files, waits for ``eventfd`` on Trio and reaps them.
 """
 
 from __future__ import annotations
@@ -19,12 +20,6 @@ import os
 import platform
 import struct
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-import trio
-
-if TYPE_CHECKING:
-    from .mapped_file import MappedFile
 
 log = logging.getLogger("rmq.store.kernel_sync")
 
@@ -133,35 +128,3 @@ class KernelSync:
             os.close(self.eventfd)
             self.eventfd = -1
 
-
-class SyncRefused(OSError):
-    """The kernel would not take the syncs (no AIO fsync for these files): use a thread."""
-
-
-async def sync_files(ks: KernelSync, files: Sequence[tuple[MappedFile, int]], tag: int) -> None:
-    """fdatasync each (file, position) of ``files`` through ``ks``, wait for them all, then
-    record each file durable up to its position. Closed files (deleted meanwhile) are skipped.
-    ``tag`` tells this call's completions from those of a cancelled earlier one.
-
-    Raises:
-        SyncRefused: io_submit refused (syncs it took before still finish in the kernel).
-        OSError: a sync failed.
-    """
-    open_files = [(mf, upto, fd) for mf, upto in files if (fd := mf.sync_descriptor()) >= 0]
-    if not open_files:
-        return
-    try:
-        ks.submit([fd for _, _, fd in open_files], tag)
-    except OSError as exc:
-        raise SyncRefused(exc.errno, str(exc)) from exc
-    left, error = len(open_files), 0
-    while left:
-        await trio.lowlevel.wait_readable(ks.eventfd)
-        for done, result in ks.reap():
-            if done == tag:
-                left -= 1
-                error = error or -result
-    if error:
-        raise OSError(error, f"fdatasync failed: {os.strerror(error)}")
-    for mf, upto, _ in open_files:
-        mf.synced(upto)

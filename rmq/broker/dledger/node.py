@@ -8,7 +8,7 @@ What it does with the core's actions, in order:
   way. A peer that cannot be reached loses the message (the protocol resends).
 * PersistTerm: written and synced before the next action runs.
 * PersistEntries: applied to the log files at once; a flusher task syncs them, many appends
-  per sync, through Linux AIO (rmq.store.kernel_sync) or else a worker thread, and tells the
+  per sync, through Linux AIO (rmq.store.kernel_sync, rmq.store.aio.sync_files) or else a worker thread, and tells the
   core what is durable. Without ``sync_flush``
   (a broker's ASYNC_FLUSH) the page cache counts: the core hears at once, the flusher syncs
   every ASYNC_FLUSH_INTERVAL.
@@ -53,8 +53,9 @@ from rmq.raft.core import (
 )
 from rmq.remoting import RemotingClient, RemotingError, RemotingServer, ServerConfig
 from rmq.remoting.dispatcher import Dispatcher
+from rmq.store.aio import SyncRefused, sync_files
 from rmq.store.dledger_log import DLedgerLog
-from rmq.store.kernel_sync import KernelSync, SyncRefused, sync_files
+from rmq.store.kernel_sync import KernelSync
 
 log = logging.getLogger("rmq.broker.dledger")
 
