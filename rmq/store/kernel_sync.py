@@ -127,4 +127,3 @@ class KernelSync:
             self._libc.syscall(ctypes.c_long(self._destroy), self._ctx)
             os.close(self.eventfd)
             self.eventfd = -1
-
