@@ -164,26 +164,25 @@ class PutWait(Later):
         self.settle(result)
 
 
-class SyncRefused(OSError):
-    """The kernel would not take the syncs (no AIO fsync for these files): use a thread."""
-
-
-async def sync_files(ks: KernelSync, files: Sequence[tuple[MappedFile, int]], tag: int) -> None:
-    """fdatasync each (file, position) of ``files`` through ``ks``, wait for them all, then
-    record each file durable up to its position. Closed files (deleted meanwhile) are skipped.
-    ``tag`` tells this call's completions from those of a cancelled earlier one.
+async def sync_files(ks: KernelSync, files: Sequence[tuple[MappedFile, int]], tag: int, what: str) -> bool:
+    """fdatasync each (file, position) of ``files`` (``what`` names them in messages) through
+    ``ks``, wait for them all, then record each file durable up to its position. Closed files
+    (deleted meanwhile) are skipped. ``tag`` tells this call's completions from those of a
+    cancelled earlier one. False when the kernel refused: ``ks`` is closed (it waits for the
+    syncs a partial submit started) and the caller syncs in a thread from now on.
 
     Raises:
-        SyncRefused: io_submit refused (syncs it took before still finish in the kernel).
         OSError: a sync failed.
     """
     open_files = [(mf, upto, fd) for mf, upto in files if (fd := mf.sync_descriptor()) >= 0]
     if not open_files:
-        return
+        return True
     try:
         ks.submit([fd for _, _, fd in open_files], tag)
     except OSError as exc:
-        raise SyncRefused(exc.errno, str(exc)) from exc
+        log.info("the kernel does not sync %s through AIO (%s): syncs run in a thread", what, exc)
+        ks.close()
+        return False
     left, error = len(open_files), 0
     while left:
         await trio.lowlevel.wait_readable(ks.eventfd)
@@ -192,9 +191,10 @@ async def sync_files(ks: KernelSync, files: Sequence[tuple[MappedFile, int]], ta
                 left -= 1
                 error = error or -result
     if error:
-        raise OSError(error, f"fdatasync failed: {os.strerror(error)}")
+        raise OSError(error, f"fdatasync of {what} failed: {os.strerror(error)}")
     for mf, upto, _ in open_files:
         mf.synced(upto)
+    return True
 
 
 class Replication(abc.ABC):
@@ -545,16 +545,10 @@ class AsyncMessageStore:
         """Sync ``plan``'s files through ``ks``; False if the kernel refused (AIO stays off)."""
         async with self._commitlog_limiter:
             self._sync_tag += 1
-            try:
-                await sync_files(ks, [(mf, upto) for mf, upto, _ in plan.syncs], self._sync_tag)
-            except SyncRefused as exc:
-                log.info("the kernel does not sync the CommitLog through AIO (%s): syncs run in a thread", exc)
-                self._kernel_sync = None
-                ks.close()  # waits for any sync a partial submit started
-                return False
-            except OSError as exc:
-                raise OSError(exc.errno, f"fdatasync of the CommitLog failed: {exc.strerror}") from exc
-        return True
+            if await sync_files(ks, [(mf, upto) for mf, upto, _ in plan.syncs], self._sync_tag, "the CommitLog"):
+                return True
+        self._kernel_sync = None
+        return False
 
     async def _sync_in_thread(self, plan: FlushPlan) -> None:
         """Run the commit log's sync in a worker thread, and let the thread start it before the

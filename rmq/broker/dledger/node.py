@@ -8,10 +8,9 @@ What it does with the core's actions, in order:
   way. A peer that cannot be reached loses the message (the protocol resends).
 * PersistTerm: written and synced before the next action runs.
 * PersistEntries: applied to the log files at once; a flusher task syncs them, many appends
-  per sync, through Linux AIO (rmq.store.kernel_sync, rmq.store.aio.sync_files) or else a worker thread, and tells the
-  core what is durable. Without ``sync_flush``
-  (a broker's ASYNC_FLUSH) the page cache counts: the core hears at once, the flusher syncs
-  every ASYNC_FLUSH_INTERVAL.
+  per sync, through Linux AIO (``rmq.store.aio.sync_files``) or else a worker thread, and
+  tells the core what is durable. Without ``sync_flush`` (a broker's ASYNC_FLUSH) the page
+  cache counts: the core hears at once, the flusher syncs every ASYNC_FLUSH_INTERVAL.
 * Commit: recorded in the log; `append` callers waiting on that index are answered.
 
 Clients append with APPEND (50001): the leader answers once the entry is committed (on a
@@ -53,7 +52,7 @@ from rmq.raft.core import (
 )
 from rmq.remoting import RemotingClient, RemotingError, RemotingServer, ServerConfig
 from rmq.remoting.dispatcher import Dispatcher
-from rmq.store.aio import SyncRefused, sync_files
+from rmq.store.aio import sync_files
 from rmq.store.dledger_log import DLedgerLog
 from rmq.store.kernel_sync import KernelSync
 
@@ -269,16 +268,10 @@ class DLedgerNode:
         if ks is not None:
             plan = self.dlog.sync_plan()
             self._sync_tag += 1
-            try:
-                await sync_files(ks, plan.files, self._sync_tag)
-            except SyncRefused as exc:
-                log.info("%s: the kernel does not sync the log through AIO (%s): syncs run in a thread",
-                         self.config.self_id, exc)  # fmt: skip
-                self._kernel_sync = None
-                ks.close()
-            else:
+            if await sync_files(ks, plan.files, self._sync_tag, f"the log of {self.config.self_id}"):
                 self.dlog.synced(plan)
                 return
+            self._kernel_sync = None
         await trio.to_thread.run_sync(self.dlog.sync)
 
     async def _sender(self, peer: str, box: trio.MemoryReceiveChannel[M.Message], client: RemotingClient) -> None:
