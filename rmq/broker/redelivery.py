@@ -127,10 +127,12 @@ async def put_to_real_destination(
 class ProgressFile(abc.ABC):
     """The persistence both services share: a JSON progress file written atomically.
 
-    A subclass sets `path`, `dirty`, `_watermark` and `_persisted_mark` and implements
-    `encode()`; the file is rewritten when something changed or the watermark moved far.
+    A subclass sets `broker`, `path`, `dirty`, `_watermark` and `_persisted_mark` and
+    implements `encode()`; the file is rewritten when something changed or the watermark moved
+    far.
     """
 
+    broker: BrokerController
     path: Path
     dirty: bool
     _watermark: Watermark | None
@@ -140,6 +142,12 @@ class ProgressFile(abc.ABC):
     @abc.abstractmethod
     def encode(self) -> bytes:
         """The file's content: each service knows its own shape."""
+
+    def dispatched(self) -> None:
+        """After a dispatch pass (the store's ArrivalListener; not per message, it runs for
+        every record stored): the log grew far past the last write, so write again."""
+        if self.broker.message_store.max_phy_offset - self._persisted_mark >= RESCAN_BUDGET:
+            self._changed.set()
 
     def take_snapshot(self) -> bytes | None:
         """The file's content if it should be written now, else None."""

@@ -30,7 +30,7 @@ from rmq.protocol import body as json_body
 from rmq.protocol import properties as P
 
 from .jsonfile import read_json
-from .redelivery import RESCAN_BUDGET, ProgressFile, Watermark, put_to_real_destination, scan_markers
+from .redelivery import ProgressFile, Watermark, put_to_real_destination, scan_markers
 from .topics import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
@@ -143,11 +143,6 @@ class ScheduleService(ProgressFile):
             event = self._events.pop(queue_id + 1, None)
             if event is not None:
                 event.set()
-
-    def dispatched(self) -> None:
-        """After a dispatch pass (not per message: it runs for every record stored)."""
-        if self.broker.message_store.max_phy_offset - self._persisted_mark >= RESCAN_BUDGET:
-            self._changed.set()
 
     # -- tasks ------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
 
 from .jsonfile import read_json
-from .redelivery import HOST_FLAGS, RESCAN_BUDGET, ProgressFile, Watermark, put_to_real_destination, scan_markers
+from .redelivery import HOST_FLAGS, ProgressFile, Watermark, put_to_real_destination, scan_markers
 from .topics import TIMER_TOPIC
 
 if TYPE_CHECKING:
@@ -203,11 +203,6 @@ class TimerService(ProgressFile):
     def arriving(self, topic: str, *_: Any) -> None:
         if topic == TIMER_TOPIC:
             self._arrived.set()
-
-    def dispatched(self) -> None:
-        """After a dispatch pass (not per message: it runs for every record stored)."""
-        if self.broker.message_store.max_phy_offset - self._persisted_mark >= RESCAN_BUDGET:
-            self._changed.set()
 
     # -- tasks ------------------------------------------------------------------------
 
