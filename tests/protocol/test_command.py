@@ -19,6 +19,7 @@ from rmq.protocol import (
     RemotingCommand,
     RequestCode,
     ResponseCode,
+    SendMessageResponse,
     SerializeType,
     encode_frame,
 )
@@ -178,3 +179,71 @@ def test_random_frames_raise_only_protocol_errors(data: bytes) -> None:
         cmd.encode()
     except ProtocolError:
         pass
+
+
+# -- SendMessageResponse: the send answer's own header writer ---------------------------
+
+
+def _generic_send_response(request: RemotingCommand, code: int, fields: tuple[str, int, int, str, bool]) -> bytes:
+    msg_id, queue_id, queue_offset, region, trace_on = fields
+    ext = {
+        "msgId": msg_id,
+        "queueId": queue_id,
+        "queueOffset": queue_offset,
+        "MSG_REGION": region,
+        "TRACE_ON": "true" if trace_on else "false",
+    }
+    return request.make_response(code, None, ext).encode()
+
+
+_send_fields = st.tuples(
+    st.text(max_size=40),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    st.text(max_size=20),
+    st.booleans(),
+)
+
+
+@given(
+    fields=_send_fields,
+    code=st.sampled_from([ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, 0, 12]),
+    opaque=st.integers(0, 2**31 - 1),
+    binary=st.booleans(),
+)
+def test_send_response_is_the_generic_encoding(
+    fields: tuple[str, int, int, str, bool], code: int, opaque: int, binary: bool
+) -> None:
+    stype = SerializeType.ROCKETMQ if binary else SerializeType.JSON
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g"}, b"x", serialize_type=stype)
+    request.opaque = opaque
+    fast = SendMessageResponse.to(request, code, *fields)
+    assert fast.encode() == _generic_send_response(request, code, fields)
+    # decodes as any response, with the header's fields as extFields
+    frame = fast.encode()
+    decoded = RemotingCommand.decode(frame[4:])
+    assert decoded.is_response and decoded.opaque == opaque and decoded.code == code
+    assert decoded.ext_fields["queueOffset"] == str(fields[2])
+    assert decoded.ext_fields["msgId"] == fields[0]
+
+
+def test_send_response_with_a_remark_or_changed_fields_is_encoded_generically() -> None:
+    request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g"}, b"x")
+    request.opaque = 9
+    fields = ("7F000001000029C40000000000001234", 1, 2, "DefaultRegion", False)
+    with_remark = SendMessageResponse.to(request, ResponseCode.SUCCESS, *fields, remark="slow disk")
+    expected = request.make_response(
+        ResponseCode.SUCCESS,
+        "slow disk",
+        {"msgId": fields[0], "queueId": "1", "queueOffset": "2", "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"},
+    )
+    assert with_remark.encode() == expected.encode()
+    changed = SendMessageResponse.to(request, ResponseCode.SUCCESS, *fields)
+    changed.ext_fields["extra"] = "yes"  # e.g. a hook adding a field: it must not be lost
+    assert json.loads(changed.encode()[8:])["extFields"]["extra"] == "yes"
+    # the connection sets the request's opaque again before it writes the answer
+    fresh = SendMessageResponse.to(request, ResponseCode.SUCCESS, *fields)
+    fresh.opaque = 41
+    expected.remark = None
+    expected.opaque = 41
+    assert fresh.encode() == expected.encode()
