@@ -50,6 +50,11 @@ def coerce_ext(raw: Any) -> dict[str, str]:
         return {}
     if not isinstance(raw, dict):
         raise RemoteProtocolError(f"extFields must be a JSON object, got {type(raw).__name__}")
+    for v in raw.values():
+        if type(v) is not str:
+            break
+    else:  # the usual case (Java, Go and our clients send strings): the parsed dict as it is
+        return raw
     try:
         return {str(k): ext_str(v) for k, v in raw.items() if v is not None}
     except RecursionError:  # a value nested nearly as deep as the decoder allows
