@@ -16,9 +16,10 @@ _STYPES = (SerializeType.JSON, SerializeType.ROCKETMQ)
 
 def _as_ext(fields: dict[str, Any]) -> dict[str, str]:
     """extFields with every value a string (Java's toString), None values dropped."""
-    if all(type(v) is str for v in fields.values()):
-        return dict(fields)
-    return {k: header_codec.ext_str(v) for k, v in fields.items() if v is not None}
+    for v in fields.values():  # a loop, not all(...): this runs for every request made
+        if type(v) is not str:
+            return {k: header_codec.ext_str(v) for k, v in fields.items() if v is not None}
+    return dict(fields)
 
 
 class RemotingCommand:
