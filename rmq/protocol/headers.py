@@ -15,11 +15,16 @@ durations, broker ids and subVersion, an int for everything else.
 from __future__ import annotations
 
 import dataclasses
+import json
 import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from .codes import CURRENT_VERSION, LanguageCode, SerializeType
+from .command import RemotingCommand
 from .errors import HeaderError
+from .frame import encode_frame
+from .header_codec import _LANG_NAME
 
 H = TypeVar("H", bound="Header")
 
@@ -185,6 +190,100 @@ V2_TO_V1 = {
 V1_TO_V2 = {v: k for k, v in V2_TO_V1.items()}
 _READ_V2 = _compile_read(SendMessageRequestHeader, V1_TO_V2)
 _WRITE_V2 = _compile_write(SendMessageRequestHeader, V1_TO_V2)
+
+
+_enc = json.encoder.encode_basestring  # the C escaper, as header_codec.encode_json uses it
+_SEND_HEADS: dict[tuple[str, str, str], str] = {}  # (group, topic, default topic) -> encoded "a","b","c"
+
+
+class SendMessageRequest(RemotingCommand):
+    """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE made from a SendMessageRequestHeader.
+
+    A producer sends one per message, so its JSON header is written straight from the header's
+    fields: the bytes of the generic path (tests compare them) at about half its cost. Anything
+    unusual (extFields read or changed, e.g. to sign them; a remark; the binary serialization;
+    a field of an unexpected type) takes the generic path.
+    """
+
+    __slots__ = ("header",)
+    header: SendMessageRequestHeader
+
+    @classmethod
+    def of(cls, code: int, header: SendMessageRequestHeader, body: bytes) -> SendMessageRequest:
+        cmd = cls.__new__(cls)
+        cmd.code = code
+        cmd.language = LanguageCode.PYTHON
+        cmd.version = CURRENT_VERSION
+        cmd.opaque = 0
+        cmd.flag = 0
+        cmd.remark = None
+        cmd.body = body
+        cmd.serialize_type = SerializeType.JSON
+        cmd._ext = None  # made from the header when asked for
+        cmd._ext_raw = None
+        cmd.header = header
+        return cmd
+
+    @property
+    def ext_fields(self) -> dict[str, str]:
+        ext = self._ext
+        if ext is None:
+            ext = self._ext = _WRITE_V2(self.header)
+        return ext
+
+    @ext_fields.setter
+    def ext_fields(self, value: dict[str, Any]) -> None:
+        RemotingCommand.ext_fields.fset(self, value)  # type: ignore[attr-defined]
+
+    def encode(self) -> bytes:
+        if self._ext is not None or self.remark is not None or self.serialize_type != SerializeType.JSON:
+            return super().encode()
+        h = self.header
+        group, topic, default = h.producer_group, h.topic, h.default_topic
+        d, e, f, g, flag = h.default_topic_queue_nums, h.queue_id, h.sys_flag, h.born_timestamp, h.flag
+        props, reconsume, unit, max_reconsume, batch = (
+            h.properties,
+            h.reconsume_times,
+            h.unit_mode,
+            h.max_reconsume_times,
+            h.batch,
+        )
+        if (
+            type(group) is not str
+            or type(topic) is not str
+            or type(default) is not str
+            or type(d) is not int
+            or type(e) is not int
+            or type(f) is not int
+            or type(g) is not int
+            or type(flag) is not int
+            or (props is not None and type(props) is not str)
+            or (reconsume is not None and type(reconsume) is not int)
+            or (max_reconsume is not None and type(max_reconsume) is not int)
+            or h.bname is not None
+        ):
+            return super().encode()
+        head = _SEND_HEADS.get((group, topic, default))
+        if head is None:
+            if len(_SEND_HEADS) > 4096:
+                _SEND_HEADS.clear()
+            head = _SEND_HEADS[group, topic, default] = f'"a":{_enc(group)},"b":{_enc(topic)},"c":{_enc(default)}'
+        parts = [f'{{"code":{int(self.code)},"extFields":{{{head},"d":"{d}","e":"{e}","f":"{f}","g":"{g}","h":"{flag}"']
+        if props is not None:
+            parts.append(f',"i":{_enc(props)}')
+        if reconsume is not None:
+            parts.append(f',"j":"{reconsume}"')
+        if unit is not None:
+            parts.append(',"k":"true"' if unit else ',"k":"false"')
+        if max_reconsume is not None:
+            parts.append(f',"l":"{max_reconsume}"')
+        if batch is not None:
+            parts.append(',"m":"true"' if batch else ',"m":"false"')
+        parts.append(
+            f'}},"flag":{int(self.flag)},"language":"{_LANG_NAME.get(self.language, "OTHER")}","opaque":'
+            f'{int(self.opaque)},"serializeTypeCurrentRPC":"JSON","version":{int(self.version)}}}'
+        )
+        return encode_frame(SerializeType.JSON, "".join(parts).encode(), self.body)
 
 
 @dataclass(slots=True)

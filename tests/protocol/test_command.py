@@ -23,6 +23,7 @@ from rmq.protocol import (
     SerializeType,
     encode_frame,
 )
+from rmq.protocol.headers import SendMessageRequest, SendMessageRequestHeader
 
 INT16 = st.integers(-(2**15), 2**15 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -247,3 +248,53 @@ def test_send_response_with_a_remark_or_changed_fields_is_encoded_generically() 
     expected.remark = None
     expected.opaque = 41
     assert fresh.encode() == expected.encode()
+
+
+# -- SendMessageRequest: a producer's send request, written from its header -------------------
+
+_opt_int = st.none() | st.integers(-(2**31), 2**31 - 1)
+_opt_bool = st.none() | st.booleans()
+
+
+@st.composite
+def _send_headers(draw: st.DrawFn) -> SendMessageRequestHeader:
+    return SendMessageRequestHeader(
+        producer_group=draw(st.text(max_size=20)),
+        topic=draw(st.text(max_size=20)),
+        default_topic=draw(st.text(max_size=10)),
+        default_topic_queue_nums=draw(INT32),
+        queue_id=draw(INT32),
+        sys_flag=draw(INT32),
+        born_timestamp=draw(st.integers(0, 2**63 - 1)),
+        flag=draw(INT32),
+        properties=draw(st.none() | st.text(max_size=60)),
+        reconsume_times=draw(_opt_int),
+        unit_mode=draw(_opt_bool),
+        max_reconsume_times=draw(_opt_int),
+        batch=draw(_opt_bool),
+        bname=draw(st.none() | st.text(max_size=8)),
+    )
+
+
+@given(header=_send_headers(), opaque=st.integers(0, 2**31 - 1), oneway=st.booleans(), body=st.binary(max_size=64))
+def test_send_request_is_the_generic_encoding(
+    header: SendMessageRequestHeader, opaque: int, oneway: bool, body: bytes
+) -> None:
+    fast = SendMessageRequest.of(RequestCode.SEND_MESSAGE_V2, header, body)
+    generic = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2_ext(), body)
+    for cmd in (fast, generic):  # what the connection sets before it writes a request
+        cmd.opaque = opaque
+        cmd.flag = RPC_ONEWAY if oneway else 0
+    assert fast.encode() == generic.encode()
+    decoded = RemotingCommand.decode(fast.encode()[4:])
+    assert SendMessageRequestHeader.from_v2_ext(decoded.ext_fields) == header
+    assert decoded.body == body
+
+
+def test_a_signed_send_request_keeps_its_signature() -> None:
+    header = SendMessageRequestHeader(producer_group="g", topic="T", queue_id=1, properties="a\x01b\x02")
+    fast = SendMessageRequest.of(RequestCode.SEND_MESSAGE_V2, header, b"body")
+    fast.ext_fields["AccessKey"] = "ak"  # as acl.sign adds its fields
+    assert RemotingCommand.decode(fast.encode()[4:]).ext_fields["AccessKey"] == "ak"
+    fast.ext_fields = {"b": "T2"}
+    assert fast.ext_fields == {"b": "T2"}
