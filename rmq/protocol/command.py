@@ -208,8 +208,8 @@ class SendMessageResponse(RemotingCommand):
     """The answer to a stored send: SendMessageResponseHeader's fields (msgId, queueId,
     queueOffset, MSG_REGION, TRACE_ON) as extFields, no body.
 
-    Every send gets one, so its JSON header is written straight from the fields: about a
-    fifth of the generic path's cost, the same bytes (tests compare them). Anything else (a
+    Every send gets one, so its JSON header is written straight from the fields: less than
+    half the generic path's cost, the same bytes (tests compare them). Anything else (a
     remark, the binary serialization, extFields read or changed) takes the generic path.
     """
 

@@ -15,7 +15,6 @@ durations, broker ids and subVersion, an int for everything else.
 from __future__ import annotations
 
 import dataclasses
-import json
 import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -25,6 +24,7 @@ from .command import RemotingCommand
 from .errors import HeaderError
 from .frame import encode_frame
 from .header_codec import _LANG_NAME
+from .header_codec import _encode_basestring as _enc  # the C escaper encode_json uses
 
 H = TypeVar("H", bound="Header")
 
@@ -192,7 +192,6 @@ _READ_V2 = _compile_read(SendMessageRequestHeader, V1_TO_V2)
 _WRITE_V2 = _compile_write(SendMessageRequestHeader, V1_TO_V2)
 
 
-_enc = json.encoder.encode_basestring  # the C escaper, as header_codec.encode_json uses it
 _SEND_HEADS: dict[tuple[str, str, str], str] = {}  # (group, topic, default topic) -> encoded "a","b","c"
 
 
