@@ -176,7 +176,7 @@ class ClientAPI:
         oneway: bool = False,
     ) -> SendResult | None:
         """SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE; None for a oneway send."""
-        request = H.SendMessageRequest.of(code, header, body)
+        request = H.HeaderCommand.make(code, header, body, writers=H.V2_WRITERS)
         if oneway:
             await self.invoke_oneway(addr, request, timeout)
             return None

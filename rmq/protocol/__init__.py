@@ -14,7 +14,6 @@ from .codes import ResponseCode as ResponseCode
 from .codes import SerializeType as SerializeType
 from .codes import code_name as code_name
 from .command import RemotingCommand as RemotingCommand
-from .command import SendMessageResponse as SendMessageResponse
 from .errors import FrameTooLarge as FrameTooLarge
 from .errors import HeaderError as HeaderError
 from .errors import LocalProtocolError as LocalProtocolError

@@ -163,16 +163,20 @@ class RemotingCommand:
 
     def encode(self) -> bytes:
         """The whole frame, length prefix included, in this command's serialize type."""
-        ext = self.ext_fields
         if self.serialize_type == SerializeType.ROCKETMQ:
             header = header_codec.encode_binary(
-                self.code, self.language, self.version, self.opaque, self.flag, self.remark, ext
+                self.code, self.language, self.version, self.opaque, self.flag, self.remark, self.ext_fields
             )
         else:
-            header = header_codec.encode_json(
-                self.code, self.language, self.version, self.opaque, self.flag, self.remark, ext
+            header = header_codec.encode_json_around(
+                self.code, self.language, self.version, self.opaque, self.flag, self.remark, self._ext_json()
             )
         return encode_frame(self.serialize_type, header, self.body)
+
+    def _ext_json(self) -> str:
+        """extFields as encode_json_around takes them; a subclass may write them its own way."""
+        ext = self.ext_fields
+        return header_codec.encode_ext_json(ext) if ext else ""
 
     # -- value semantics (tests, logs) ------------------------------------------------
 
@@ -198,68 +202,3 @@ class RemotingCommand:
             f"<RemotingCommand {kind} code={self.code} opaque={self.opaque} remark={self.remark!r} "
             f"ext={self.ext_fields!r} body={len(self.body)}B>"
         )
-
-
-_enc = header_codec._encode_basestring  # the C escaper
-_REGIONS: dict[str, str] = {}  # region id -> its escaped JSON form (one or two per broker)
-
-
-class SendMessageResponse(RemotingCommand):
-    """The answer to a stored send: SendMessageResponseHeader's fields (msgId, queueId,
-    queueOffset, MSG_REGION, TRACE_ON) as extFields, no body.
-
-    Every send gets one, so its JSON header is written straight from the fields: less than
-    half the generic path's cost, the same bytes (tests compare them). Anything else (a
-    remark, the binary serialization, extFields read or changed) takes the generic path.
-    """
-
-    __slots__ = ()
-
-    @classmethod
-    def to(
-        cls,
-        request: RemotingCommand,
-        code: int,
-        msg_id: str,
-        queue_id: int,
-        queue_offset: int,
-        region: str,
-        trace_on: bool,
-        remark: str | None = None,
-    ) -> SendMessageResponse:
-        """The response to ``request`` (its opaque and serialization) with ``code``."""
-        cmd = cls.__new__(cls)
-        cmd.code = code
-        cmd.language = LanguageCode.PYTHON
-        cmd.version = CURRENT_VERSION
-        cmd.opaque = request.opaque
-        cmd.flag = RPC_TYPE
-        cmd.remark = remark
-        cmd.body = b""
-        cmd.serialize_type = request.serialize_type
-        cmd._ext = None  # built from _ext_raw only if someone asks (then encoded generically)
-        cmd._ext_raw = {
-            "msgId": msg_id,
-            "queueId": str(queue_id),
-            "queueOffset": str(queue_offset),
-            "MSG_REGION": region,
-            "TRACE_ON": "true" if trace_on else "false",
-        }
-        return cmd
-
-    def encode(self) -> bytes:
-        raw = self._ext_raw
-        if self._ext is not None or self.remark is not None or self.body or self.serialize_type != SerializeType.JSON:
-            return super().encode()
-        region = _REGIONS.get(raw["MSG_REGION"])
-        if region is None:
-            if len(_REGIONS) > 64:
-                _REGIONS.clear()
-            region = _REGIONS[raw["MSG_REGION"]] = _enc(raw["MSG_REGION"])
-        header = (
-            f'{{"code":{int(self.code)},"extFields":{{"msgId":{_enc(raw["msgId"])},"queueId":"{raw["queueId"]}",'
-            f'"queueOffset":"{raw["queueOffset"]}","MSG_REGION":{region},"TRACE_ON":"{raw["TRACE_ON"]}"}},'
-            f'"flag":{int(self.flag)},"language":"{header_codec._LANG_NAME.get(self.language, "OTHER")}",'
-            f'"opaque":{int(self.opaque)},"serializeTypeCurrentRPC":"JSON","version":{int(self.version)}}}'
-        ).encode()
-        return encode_frame(SerializeType.JSON, header, b"")

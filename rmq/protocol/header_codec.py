@@ -117,42 +117,42 @@ _KEYS: dict[str, str] = {}  # extFields name -> its encoded form and the colon
 _KEYS_LIMIT = 4096
 
 
+def encode_ext_json(ext: dict[str, str]) -> str:
+    """extFields as JSON members, ``"k":"v",...`` without the braces (what ``encode_json_around``
+    takes)."""
+    enc = _encode_basestring
+    keys = _KEYS
+    if len(keys) > _KEYS_LIMIT:  # names are a few dozen header fields; never grow unbounded
+        keys.clear()
+    return ",".join(
+        [
+            (keys.get(k) or keys.setdefault(k, enc(k) + ":")) + enc(v if type(v) is str else ext_str(v))
+            for k, v in ext.items()
+        ]
+    )
+
+
 def encode_json(
     code: int, language: int, version: int, opaque: int, flag: int, remark: str | None, ext: dict[str, str] | None
 ) -> bytes:
-    """fastjson's shape: fields in alphabetical order, nulls left out, no whitespace.
+    """fastjson's shape: fields in alphabetical order, nulls left out, no whitespace."""
+    return encode_json_around(code, language, version, opaque, flag, remark, encode_ext_json(ext) if ext else "")
+
+
+def encode_json_around(
+    code: int, language: int, version: int, opaque: int, flag: int, remark: str | None, ext_json: str
+) -> bytes:
+    """``encode_json`` with the extFields already encoded (``encode_ext_json``'s form; "" for none).
 
     Assembled by hand: this runs for every frame, and the generic encoder's Python-level
     wrapper costs more than the work.
     """
-    enc = _encode_basestring
-    parts = ['{"code":', str(int(code))]
-    if ext:
-        keys = _KEYS
-        if len(keys) > _KEYS_LIMIT:  # names are a few dozen header fields; never grow unbounded
-            keys.clear()
-        parts.append(',"extFields":{')
-        parts.append(
-            ",".join(
-                [
-                    (keys.get(k) or keys.setdefault(k, enc(k) + ":")) + enc(v if type(v) is str else ext_str(v))
-                    for k, v in ext.items()
-                ]
-            )
-        )
-        parts.append("}")
-    parts += [
-        ',"flag":',
-        str(int(flag)),
-        ',"language":"',
-        _LANG_NAME.get(language, "OTHER"),
-        '","opaque":',
-        str(int(opaque)),
-    ]
-    if remark is not None:
-        parts += [',"remark":', enc(remark)]
-    parts += [',"serializeTypeCurrentRPC":"JSON","version":', str(int(version)), "}"]
-    return "".join(parts).encode("utf-8")
+    ext_part = f',"extFields":{{{ext_json}}}' if ext_json else ""
+    remark_part = "" if remark is None else f',"remark":{_encode_basestring(remark)}'
+    return (
+        f'{{"code":{int(code)}{ext_part},"flag":{int(flag)},"language":"{_LANG_NAME.get(language, "OTHER")}",'
+        f'"opaque":{int(opaque)}{remark_part},"serializeTypeCurrentRPC":"JSON","version":{int(version)}}}'
+    ).encode()
 
 
 def decode_binary(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | None, bytes | None]:

@@ -19,11 +19,16 @@ from rmq.protocol import (
     RemotingCommand,
     RequestCode,
     ResponseCode,
-    SendMessageResponse,
     SerializeType,
     encode_frame,
 )
-from rmq.protocol.headers import SendMessageRequest, SendMessageRequestHeader
+from rmq.protocol.headers import (
+    V2_WRITERS,
+    HeaderCommand,
+    PullMessageRequestHeader,
+    SendMessageRequestHeader,
+    SendMessageResponseHeader,
+)
 
 INT16 = st.integers(-(2**15), 2**15 - 1)
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -182,7 +187,7 @@ def test_random_frames_raise_only_protocol_errors(data: bytes) -> None:
         pass
 
 
-# -- SendMessageResponse: the send answer's own header writer ---------------------------
+# -- HeaderCommand: a send's answer, written from its header ---------------------------------
 
 
 def _generic_send_response(request: RemotingCommand, code: int, fields: tuple[str, int, int, str, bool]) -> bytes:
@@ -195,6 +200,16 @@ def _generic_send_response(request: RemotingCommand, code: int, fields: tuple[st
         "TRACE_ON": "true" if trace_on else "false",
     }
     return request.make_response(code, None, ext).encode()
+
+
+def _answer(
+    request: RemotingCommand, code: int, fields: tuple[str, int, int, str, bool], remark: str | None = None
+) -> HeaderCommand:
+    msg_id, queue_id, queue_offset, region, trace_on = fields
+    header = SendMessageResponseHeader(
+        msg_id, queue_id, queue_offset, msg_region=region, trace_on="true" if trace_on else "false"
+    )
+    return HeaderCommand.response_to(request, code, header, remark)
 
 
 _send_fields = st.tuples(
@@ -218,7 +233,7 @@ def test_send_response_is_the_generic_encoding(
     stype = SerializeType.ROCKETMQ if binary else SerializeType.JSON
     request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g"}, b"x", serialize_type=stype)
     request.opaque = opaque
-    fast = SendMessageResponse.to(request, code, *fields)
+    fast = _answer(request, code, fields)
     assert fast.encode() == _generic_send_response(request, code, fields)
     # decodes as any response, with the header's fields as extFields
     frame = fast.encode()
@@ -232,25 +247,25 @@ def test_send_response_with_a_remark_or_changed_fields_is_encoded_generically() 
     request = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"a": "g"}, b"x")
     request.opaque = 9
     fields = ("7F000001000029C40000000000001234", 1, 2, "DefaultRegion", False)
-    with_remark = SendMessageResponse.to(request, ResponseCode.SUCCESS, *fields, remark="slow disk")
+    with_remark = _answer(request, ResponseCode.SUCCESS, fields, remark="slow disk")
     expected = request.make_response(
         ResponseCode.SUCCESS,
         "slow disk",
         {"msgId": fields[0], "queueId": "1", "queueOffset": "2", "MSG_REGION": "DefaultRegion", "TRACE_ON": "false"},
     )
     assert with_remark.encode() == expected.encode()
-    changed = SendMessageResponse.to(request, ResponseCode.SUCCESS, *fields)
+    changed = _answer(request, ResponseCode.SUCCESS, fields)
     changed.ext_fields["extra"] = "yes"  # e.g. a hook adding a field: it must not be lost
     assert json.loads(changed.encode()[8:])["extFields"]["extra"] == "yes"
     # the connection sets the request's opaque again before it writes the answer
-    fresh = SendMessageResponse.to(request, ResponseCode.SUCCESS, *fields)
+    fresh = _answer(request, ResponseCode.SUCCESS, fields)
     fresh.opaque = 41
     expected.remark = None
     expected.opaque = 41
     assert fresh.encode() == expected.encode()
 
 
-# -- SendMessageRequest: a producer's send request, written from its header -------------------
+# -- HeaderCommand: a producer's send request, written from its header -----------------------
 
 _opt_int = st.none() | st.integers(-(2**31), 2**31 - 1)
 _opt_bool = st.none() | st.booleans()
@@ -280,7 +295,7 @@ def _send_headers(draw: st.DrawFn) -> SendMessageRequestHeader:
 def test_send_request_is_the_generic_encoding(
     header: SendMessageRequestHeader, opaque: int, oneway: bool, body: bytes
 ) -> None:
-    fast = SendMessageRequest.of(RequestCode.SEND_MESSAGE_V2, header, body)
+    fast = HeaderCommand.make(RequestCode.SEND_MESSAGE_V2, header, body, writers=V2_WRITERS)
     generic = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_v2_ext(), body)
     for cmd in (fast, generic):  # what the connection sets before it writes a request
         cmd.opaque = opaque
@@ -293,8 +308,24 @@ def test_send_request_is_the_generic_encoding(
 
 def test_a_signed_send_request_keeps_its_signature() -> None:
     header = SendMessageRequestHeader(producer_group="g", topic="T", queue_id=1, properties="a\x01b\x02")
-    fast = SendMessageRequest.of(RequestCode.SEND_MESSAGE_V2, header, b"body")
+    fast = HeaderCommand.make(RequestCode.SEND_MESSAGE_V2, header, b"body", writers=V2_WRITERS)
     fast.ext_fields["AccessKey"] = "ak"  # as acl.sign adds its fields
     assert RemotingCommand.decode(fast.encode()[4:]).ext_fields["AccessKey"] == "ak"
     fast.ext_fields = {"b": "T2"}
     assert fast.ext_fields == {"b": "T2"}
+
+
+@given(
+    group=st.text(max_size=10),
+    offset=st.integers(-(2**63), 2**63 - 1),
+    subscription=st.none() | st.text(max_size=20),
+    max_bytes=st.none() | INT32,
+)
+def test_any_header_command_is_the_generic_encoding(
+    group: str, offset: int, subscription: str | None, max_bytes: int | None
+) -> None:
+    header = PullMessageRequestHeader(group, "T", 3, offset, subscription=subscription, max_msg_bytes=max_bytes)
+    fast = HeaderCommand.make(RequestCode.PULL_MESSAGE, header)
+    generic = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+    assert fast.encode() == generic.encode()
+    assert fast.ext_fields == header.to_ext()

@@ -21,11 +21,12 @@ from typing import TYPE_CHECKING, Any
 from rmq.later import Later
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
-from rmq.protocol.command import SendMessageResponse
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
+    HeaderCommand,
     SendMessageRequestHeader,
+    SendMessageResponseHeader,
 )
 from rmq.protocol.message import (
     COMPRESSED_FLAG,
@@ -365,9 +366,14 @@ class SendProcessor:
             return fail(request, code, detail or result.status.value)
         self.broker.stats.count_in(topic, max(result.msg_num, 1), len(request.body or b""))
         config = self.broker.config
-        return SendMessageResponse.to(
-            request, code, result.msg_id, queue_id, result.queue_offset, config.region_id, config.trace_on, remark
+        header = SendMessageResponseHeader(
+            msg_id=result.msg_id,
+            queue_id=queue_id,
+            queue_offset=result.queue_offset,
+            msg_region=config.region_id,
+            trace_on="true" if config.trace_on else "false",
         )
+        return HeaderCommand.response_to(request, code, header, remark)
 
     # -- CONSUMER_SEND_MSG_BACK -----------------------------------------------------------
 
