@@ -93,7 +93,10 @@ def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | 
         raise RemoteProtocolError("header JSON is not an object")
     if has_surrogate_escape(text):
         obj = scrub_surrogates(obj)
-    code = _int_field(obj, "code")
+    # the usual case inline (a JSON int); _int_field coerces strings or complains
+    code = obj.get("code")
+    if type(code) is not int:
+        code = _int_field(obj, "code")
     lang_raw = obj.get("language", "JAVA")
     if type(lang_raw) is str:
         language = _LANG_BY_NAME.get(lang_raw, LanguageCode.OTHER)
@@ -101,9 +104,15 @@ def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | 
         language = _LANG_BY_VALUE.get(lang_raw, LanguageCode.OTHER)
     else:
         raise RemoteProtocolError(f"header field 'language' has a bad value {lang_raw!r}")
-    version = _int_field(obj, "version", 0)
-    opaque = _int_field(obj, "opaque", 0)
-    flag = _int_field(obj, "flag", 0)
+    version = obj.get("version", 0)
+    if type(version) is not int:
+        version = _int_field(obj, "version", 0)
+    opaque = obj.get("opaque", 0)
+    if type(opaque) is not int:
+        opaque = _int_field(obj, "opaque", 0)
+    flag = obj.get("flag", 0)
+    if type(flag) is not int:
+        flag = _int_field(obj, "flag", 0)
     remark = obj.get("remark")
     if remark is not None and type(remark) is not str:
         remark = ext_str(remark)
