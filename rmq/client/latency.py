@@ -55,14 +55,16 @@ class LatencyFaultTolerance:
         self._items: dict[str, _FaultItem] = {}
         self._worst = itertools.count()
 
-    def update(self, broker_name: str, latency: float, *, isolation: bool = False) -> None:
-        """Record a send to `broker_name` that took `latency` s (failed if `isolation`)."""
+    def update(self, broker_name: str, latency: float, *, isolation: bool = False, now: float | None = None) -> None:
+        """Record a send to `broker_name` that took `latency` s (failed if `isolation`), ending
+        `now` (read from the clock when not given)."""
         duration = not_available_duration(ISOLATION_LATENCY if isolation else latency)
-        self._items[broker_name] = _FaultItem(broker_name, latency, self._clock() + duration)
+        end = self._clock() if now is None else now
+        self._items[broker_name] = _FaultItem(broker_name, latency, end + duration)
 
-    def is_available(self, broker_name: str) -> bool:
+    def is_available(self, broker_name: str, now: float | None = None) -> bool:
         item = self._items.get(broker_name)
-        return item is None or self._clock() >= item.available_from
+        return item is None or (self._clock() if now is None else now) >= item.available_from
 
     def remove(self, broker_name: str) -> None:
         self._items.pop(broker_name, None)

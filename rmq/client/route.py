@@ -153,8 +153,12 @@ class PublishInfo:
     def next_index(self) -> int:
         return next(self._index)
 
-    def select(self, last_broker: str | None = None, faults: LatencyFaultTolerance | None = None) -> MessageQueue:
-        """The next queue for a send; see the module docstring. IndexError if there are none."""
+    def select(
+        self, last_broker: str | None = None, faults: LatencyFaultTolerance | None = None, now: float | None = None
+    ) -> MessageQueue:
+        """The next queue for a send; see the module docstring. IndexError if there are none.
+
+        `now` is the faults' clock read by the caller (read here when not given)."""
         queues = self.queues
         n = len(queues)
         if n == 0:
@@ -163,7 +167,7 @@ class PublishInfo:
         if faults is not None:
             for i in range(n):
                 mq = queues[(start + i) % n]
-                if mq.broker_name != last_broker and faults.is_available(mq.broker_name):
+                if mq.broker_name != last_broker and faults.is_available(mq.broker_name, now):
                     return mq
             name = faults.pick_one_at_least()
             if name is not None:

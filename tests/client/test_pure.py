@@ -217,6 +217,16 @@ def test_fault_avoidance() -> None:
     assert not_available_duration(0.049) == 0 and not_available_duration(15) == 600
 
 
+def test_fault_avoidance_with_the_callers_clock_reading() -> None:
+    """A send reads the clock once and hands the reading on: it must mean what the clock says."""
+    faults = LatencyFaultTolerance(lambda: pytest.fail("the caller gave the time"))
+    info = _two_broker_info()
+    faults.update("a", 0.6, now=100.0)  # slow: avoided 30 s from its end
+    assert not faults.is_available("a", 129.0) and faults.is_available("a", 130.0)
+    assert all(info.select(faults=faults, now=129.0).broker_name == "b" for _ in range(10))
+    assert {info.select(faults=faults, now=130.0).broker_name for _ in range(10)} == {"a", "b"}
+
+
 # --- subscriptions, process queue, errors, config -----------------------------------------
 
 
