@@ -29,6 +29,7 @@ log = logging.getLogger("rmq.store.dispatch")
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _NOT_DISPATCHED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _MAX_PENDING = 256 * 1024  # bytes of consume queue entries held in memory per queue
+_INDEX_AFTER = 256  # records whose index entries may wait for the end of a dispatch pass
 
 
 class ArrivalListener(Protocol):
@@ -126,6 +127,7 @@ class Dispatcher:
         limit = max_records if max_records is not None else -1
         done = 0
         offset = self.reput_offset
+        indexing: list[tuple[str, int, int, int, str | None, str | None]] = []
         while offset < end and done != limit:
             mf = files.find(offset)
             if mf is None:
@@ -178,18 +180,34 @@ class Dispatcher:
                     if len(cq.pending) > _MAX_PENDING:
                         cq.drain()  # bound memory when flushes fall behind; durability unchanged
                 if index is not None:
-                    try:
-                        index.build(topic, offset, store_ts, sys_flag, props.get(P.KEYS), props.get(P.UNIQ_KEY))
-                    except OSError as exc:  # the record stays unindexed; queues matter more
-                        log.error("cannot index the record at %d: %s", offset, exc)
+                    indexing.append((topic, offset, store_ts, sys_flag, props.get(P.KEYS), props.get(P.UNIQ_KEY)))
+                    if len(indexing) >= _INDEX_AFTER:  # a long pass (a replay) keeps a bounded list
+                        self._index(indexing)
                 offset = self.reput_offset = offset + size
                 self.last_timestamp = store_ts
                 done += 1
                 if listener is not None and queued:
                     listener.arriving(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
         self.dispatched_total += done
-        if done and listener is not None:
-            after = getattr(listener, "dispatched", None)
-            if after is not None:
-                after()
+        try:
+            if done and listener is not None:
+                after = getattr(listener, "dispatched", None)
+                if after is not None:
+                    after()
+        finally:
+            # The index comes after the listener: a pull that these records woke is answered
+            # first (S4's latency; no request runs before this call returns, so a query by key
+            # still finds them)
+            if indexing:
+                self._index(indexing)
         return done
+
+    def _index(self, records: list[tuple[str, int, int, int, str | None, str | None]]) -> None:
+        """Index `records` (topic, offset, store timestamp, sysFlag, KEYS, UNIQ_KEY) and empty the list."""
+        build = self.index.build  # type: ignore[union-attr]
+        for topic, offset, store_ts, sys_flag, keys, uniq_key in records:
+            try:
+                build(topic, offset, store_ts, sys_flag, keys, uniq_key)
+            except OSError as exc:  # the record stays unindexed; queues matter more
+                log.error("cannot index the record at %d: %s", offset, exc)
+        records.clear()

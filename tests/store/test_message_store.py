@@ -444,6 +444,32 @@ def test_arrival_listener_and_topics(open_store) -> None:
     assert _put(store, "A", 0).queue_offset == 0
 
 
+def test_woken_pulls_run_before_the_index_and_a_long_pass_indexes_everything(open_store) -> None:
+    """A dispatch pass tells its listener (the broker answers woken pulls there) before it
+    writes index entries, and the index is complete when the pass returns; a pass longer
+    than the held batch (a replay) indexes every record."""
+    seen = []
+
+    class Listener:
+        def arriving(self, *args) -> None:
+            pass
+
+        def dispatched(self) -> None:
+            seen.append(len(store.query_message("T", "K1", 32).records))
+
+    store = open_store()
+    store.arrival_listener = Listener()
+    _put(store, "T", 0, KEYS="K1")
+    store.dispatch_pending()
+    assert seen == [0]  # not indexed yet while the pulls were answered
+    assert len(store.query_message("T", "K1", 32).records) == 1
+    store.arrival_listener = None
+    for i in range(600):
+        _put(store, "T", 0, KEYS=f"L{i}")
+    assert store.dispatch_pending() == 600
+    assert [len(store.query_message("T", f"L{i}", 32).records) for i in (0, 255, 256, 599)] == [1, 1, 1, 1]
+
+
 def test_import_does_not_pull_in_trio() -> None:
     code = (
         "import sys, rmq.store, rmq.protocol.message\n"

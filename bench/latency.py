@@ -1,0 +1,162 @@
+"""End-to-end latency at a fixed rate (the harness's S4 shape), without the peer harness.
+
+    python bench/latency.py                          # 1,000 msg/s for 10 s, 1 KiB, ASYNC_FLUSH
+    python bench/latency.py --rate 1000 --seconds 10 --size 1024 --repeat 3
+    python bench/latency.py --flush SYNC_FLUSH
+
+A name server and a broker run as their own processes (`python -m rmq namesrv` / `broker`, a
+fresh store in a temporary directory, one single-queue topic). A consumer process polls the
+topic with our `PullConsumer`; a producer process sends `--rate` messages a second with our
+`Producer`, one at a time, each body carrying CLOCK_MONOTONIC (shared by the processes) at
+the moment before its send. The consumer takes each message's latency when `poll` hands it
+over. Prints p50 / p90 / p99 / max in ms over the messages after `--warmup` seconds, with the
+machine's load; `--repeat N` runs N times over fresh processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.ha import free_port, spawn
+from rmq.client import ConsumeFromWhere, Message, MQAdmin, Producer, PullConsumer
+from rmq.client.admin import TopicConfig
+
+TOPIC = "BenchLatency"
+STAMP = struct.Struct(">q")
+
+
+async def produce(namesrv: str, rate: float, count: int, size: int) -> None:
+    pad = b"x" * (size - STAMP.size)
+    async with Producer("bench_latency_producer", namesrv, send_timeout=30.0) as producer:
+        start = trio.current_time()
+        for i in range(count):
+            await trio.sleep_until(start + i / rate)
+            await producer.send(Message(TOPIC, STAMP.pack(time.monotonic_ns()) + pad))
+
+
+async def consume(namesrv: str, count: int, idle: float) -> None:
+    """Prints "ready" once polling, then the latencies (ms, in arrival order) as JSON."""
+    latencies: list[float] = []
+    consumer = PullConsumer("bench_latency_consumer", namesrv, consume_from_where=ConsumeFromWhere.LAST_OFFSET)
+    consumer.subscribe(TOPIC)
+    async with consumer as running:
+        print("ready", flush=True)
+        while len(latencies) < count:
+            msgs = await running.poll(idle)
+            now = time.monotonic_ns()
+            if not msgs:
+                break
+            latencies.extend((now - STAMP.unpack_from(m.body)[0]) / 1e6 for m in msgs)
+    print(json.dumps(latencies), flush=True)
+
+
+def role(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def once(args: argparse.Namespace) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="rmq-bench-latency-") as tmp:
+        work = Path(tmp)
+        ns_port, port = free_port(), free_port(3)
+        ns = f"127.0.0.1:{ns_port}"
+        conf = work / "broker.conf"
+        conf.write_text(
+            f"brokerName=bench-latency\nnamesrvAddr={ns}\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\n"
+            f"listenPort={port}\nstorePathRootDir={work / 'store'}\nflushDiskType={args.flush}\n"
+        )
+        procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
+        try:
+            procs.append(spawn(["broker", "-c", str(conf)], work / "broker.log"))
+            trio.run(create_topic, ns, f"127.0.0.1:{port}")
+            count = int(args.rate * args.seconds)
+            consumer = role(["--role", "consume", "-n", ns, "--count", str(count)])
+            assert consumer.stdout is not None
+            if consumer.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"the consumer did not start: {consumer.communicate()[1][-2000:]}")
+            time.sleep(1.0)  # its first pull parked at the broker
+            sending = ["--count", str(count), "--rate", str(args.rate), "--size", str(args.size)]
+            producer = role(["--role", "produce", "-n", ns, *sending])
+            _, err = producer.communicate(timeout=args.seconds * 3 + 60)
+            if producer.returncode:
+                raise RuntimeError(f"the producer failed: {err[-2000:]}")
+            out, err = consumer.communicate(timeout=60)
+            if consumer.returncode:
+                raise RuntimeError(f"the consumer failed: {err[-2000:]}")
+        finally:
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(20)
+    latencies = json.loads(out.strip().splitlines()[-1])
+    kept = sorted(latencies[int(args.rate * args.warmup) :])
+    if not kept:
+        raise RuntimeError(f"no message arrived after the warm-up ({len(latencies)} in all)")
+
+    def pct(q: float) -> float:
+        return kept[min(len(kept) - 1, int(len(kept) * q))]
+
+    quantiles = {"p50": pct(0.5), "p90": pct(0.9), "p99": pct(0.99), "max": kept[-1]}
+    return {"sent": count, "received": len(latencies), **quantiles}
+
+
+async def create_topic(ns: str, broker: str) -> None:
+    async with MQAdmin(ns, timeout=10) as admin:
+        await admin.create_topic(broker, TopicConfig(TOPIC, read_queue_nums=1, write_queue_nums=1))
+        with trio.fail_after(30):  # until the name server has the route
+            while True:
+                try:
+                    await admin.topic_route(TOPIC)
+                    return
+                except Exception:  # noqa: BLE001 - not registered yet
+                    await trio.sleep(0.1)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rate", type=float, default=1000.0, help="messages a second (default 1000)")
+    parser.add_argument("--seconds", type=float, default=10.0, help="how long the producer sends (default 10)")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes, at least 8 (default 1024)")
+    parser.add_argument("--warmup", type=float, default=1.0, help="seconds of messages left out (default 1)")
+    parser.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
+    parser.add_argument("--repeat", type=int, default=1, help="runs over fresh processes (default 1)")
+    parser.add_argument("--role", choices=("produce", "consume"), help=argparse.SUPPRESS)
+    parser.add_argument("-n", dest="namesrv", help=argparse.SUPPRESS)
+    parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.size < STAMP.size or args.rate <= 0 or args.seconds <= 0 or args.repeat < 1:
+        parser.error("--size must be at least 8, --rate, --seconds and --repeat positive")
+    if args.role == "produce":
+        trio.run(produce, args.namesrv, args.rate, args.count, args.size)
+        return 0
+    if args.role == "consume":
+        trio.run(consume, args.namesrv, args.count, 5.0)
+        return 0
+    print(f"{args.rate:g} msg/s for {args.seconds:g} s, {args.size} B, {args.flush}, first {args.warmup:g} s left out")
+    print(f"{'run':>3} {'load':>5} {'sent':>7} {'recv':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7}")
+    for k in range(args.repeat):
+        load = os.getloadavg()[0]
+        r = once(args)
+        print(
+            f"{k + 1:>3} {load:>5.2f} {r['sent']:>7,} {r['received']:>7,} {r['p50']:>7.3f} {r['p90']:>7.3f} "
+            f"{r['p99']:>7.3f} {r['max']:>7.2f}",
+            flush=True,
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
