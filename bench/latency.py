@@ -84,12 +84,14 @@ def once(args: argparse.Namespace) -> dict[str, float]:
             trio.run(create_topic, ns, f"127.0.0.1:{port}")
             count = int(args.rate * args.seconds)
             consumer = role(["--role", "consume", "-n", ns, "--count", str(count)])
+            procs.insert(0, consumer)  # stopped first should anything fail
             assert consumer.stdout is not None
             if consumer.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"the consumer did not start: {consumer.communicate()[1][-2000:]}")
             time.sleep(1.0)  # its first pull parked at the broker
             sending = ["--count", str(count), "--rate", str(args.rate), "--size", str(args.size)]
             producer = role(["--role", "produce", "-n", ns, *sending])
+            procs.insert(0, producer)
             _, err = producer.communicate(timeout=args.seconds * 3 + 60)
             if producer.returncode:
                 raise RuntimeError(f"the producer failed: {err[-2000:]}")
@@ -98,9 +100,13 @@ def once(args: argparse.Namespace) -> dict[str, float]:
                 raise RuntimeError(f"the consumer failed: {err[-2000:]}")
         finally:
             for p in procs:
-                p.terminate()
+                if p.poll() is None:
+                    p.terminate()
             for p in procs:
-                p.wait(20)
+                try:
+                    p.wait(20)
+                except subprocess.TimeoutExpired:
+                    p.kill()
     latencies = json.loads(out.strip().splitlines()[-1])
     kept = sorted(latencies[int(args.rate * args.warmup) :])
     if not kept:
