@@ -61,6 +61,9 @@ def coerce_ext(raw: Any) -> dict[str, str]:
         raise RemoteProtocolError("extFields value nested too deeply") from None
 
 
+_INT_FIELDS = (("code", None), ("version", 0), ("opaque", 0), ("flag", 0))
+
+
 def _int_field(obj: dict[str, Any], key: str, default: int | None = None) -> int:
     value = obj.get(key, default)
     if type(value) is int:
@@ -93,10 +96,9 @@ def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | 
         raise RemoteProtocolError("header JSON is not an object")
     if has_surrogate_escape(text):
         obj = scrub_surrogates(obj)
-    # the usual case inline (a JSON int); _int_field coerces strings or complains
-    code = obj.get("code")
-    if type(code) is not int:
-        code = _int_field(obj, "code")
+    code, version, opaque, flag = obj.get("code"), obj.get("version", 0), obj.get("opaque", 0), obj.get("flag", 0)
+    if not (type(code) is type(version) is type(opaque) is type(flag) is int):  # else strings to coerce, or bad
+        code, version, opaque, flag = (_int_field(obj, k, d) for k, d in _INT_FIELDS)
     lang_raw = obj.get("language", "JAVA")
     if type(lang_raw) is str:
         language = _LANG_BY_NAME.get(lang_raw, LanguageCode.OTHER)
@@ -104,15 +106,6 @@ def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | 
         language = _LANG_BY_VALUE.get(lang_raw, LanguageCode.OTHER)
     else:
         raise RemoteProtocolError(f"header field 'language' has a bad value {lang_raw!r}")
-    version = obj.get("version", 0)
-    if type(version) is not int:
-        version = _int_field(obj, "version", 0)
-    opaque = obj.get("opaque", 0)
-    if type(opaque) is not int:
-        opaque = _int_field(obj, "opaque", 0)
-    flag = obj.get("flag", 0)
-    if type(flag) is not int:
-        flag = _int_field(obj, "flag", 0)
     remark = obj.get("remark")
     if remark is not None and type(remark) is not str:
         remark = ext_str(remark)

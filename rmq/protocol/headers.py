@@ -184,11 +184,7 @@ class HeaderCommand(RemotingCommand):
         cls, code: int, header: Header, body: bytes = b"", *, writers: tuple[Any, Any] | None = None
     ) -> HeaderCommand:
         """A request (the connection assigns its opaque)."""
-        cmd = cls(code, None, body)
-        cmd._ext = None
-        cmd.header = header
-        cmd._writers = writers or type(header)._writers()
-        return cmd
+        return cls(code, None, body)._holding(header, writers)
 
     @classmethod
     def response_to(
@@ -198,10 +194,13 @@ class HeaderCommand(RemotingCommand):
         cmd = cls(
             code, None, remark=remark, opaque=request.opaque, flag=RPC_TYPE, serialize_type=request.serialize_type
         )
-        cmd._ext = None
-        cmd.header = header
-        cmd._writers = type(header)._writers()
-        return cmd
+        return cmd._holding(header, None)
+
+    def _holding(self, header: Header, writers: tuple[Any, Any] | None) -> HeaderCommand:
+        self._ext = None  # made from the header when asked for
+        self.header = header
+        self._writers = writers or type(header)._writers()
+        return self
 
     @property
     def ext_fields(self) -> dict[str, str]:

@@ -22,6 +22,7 @@ from rmq.protocol import (
     SerializeType,
     encode_frame,
 )
+from rmq.protocol.header_codec import decode_json
 from rmq.protocol.headers import (
     V2_WRITERS,
     HeaderCommand,
@@ -329,3 +330,16 @@ def test_any_header_command_is_the_generic_encoding(
     generic = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
     assert fast.encode() == generic.encode()
     assert fast.ext_fields == header.to_ext()
+
+
+def test_json_header_integers_given_as_strings_are_coerced_and_bad_ones_named() -> None:
+    """The four integer fields take the inline path only when all are JSON ints; strings are
+    coerced, anything else is refused naming the field."""
+    got = decode_json(b'{"code":"12","extFields":{},"flag":0,"language":"JAVA","opaque":"7","version":"399"}')
+    assert got[0] == 12 and got[2:5] == (399, 7, 0)
+    assert decode_json(b'{"code":3}')[:5] == (3, LanguageCode.JAVA, 0, 0, 0)
+    for field, value in (("code", "true"), ("version", '"v1"'), ("opaque", "1.5"), ("flag", "null")):
+        fields = {"code": "1", "version": "1", "opaque": "1", "flag": "1", field: value}
+        text = "{" + ",".join(f'"{k}":{v}' for k, v in fields.items()) + "}"
+        with pytest.raises(RemoteProtocolError, match=repr(field)):
+            decode_json(text.encode())
