@@ -40,7 +40,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.ha import free_port, spawn
+from bench.ha import free_port, spawn, stop_all
 from rmq.client import Message, MQAdmin, Producer
 from rmq.client.errors import MQClientError
 
@@ -210,13 +210,7 @@ async def run_group(args: argparse.Namespace) -> tuple[dict[str, Any], list[floa
             kills = await failovers(ns, members, args.kills) if args.kills else []
             return result, kills
         finally:
-            for _, p in [*members.values(), (None, procs[0])]:
-                p.terminate()
-            for _, p in [*members.values(), (None, procs[0])]:
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_all([*(p for _, p in members.values()), procs[0]])
 
 
 async def run_single(args: argparse.Namespace) -> dict[str, Any]:
@@ -235,10 +229,7 @@ async def run_single(args: argparse.Namespace) -> dict[str, Any]:
             procs.append(spawn(["broker", "-c", str(conf)], work / "single.log"))
             return await load(ns, "BenchSingle", args, {"namesrv": procs[0].pid, "broker": procs[1].pid})
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(20)
+            stop_all(procs)
 
 
 def report(args: argparse.Namespace, single: dict[str, Any] | None, group: dict[str, Any]) -> None:

@@ -26,6 +26,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.ha import stop_all
 from rmq.protocol import RemotingCommand, ResponseCode
 from rmq.raft import messages as M
 from rmq.remoting import RemotingClient, RemotingError
@@ -63,14 +64,7 @@ class Group:
         self.procs[ident].wait(10)
 
     def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs.values():
-            try:
-                p.wait(20)
-            except subprocess.TimeoutExpired:
-                p.kill()
+        stop_all(self.procs.values())
 
 
 async def leader(client: RemotingClient, addrs: dict[str, str]) -> str:

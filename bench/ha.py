@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import trio
@@ -72,15 +73,30 @@ def spawn(args: list[str], log: Path) -> subprocess.Popen[str]:
     raise RuntimeError(f"{args[0]} did not start: {log.read_text()[-2000:]}")
 
 
-def broker(work: Path, namesrv: str, name: str, role: str, port: int) -> subprocess.Popen[str]:
+def broker(
+    work: Path, namesrv: str, name: str, role: str, port: int, flush: str = "ASYNC_FLUSH"
+) -> subprocess.Popen[str]:
     conf = work / f"{name}-{role}.conf"
     conf.write_text(
         f"brokerClusterName=BenchCluster\nbrokerName={name}\nbrokerRole={role}\n"
         f"brokerId={1 if role == 'SLAVE' else 0}\n"
         f"namesrvAddr={namesrv}\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\n"
-        f"storePathRootDir={work / (name + '-' + role)}\nflushDiskType=ASYNC_FLUSH\n"
+        f"storePathRootDir={work / (name + '-' + role)}\nflushDiskType={flush}\n"
     )
     return spawn(["broker", "-c", str(conf)], work / f"{name}-{role}.log")
+
+
+def stop_all(procs: Iterable[subprocess.Popen[str]]) -> None:
+    """Terminate the processes still running, then wait for each (killed after 20 s)."""
+    procs = list(procs)
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    for p in procs:
+        try:
+            p.wait(20)
+        except subprocess.TimeoutExpired:
+            p.kill()
 
 
 async def runtime_max_offset(client: RemotingClient, addr: str) -> int:
@@ -103,13 +119,7 @@ async def run_mode(mode: str, args: argparse.Namespace) -> dict[str, object]:
             master, slave = f"127.0.0.1:{m_port}", f"127.0.0.1:{s_port}"
             return await drive(mode, args, namesrv, master, slave if mode != "lone" else None)
         finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_all(procs)
 
 
 async def drive(mode: str, args: argparse.Namespace, namesrv: str, master: str, slave: str | None) -> dict[str, object]:

@@ -29,7 +29,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.ha import free_port, spawn
+from bench.ha import broker, free_port, spawn, stop_all
 from rmq.client import ConsumeFromWhere, Message, MQAdmin, Producer, PullConsumer
 from rmq.client.admin import TopicConfig
 
@@ -73,14 +73,9 @@ def once(args: argparse.Namespace) -> dict[str, float]:
         work = Path(tmp)
         ns_port, port = free_port(), free_port(3)
         ns = f"127.0.0.1:{ns_port}"
-        conf = work / "broker.conf"
-        conf.write_text(
-            f"brokerName=bench-latency\nnamesrvAddr={ns}\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\n"
-            f"listenPort={port}\nstorePathRootDir={work / 'store'}\nflushDiskType={args.flush}\n"
-        )
         procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
         try:
-            procs.append(spawn(["broker", "-c", str(conf)], work / "broker.log"))
+            procs.append(broker(work, ns, "bench-latency", "ASYNC_MASTER", port, args.flush))
             trio.run(create_topic, ns, f"127.0.0.1:{port}")
             count = int(args.rate * args.seconds)
             consumer = role(["--role", "consume", "-n", ns, "--count", str(count)])
@@ -99,14 +94,7 @@ def once(args: argparse.Namespace) -> dict[str, float]:
             if consumer.returncode:
                 raise RuntimeError(f"the consumer failed: {err[-2000:]}")
         finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.terminate()
-            for p in procs:
-                try:
-                    p.wait(20)
-                except subprocess.TimeoutExpired:
-                    p.kill()
+            stop_all(procs)
     latencies = json.loads(out.strip().splitlines()[-1])
     kept = sorted(latencies[int(args.rate * args.warmup) :])
     if not kept:
