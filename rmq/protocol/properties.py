@@ -15,7 +15,7 @@ from __future__ import annotations
 import array
 import operator
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 NAME_VALUE_SEPARATOR = "\x01"
 PROPERTY_SEPARATOR = "\x02"
@@ -87,19 +87,28 @@ def java_string_hash_extend(prefix_hash: int, s: str) -> int:
 
     Lets callers hash many strings sharing a prefix (``topic#key``) without rehashing it.
     """
-    if s.isascii():
-        units: bytes | array.array[int] = s.encode("ascii")
-    else:
-        units = array.array("H", s.encode(_UTF16_NATIVE, "surrogatepass"))  # Java hashes lone surrogates too
-    n = len(units)
-    if n <= _POW_LIMIT:
-        h = int(sum(map(operator.mul, units, _POWERS_REVERSED[_POW_LIMIT - n :])))
-        h = (prefix_hash * _POWERS[n] + h) & 0xFFFFFFFF if prefix_hash else h & 0xFFFFFFFF
-    else:
-        h = prefix_hash & 0xFFFFFFFF
-        for c in units:
-            h = (31 * h + c) & 0xFFFFFFFF
-    return h - 0x100000000 if h & 0x80000000 else h
+    return java_string_hashes(((prefix_hash, s),))[0]
+
+
+def java_string_hashes(pairs: Iterable[tuple[int, str]]) -> list[int]:
+    """``java_string_hash_extend`` of each (prefix hash, string) pair, in one call: the index
+    hashes all the keys of a dispatch pass at once."""
+    out: list[int] = []
+    powers, powers_reversed, limit, mul = _POWERS, _POWERS_REVERSED, _POW_LIMIT, operator.mul
+    for prefix_hash, s in pairs:
+        if s.isascii():
+            units: bytes | array.array[int] = s.encode("ascii")
+        else:
+            units = array.array("H", s.encode(_UTF16_NATIVE, "surrogatepass"))  # Java hashes lone surrogates too
+        n = len(units)
+        if n <= limit:
+            h = (prefix_hash * powers[n] + sum(map(mul, units, powers_reversed[limit - n :]))) & 0xFFFFFFFF
+        else:
+            h = prefix_hash & 0xFFFFFFFF
+            for c in units:
+                h = (31 * h + c) & 0xFFFFFFFF
+        out.append(h - 0x100000000 if h & 0x80000000 else h)
+    return out
 
 
 def decode_properties(text: str | bytes | bytearray | memoryview) -> dict[str, str]:

@@ -204,10 +204,8 @@ class Dispatcher:
 
     def _index(self, records: list[tuple[str, int, int, int, str | None, str | None]]) -> None:
         """Index `records` (topic, offset, store timestamp, sysFlag, KEYS, UNIQ_KEY) and empty the list."""
-        build = self.index.build  # type: ignore[union-attr]
-        for topic, offset, store_ts, sys_flag, keys, uniq_key in records:
-            try:
-                build(topic, offset, store_ts, sys_flag, keys, uniq_key)
-            except OSError as exc:  # the record stays unindexed; queues matter more
-                log.error("cannot index the record at %d: %s", offset, exc)
+        try:
+            self.index.build_all(records)  # type: ignore[union-attr]
+        except OSError as exc:  # the records stay unindexed; queues matter more
+            log.error("cannot index the records at %d-%d: %s", records[0][1], records[-1][1], exc)
         records.clear()

@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 
 from rmq.protocol.message import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
-from rmq.protocol.properties import java_string_hash, java_string_hash_extend, split_keys
+from rmq.protocol.properties import java_string_hash, java_string_hashes, split_keys
 
 from .formats import (
     INDEX_ENTRY,
@@ -39,13 +39,8 @@ def index_key_hash(key: str) -> int:
     return 0 if h == _INT_MIN else abs(h)
 
 
-def _index_hash(prefix_hash: int, key: str) -> int:
-    h = java_string_hash_extend(prefix_hash, key)
-    return 0 if h == _INT_MIN else abs(h)
-
-
 class IndexFile:
-    """One index file; the header lives in attributes and is written through on every put."""
+    """One index file; the header lives in attributes, written out by `write_header`."""
 
     def __init__(
         self,
@@ -117,7 +112,7 @@ class IndexFile:
         return self.index_count >= self.index_num
 
     def write_header(self) -> None:
-        """Write the header fields into the file; ``IndexService`` does it once per record.
+        """Write the header fields into the file; ``IndexService`` does it once per batch.
         A header behind its entries after a crash only makes recovery index a few records
         again."""
         INDEX_HEADER.pack_into(
@@ -127,31 +122,41 @@ class IndexFile:
 
     def put(self, key_hash: int, phy_offset: int, store_timestamp: int) -> bool:
         """Add an entry; False when the file is full."""
-        if self.index_count >= self.index_num:
-            return False
+        return self.put_many([(key_hash, phy_offset, store_timestamp)], 0) == 1
+
+    def put_many(self, entries: list[tuple[int, int, int]], start: int) -> int:
+        """Add ``entries[start:]`` (key hash, CommitLog offset, store time) in order until the
+        file is full; returns how many were added. The header is the caller's to write."""
+        count = self.index_count
+        todo = entries[start : start + max(self.index_num - count, 0)]
+        if not todo:
+            return 0
         mm = self.mf.mm
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.hash_slot_num) * INDEX_SLOT_SIZE
-        prev = INDEX_SLOT.unpack_from(mm, slot_pos)[0]
-        if prev <= 0 or prev >= self.index_count:  # entry index_count is the one being written
-            prev = 0
-        if self.index_count <= 1:  # first entry of the file fixes its begin time and offset
-            self.begin_phy_offset = phy_offset
-            self.begin_timestamp = store_timestamp
-        if self.begin_timestamp <= 0:
-            diff = 0
-        else:
-            diff = min(max((store_timestamp - self.begin_timestamp) // 1000, 0), _INT_MAX)
-        INDEX_ENTRY.pack_into(
-            mm, self._entries_at + self.index_count * INDEX_ENTRY_SIZE, key_hash, phy_offset, diff, prev
-        )
-        INDEX_SLOT.pack_into(mm, slot_pos, self.index_count)
-        if prev == 0:
-            self.hash_slot_count += 1
-        self.index_count += 1
+        slot_num = self.hash_slot_num
+        entry_at = self._entries_at + count * INDEX_ENTRY_SIZE
+        read_slot, write_slot, write_entry = INDEX_SLOT.unpack_from, INDEX_SLOT.pack_into, INDEX_ENTRY.pack_into
+        begin_ts = self.begin_timestamp
+        new_slots = 0
+        for key_hash, phy_offset, store_timestamp in todo:
+            slot_pos = INDEX_HEADER_SIZE + (key_hash % slot_num) * INDEX_SLOT_SIZE
+            prev = read_slot(mm, slot_pos)[0]
+            if prev <= 0 or prev >= count:  # entry `count` is the one being written
+                prev = 0
+                new_slots += 1
+            if count <= 1:  # first entry of the file fixes its begin time and offset
+                self.begin_phy_offset = phy_offset
+                self.begin_timestamp = begin_ts = store_timestamp
+            diff = min(max((store_timestamp - begin_ts) // 1000, 0), _INT_MAX) if begin_ts > 0 else 0
+            write_entry(mm, entry_at, key_hash, phy_offset, diff, prev)
+            write_slot(mm, slot_pos, count)
+            count += 1
+            entry_at += INDEX_ENTRY_SIZE
+        self.index_count = count
+        self.hash_slot_count += new_slots
         self.end_phy_offset = phy_offset
         self.end_timestamp = store_timestamp
         self.dirty = True
-        return True
+        return len(todo)
 
     def time_matches(self, begin: int, end: int) -> bool:
         """Whether ``[begin, end]`` overlaps this file's time span (IndexFile.isTimeMatched)."""
@@ -234,37 +239,56 @@ class IndexService:
         keys: str | None,
         uniq_key: str | None,
     ) -> None:
-        """Index the record at ``phy_offset`` under its UNIQ_KEY and each of its KEYS.
+        """Index the record at ``phy_offset`` under its UNIQ_KEY and each of its KEYS (see
+        ``build_all``).
+
+        Raises:
+            OSError: a new index file cannot be created.
+        """
+        self.build_all([(topic, phy_offset, store_timestamp, sys_flag, keys, uniq_key)])
+
+    def build_all(self, records: list[tuple[str, int, int, int, str | None, str | None]]) -> None:
+        """Index ``records`` (topic, CommitLog offset, store timestamp, sysFlag, KEYS, UNIQ_KEY),
+        in CommitLog order, under their UNIQ_KEY and each of their KEYS; the header is written
+        once at the end (a header behind its entries is caught up when the file is opened).
 
         Records at or before ``last_indexed`` are skipped (recovery replays), and so are
         transaction ROLLBACK records.
 
         Raises:
-            OSError: a new index file cannot be created.
+            OSError: a new index file cannot be created (the records before it stay indexed).
         """
-        if phy_offset <= self.last_indexed:
-            return
-        if sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
-            return
-        f = self._writable()
-        prefix = self._prefix_hashes.get(topic)
-        if prefix is None:
-            if len(self._prefix_hashes) > 100_000:
-                self._prefix_hashes.clear()
-            prefix = self._prefix_hashes[topic] = java_string_hash(topic + "#")
-        if uniq_key:
-            f = self._put(f, _index_hash(prefix, uniq_key), phy_offset, store_timestamp)
-        if keys:
-            for key in split_keys(keys):
-                f = self._put(f, _index_hash(prefix, key), phy_offset, store_timestamp)
-        f.write_header()
-        self.last_indexed = phy_offset
-
-    def _put(self, f: IndexFile, h: int, phy_offset: int, store_timestamp: int) -> IndexFile:
-        while not f.put(h, phy_offset, store_timestamp):
-            f.write_header()
+        keys_at: list[tuple[int, str]] = []  # (Java hash of "topic#", key) per entry
+        where: list[tuple[int, int]] = []  # (CommitLog offset, store time) per entry
+        prefixes = self._prefix_hashes
+        last = self.last_indexed
+        for topic, phy_offset, store_timestamp, sys_flag, keys, uniq_key in records:
+            if phy_offset <= last or sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
+                continue
+            prefix = prefixes.get(topic)
+            if prefix is None:
+                if len(prefixes) > 100_000:
+                    prefixes.clear()
+                prefix = prefixes[topic] = java_string_hash(topic + "#")
+            if uniq_key:
+                keys_at.append((prefix, uniq_key))
+                where.append((phy_offset, store_timestamp))
+            if keys:
+                for key in split_keys(keys):
+                    keys_at.append((prefix, key))
+                    where.append((phy_offset, store_timestamp))
+            last = phy_offset
+        entries = [
+            (0 if h == _INT_MIN else abs(h), phy_offset, store_timestamp)
+            for h, (phy_offset, store_timestamp) in zip(java_string_hashes(keys_at), where, strict=True)
+        ]
+        done = 0
+        while done < len(entries):
             f = self._writable()
-        return f
+            done += f.put_many(entries, done)
+            f.write_header()
+            self.last_indexed = entries[done - 1][1]
+        self.last_indexed = last
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:
         """Offsets of records indexed under ``topic#key`` within ``[begin, end]``, newest file

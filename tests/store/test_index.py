@@ -93,3 +93,27 @@ def test_header_behind_its_entries_is_caught_up(tmp_path: Path) -> None:
     out: list[int] = []
     again.select(1, 20, 0, 2**62, out)
     assert out == [600, 500, 400, 300, 200, 100, 0]  # the chain is whole
+
+
+def test_build_all_writes_what_one_record_at_a_time_writes(tmp_path: Path) -> None:
+    """A dispatch pass indexes its records in one call: the files (rolled mid-pass included)
+    are byte for byte those of indexing each record on its own, replays and ROLLBACK records
+    skipped alike."""
+    rollback = 0x3 << 2  # TRANSACTION_ROLLBACK_TYPE
+    records = [
+        ("T", i * 100, T0 + i * 700, rollback if i == 7 else 0, f"k{i % 3} all" if i % 4 else None, f"U{i}")
+        for i in range(1, 24)
+    ]
+    records.insert(5, ("T", 300, T0, 0, "replayed", "U3"))  # at or before last_indexed: skipped
+    one = IndexService(str(tmp_path / "one"), 8, 7, lambda: T0)
+    for r in records:
+        one.build(*r)
+    many = IndexService(str(tmp_path / "many"), 8, 7, lambda: T0)
+    many.build_all(records[:12])
+    many.build_all(records[12:])
+    assert len(many.files) == len(one.files) > 3
+    assert many.last_indexed == one.last_indexed == 2300
+    for a, b in zip(one.files, many.files, strict=True):
+        assert a.mf.read(0, a.mf.size) == b.mf.read(0, b.mf.size)
+    assert many.query("T", "all", 64, 0, 2**62)[0] == [i * 100 for i in range(23, 0, -1) if i % 4 and i != 7]
+    assert many.query("T", "replayed", 64, 0, 2**62)[0] == []
