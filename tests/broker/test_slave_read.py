@@ -143,13 +143,19 @@ async def test_slave_read_enable_sends_lagging_consumers_to_the_slave(tmp_path: 
         code, h = await pull(client, master, 0, max_offset - 1)
         assert code == ResponseCode.SUCCESS and h.suggest_which_broker_id == 0  # the group's brokerId
         # what counts is the last entry read, also when the filter let nothing through: from
-        # 0 the read stops at the end of the first file, far behind the end
+        # 0 the read stops at the end of a consume queue file (300 entries here) or after 800
+        # entries held in memory (where the flusher has not written them yet), far behind the
+        # end
         code, h = await pull(client, master, 0, 0, expression="NoSuchTag")
         assert code == ResponseCode.PULL_RETRY_IMMEDIATELY and 0 < h.next_begin_offset < max_offset - 10
         assert h.suggest_which_broker_id == 1
-        # and from the second file it reads up to the end, which is in memory
-        code, h = await pull(client, master, 0, h.next_begin_offset, expression="NoSuchTag")
-        assert code == ResponseCode.PULL_RETRY_IMMEDIATELY and h.next_begin_offset == max_offset
+        # reading on, the reads that stop far from the end go to the slave; the one that
+        # reaches the end, which is in memory, stays on the master
+        while h.next_begin_offset < max_offset:
+            offset = h.next_begin_offset
+            code, h = await pull(client, master, 0, offset, expression="NoSuchTag")
+            assert code == ResponseCode.PULL_RETRY_IMMEDIATELY and h.next_begin_offset > offset
+            assert h.suggest_which_broker_id == (0 if h.next_begin_offset == max_offset else 1)
         assert h.suggest_which_broker_id == 0
         # nothing to read, nothing to judge
         code, h = await pull(client, master, 0, max_offset)
