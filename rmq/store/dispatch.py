@@ -33,13 +33,14 @@ _INDEX_AFTER = 256  # records whose index entries may wait for the end of a disp
 
 
 class ArrivalListener(Protocol):
-    """Told about every record that lands in a consume queue (MessageArrivingListener).
+    """Told about the consume queues that records landed in (MessageArrivingListener).
 
-    Called synchronously on the store's thread right after the entry is readable, so it must
-    not block. ``logic_offset`` is the queue's new max offset (the record's queue offset + 1).
-    Not called for transaction PREPARED / ROLLBACK records, nor during recovery. A listener
-    with a ``dispatched()`` method is also called once at the end of each dispatch pass that
-    dispatched a record (readers woken by the pass then see all it wrote).
+    Called synchronously on the store's thread at the end of a dispatch pass, once for each
+    queue the pass added entries to, with that queue's newest record: ``logic_offset`` is the
+    queue's new max offset (the record's queue offset + 1). It must not block. Not told of
+    transaction PREPARED / ROLLBACK records, nor during recovery. A listener with a
+    ``dispatched()`` method is also called once at the end of each dispatch pass that
+    dispatched a record, after the queues (readers woken by the pass then see all it wrote).
     """
 
     def arriving(
@@ -124,10 +125,14 @@ class Dispatcher:
         overrides = self.tags_overrides
         dirty = self.dirty
         decode_props = P.decode_properties
+        tags_codes = self._tags_codes
         limit = max_records if max_records is not None else -1
         done = 0
         offset = self.reput_offset
         indexing: list[tuple[str, int, int, int, str | None, str | None]] = []
+        # The newest record of each queue this pass adds to (logic offset, tags code, store
+        # time, properties): the listener hears once per queue, not once per record.
+        arrived: dict[ConsumeQueue, tuple[int, int, int, dict[str, str]]] = {}
         while offset < end and done != limit:
             mf = files.find(offset)
             if mf is None:
@@ -169,7 +174,10 @@ class Dispatcher:
                     if override is not None:
                         tags_code = override
                     else:
-                        tags_code = self.tags_code(props.get(P.TAGS))
+                        tags = props.get(P.TAGS)
+                        tags_code = tags_codes.get(tags) if tags else 0
+                        if tags_code is None:
+                            tags_code = self.tags_code(tags)
                         if topic == SCHEDULE_TOPIC:
                             tags_code = self._schedule_tags_code(props, store_ts, tags_code)
                     cq = qtable.get((topic, queue_id))
@@ -179,6 +187,8 @@ class Dispatcher:
                     dirty.add(cq)
                     if len(cq.pending) > _MAX_PENDING:
                         cq.drain()  # bound memory when flushes fall behind; durability unchanged
+                    if listener is not None:
+                        arrived[cq] = (queue_offset + 1, tags_code, store_ts, props)
                 if index is not None:
                     indexing.append((topic, offset, store_ts, sys_flag, props.get(P.KEYS), props.get(P.UNIQ_KEY)))
                     if len(indexing) >= _INDEX_AFTER:  # a long pass (a replay) keeps a bounded list
@@ -186,11 +196,11 @@ class Dispatcher:
                 offset = self.reput_offset = offset + size
                 self.last_timestamp = store_ts
                 done += 1
-                if listener is not None and queued:
-                    listener.arriving(topic, queue_id, queue_offset + 1, tags_code, store_ts, props)
         self.dispatched_total += done
         try:
             if done and listener is not None:
+                for cq, (logic_offset, tags_code, store_ts, props) in arrived.items():
+                    listener.arriving(cq.topic, cq.queue_id, logic_offset, tags_code, store_ts, props)
                 after = getattr(listener, "dispatched", None)
                 if after is not None:
                     after()

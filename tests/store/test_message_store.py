@@ -444,6 +444,26 @@ def test_arrival_listener_and_topics(open_store) -> None:
     assert _put(store, "A", 0).queue_offset == 0
 
 
+def test_a_pass_tells_the_listener_once_per_queue_with_its_newest_record(open_store) -> None:
+    calls = []
+
+    class Listener:
+        def arriving(self, topic, queue_id, logic_offset, tags_code, store_timestamp, properties):
+            calls.append((topic, queue_id, logic_offset, tags_code, properties.get("TAGS")))
+
+    store = open_store()
+    store.arrival_listener = Listener()
+    for tags in ("t1", "t2", "t3"):
+        _put(store, "A", 0, TAGS=tags)
+    _put(store, "B", 1)
+    store.put_message("A", 0, b"p", sys_flag=TRANSACTION_PREPARED_TYPE)  # in no queue: not told
+    assert store.dispatch_pending() == 5
+    assert calls == [("A", 0, 3, P.java_string_hash("t3"), "t3"), ("B", 1, 1, 0, None)]
+    _put(store, "A", 0)
+    store.dispatch_pending()
+    assert calls[-1] == ("A", 0, 4, 0, None)
+
+
 def test_woken_pulls_run_before_the_index_and_a_long_pass_indexes_everything(open_store) -> None:
     """A dispatch pass tells its listener (the broker answers woken pulls there) before it
     writes index entries, and the index is complete when the pass returns; a pass longer
