@@ -99,7 +99,13 @@ async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, i
     body = b"x" * args.size
     latencies: list[float] = []
     failures = 0
-    async with Producer("bench_dledger", namesrv=ns, retry_times=0, busy_poll_micros=args.busy_poll_micros) as producer:
+    async with Producer(
+        "bench_dledger",
+        namesrv=ns,
+        retry_times=0,
+        busy_poll_micros=args.busy_poll_micros,
+        auto_batch=args.auto_batch,
+    ) as producer:
         with trio.fail_after(60):
             while True:
                 try:
@@ -259,6 +265,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--members", type=int, default=3, help="members of the group (1, 3 or 5)")
     ap.add_argument("--busy-poll-micros", type=int, default=0, help="busyPollMicros of every broker and the producer")
     ap.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH", help="every broker's")
+    ap.add_argument("--auto-batch", action="store_true", help="the producer coalesces concurrent sends (auto_batch)")
     ap.add_argument("--pairs", type=int, default=1, help="single and group runs, alternated; prints the median ratio")
     args = ap.parse_args(argv)
     if args.members < 1:

@@ -13,7 +13,7 @@ for every message and a `PullConsumer` polling the topic's one queue (auto commi
 sends leave as batch requests, each still answered with its own SendResult after the broker
 stored it (and flushed it, with SYNC_FLUSH).
 
-The `-poll` variant has both sides poll for I/O briefly before they sleep
+The `-poll` variants have both sides poll for I/O briefly before they sleep
 (rmq.remoting.busypoll: `busyPollMicros` for the broker, `busy_poll_micros` for the client),
 as a user after the lowest latency at one request in flight would set them.
 """
@@ -38,6 +38,7 @@ FLUSH = {
     "async-flush-batch": "ASYNC_FLUSH",
     "sync-flush-batch": "SYNC_FLUSH",
     "async-flush-poll": "ASYNC_FLUSH",
+    "async-flush-batch-poll": "ASYNC_FLUSH",
 }
 
 
@@ -50,9 +51,20 @@ def _busy_poll_micros(variant: str) -> int:
     return BUSY_POLL_MICROS if variant.endswith("-poll") else 0
 
 
+def _auto_batch(variant: str) -> bool:
+    return "-batch" in variant
+
+
 class RocketMQTarget(Target):
     name = "rocketmq"
-    variants = ("async-flush", "sync-flush", "async-flush-batch", "sync-flush-batch", "async-flush-poll")
+    variants = (
+        "async-flush",
+        "sync-flush",
+        "async-flush-batch",
+        "sync-flush-batch",
+        "async-flush-poll",
+        "async-flush-batch-poll",
+    )
     client_class = "bench.peer_target:RocketMQClient"
     durability = {
         "sync-flush": "SYNC_FLUSH: answer after the commit log flush (group commit)",
@@ -60,6 +72,7 @@ class RocketMQTarget(Target):
         "sync-flush-batch": "SYNC_FLUSH, producer auto_batch (concurrent sends coalesced into batch requests)",
         "async-flush-batch": "ASYNC_FLUSH, producer auto_batch (concurrent sends coalesced into batch requests)",
         "async-flush-poll": "ASYNC_FLUSH, broker and clients poll 300 µs before sleeping (busy polling)",
+        "async-flush-batch-poll": "ASYNC_FLUSH, producer auto_batch, broker and clients busy polling",
     }
 
     def __init__(self, workdir: str) -> None:
@@ -166,7 +179,7 @@ class RocketMQClient(TrioClient):
 
         self._done = trio.Event()
         self.consumer: Any = None
-        batch = self.cfg["variant"].endswith("-batch")
+        batch = _auto_batch(self.cfg["variant"])
         self.producer = await self.nursery.start(
             self._hold,
             Producer(
