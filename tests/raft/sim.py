@@ -18,8 +18,11 @@ member's committed log exactly once, in acknowledgement order.
 from __future__ import annotations
 
 import heapq
+import multiprocessing
+import os
 import random
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -418,6 +421,18 @@ def run_seed(seed: int, n: int = 3, faults: Faults | None = None, **kw: Any) -> 
         return Sim(seed, n, faults, **kw).run()
     except InvariantViolated as exc:
         raise InvariantViolated(f"seed {seed} ({n} nodes): {exc} -- replay: RAFT_SEED={seed} RAFT_NODES={n}") from exc
+
+
+def sweep_on_every_core(seeds: range, n: int) -> list[str]:
+    """``sweep`` with the seeds dealt out to one process per core: the runs are independent,
+    and the suite has a time bound."""
+    workers = min(os.cpu_count() or 1, 8)
+    if workers < 2 or len(seeds) < 4 * workers:
+        return sweep(seeds, n)
+    parts = [seeds[i::workers] for i in range(workers)]
+    # spawn, not fork: the test process may hold threads (and their locks) of its own
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return [failure for part in pool.map(sweep, parts, [n] * workers) for failure in part]
 
 
 def sweep(seeds: range, n: int, on_run: Callable[[Sim], None] | None = None) -> list[str]:

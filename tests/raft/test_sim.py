@@ -12,19 +12,19 @@ import os
 
 import pytest
 
-from .sim import run_seed, sweep
+from .sim import run_seed, sweep_on_every_core
 
 
 @pytest.mark.parametrize("nodes", [3, 5])
 def test_seeded_runs(nodes: int) -> None:
-    failures = sweep(range(400), nodes)
+    failures = sweep_on_every_core(range(400), nodes)
     assert not failures, "\n".join(failures[:10])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("nodes", [3, 5])
 def test_more_seeded_runs(nodes: int) -> None:
-    failures = sweep(range(400, 1600), nodes)
+    failures = sweep_on_every_core(range(400, 1600), nodes)
     assert not failures, "\n".join(failures[:10])
 
 
