@@ -9,4 +9,6 @@ bash scripts/bootstrap.sh
 "$PY" -m ruff check rmq tests spark bench
 "$PY" -m ruff format --check rmq tests spark bench
 "$PY" -m mypy rmq/protocol rmq/client
-exec "$PY" -m pytest -q -m "" --durations=15 "$@"
+# One worker process per core, each taking whole files (module fixtures stay shared): most of
+# the suite's time is brokers, elections and JVMs starting and waiting, not CPU.
+exec "$PY" -m pytest -q -m "" -n auto --dist loadfile --durations=15 "$@"
