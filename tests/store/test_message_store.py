@@ -418,15 +418,20 @@ def test_query_message(open_store, clock: FakeClock) -> None:
     assert store.query_message("T", "missing").records == []
 
 
+class _Arrivals:
+    """An arrival listener that notes (topic, queue, logic offset, tags code, TAGS)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, int, int, int, str | None]] = []
+
+    def arriving(self, topic, queue_id, logic_offset, tags_code, store_timestamp, properties) -> None:
+        self.calls.append((topic, queue_id, logic_offset, tags_code, properties.get("TAGS")))
+
+
 def test_arrival_listener_and_topics(open_store) -> None:
-    calls = []
-
-    class Listener:
-        def arriving(self, topic, queue_id, logic_offset, tags_code, store_timestamp, properties):
-            calls.append((topic, queue_id, logic_offset, tags_code, properties.get("TAGS")))
-
     store = open_store()
-    store.arrival_listener = Listener()
+    store.arrival_listener = listener = _Arrivals()
+    calls = listener.calls
     _put(store, "A", 0, TAGS="t1")
     _put(store, "A", 3)
     _put(store, "B", 1, TAGS="t2")
@@ -445,14 +450,9 @@ def test_arrival_listener_and_topics(open_store) -> None:
 
 
 def test_a_pass_tells_the_listener_once_per_queue_with_its_newest_record(open_store) -> None:
-    calls = []
-
-    class Listener:
-        def arriving(self, topic, queue_id, logic_offset, tags_code, store_timestamp, properties):
-            calls.append((topic, queue_id, logic_offset, tags_code, properties.get("TAGS")))
-
     store = open_store()
-    store.arrival_listener = Listener()
+    store.arrival_listener = listener = _Arrivals()
+    calls = listener.calls
     for tags in ("t1", "t2", "t3"):
         _put(store, "A", 0, TAGS=tags)
     _put(store, "B", 1)
