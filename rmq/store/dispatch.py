@@ -175,9 +175,8 @@ class Dispatcher:
                         tags_code = override
                     else:
                         tags = props.get(P.TAGS)
-                        tags_code = tags_codes.get(tags) if tags else 0
-                        if tags_code is None:
-                            tags_code = self.tags_code(tags)
+                        cached = tags_codes.get(tags) if tags else 0
+                        tags_code = cached if cached is not None else self.tags_code(tags)
                         if topic == SCHEDULE_TOPIC:
                             tags_code = self._schedule_tags_code(props, store_ts, tags_code)
                     cq = qtable.get((topic, queue_id))
