@@ -425,8 +425,10 @@ def run_seed(seed: int, n: int = 3, faults: Faults | None = None, **kw: Any) -> 
 
 def sweep_on_every_core(seeds: range, n: int) -> list[str]:
     """``sweep`` with the seeds dealt out to one process per core: the runs are independent,
-    and the suite has a time bound."""
-    workers = min(os.cpu_count() or 1, 8)
+    and the suite has a time bound. Under pytest-xdist the cores are shared with the other
+    workers, whose tests (elections, failovers) must not be starved."""
+    sharing = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    workers = min((os.cpu_count() or 1) // max(sharing, 1), 8)
     if workers < 2 or len(seeds) < 4 * workers:
         return sweep(seeds, n)
     parts = [seeds[i::workers] for i in range(workers)]
