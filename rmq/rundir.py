@@ -22,7 +22,10 @@ def pid_file(kind: str, port: int) -> Iterator[Path]:
     directory = run_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{kind}-{port}.pid"
-    path.write_text(f"{os.getpid()}\n")
+    # whole or absent: `running` (mqshutdown) takes an empty file for a stale one and removes it
+    tmp = directory / f".{kind}-{port}.pid.{os.getpid()}"
+    tmp.write_text(f"{os.getpid()}\n")
+    os.replace(tmp, path)
     try:
         yield path
     finally:

@@ -9,6 +9,10 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from rmq.rundir import pid_file, running
+
 from ..ports import free_ports
 
 
@@ -65,3 +69,14 @@ def test_mqshutdown_with_nothing_running(tmp_path: Path) -> None:
     )
     assert done.returncode == 1
     assert "No broker running" in done.stdout
+
+
+def test_a_pid_file_appears_whole_and_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written under another name and renamed into place: mqshutdown, which removes a pid file
+    it cannot read as stale, never sees a starting server's file empty."""
+    monkeypatch.setenv("RMQ_RUN_DIR", str(tmp_path / "run"))
+    with pid_file("namesrv", 9876) as path:
+        assert [p.name for p in (tmp_path / "run").iterdir()] == ["namesrv-9876.pid"]
+        assert path.read_text() == f"{os.getpid()}\n"
+        assert running("namesrv") == [(path, os.getpid())]
+    assert list((tmp_path / "run").iterdir()) == []
