@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import io
 import os
 import re
 import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -39,7 +41,9 @@ _IMPORT = re.compile(r"\b(from|import) rmq\b")
 
 def export_base(rev: str, into: Path) -> None:
     """`rmq` at `rev` as the package `rmq_base` under `into`."""
-    subprocess.run(f"git archive {rev} rmq | tar -x -C {into}", shell=True, check=True, cwd=ROOT)
+    archive = subprocess.run(["git", "archive", rev, "rmq"], check=True, capture_output=True, cwd=ROOT).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into)
     pkg = into / "rmq_base"
     (into / "rmq").rename(pkg)
     for path in pkg.rglob("*.py"):

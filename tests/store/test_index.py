@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rmq.protocol.message import TRANSACTION_ROLLBACK_TYPE
 from rmq.protocol.properties import java_string_hash
 from rmq.store.formats import INDEX_ENTRY, INDEX_HEADER, INDEX_SLOT
 from rmq.store.index import IndexFile, IndexService, index_key_hash
@@ -99,10 +100,9 @@ def test_build_all_writes_what_one_record_at_a_time_writes(tmp_path: Path) -> No
     """A dispatch pass indexes its records in one call: the files (rolled mid-pass included)
     are byte for byte those of indexing each record on its own, replays and ROLLBACK records
     skipped alike."""
-    rollback = 0x3 << 2  # TRANSACTION_ROLLBACK_TYPE
+    flags = {7: TRANSACTION_ROLLBACK_TYPE}
     records = [
-        ("T", i * 100, T0 + i * 700, rollback if i == 7 else 0, f"k{i % 3} all" if i % 4 else None, f"U{i}")
-        for i in range(1, 24)
+        ("T", i * 100, T0 + i * 700, flags.get(i, 0), f"k{i % 3} all" if i % 4 else None, f"U{i}") for i in range(1, 24)
     ]
     records.insert(5, ("T", 300, T0, 0, "replayed", "U3"))  # at or before last_indexed: skipped
     one = IndexService(str(tmp_path / "one"), 8, 7, lambda: T0)
