@@ -144,6 +144,11 @@ class RemotingClient:
         """Live connections by address (a snapshot)."""
         return {addr: conn for addr, conn in self._connections.items() if not conn.closed}
 
+    def connected(self, address: str) -> Connection | None:
+        """The open connection to `address`, or None (no connect is started)."""
+        conn = self._connections.get(address)
+        return conn if conn is not None and not conn.closed else None
+
     async def connection(self, address: str, *, timeout: float | None = None) -> Connection:
         """The open connection to `address`, connecting first if there is none.
 

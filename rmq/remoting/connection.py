@@ -371,6 +371,19 @@ class Connection:
             raise RemotingSendRequestError(self.remote_address, request.code, self._closed_text())
         raise RemotingTooMuchRequestError(self.remote_address, request.code, f"outbox full for {timeout * 1000:.0f} ms")
 
+    def send_oneway_nowait(self, request: RemotingCommand) -> bool:
+        """`invoke_oneway` from synchronous code, for a caller whose requests do not come in
+        pipelines (a DLedger member's pushes and acks): the frame is written at once when
+        nothing is queued or being written, else queued. False, with nothing sent, when the
+        connection is closed or its outbox full."""
+        if self._outbox.closed or self._outbox.full:
+            return False
+        request.opaque = self._take_opaque()
+        request.flag = (request.flag & ~RPC_TYPE) | RPC_ONEWAY
+        frame = request.encode()
+        self._may_write_now = True
+        return self._write_now(frame) or self._outbox.put_nowait(frame)
+
     async def send_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Queue `response` to `request` (for a processor that returned None and answers
         later). Sets the response's opaque, response flag and serialize type from the

@@ -158,3 +158,35 @@ async def test_answers_to_a_pipelined_read_are_left_to_the_writer() -> None:
         server.close()
     assert sorted(a.opaque for a in answers) == [0, 1, 2]
     assert sum(written) == 3
+
+
+async def test_send_oneway_nowait_writes_each_frame_at_once_and_refuses_on_a_closed_connection() -> None:
+    """A caller without pipelines (a DLedger member's pushes and acks) writes every frame
+    from its own task, one after another, never through the writer task."""
+    left, right = socket_stream_pair()
+    got: list[RemotingCommand] = []
+    all_in = trio.Event()
+
+    async def keep(ctx: RequestContext, request: RemotingCommand) -> None:
+        got.append(request)
+        if len(got) == 10:
+            all_in.set()
+
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE, keep, inline=True)  # type: ignore[arg-type]
+    written: list[int] = []
+    sender = Connection(WriterCounting(left, written), remote_address="receiver")
+    receiver = Connection(CommandStream(right), dispatcher, remote_address="sender")
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            await nursery.start(sender.run)
+            await nursery.start(receiver.run)
+            for n in range(10):
+                assert sender.send_oneway_nowait(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": n}, b"b"))
+            await all_in.wait()
+            sender.close()
+            receiver.close()
+    assert [int(r.ext_fields["n"]) for r in got] == list(range(10))
+    assert all(r.is_oneway for r in got)
+    assert written == []
+    assert not sender.send_oneway_nowait(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": 10}))

@@ -59,8 +59,10 @@ async def test_client_shares_one_connection_and_reconnects() -> None:
                 nursery.start_soon(client.invoke, server.address, RemotingCommand.request(RequestCode.SEND_MESSAGE), 3)
         assert len(opened) == 1
         first = await client.connection(server.address)
+        assert client.connected(server.address) is first
         server.get_connection(opened[0].remote_address).close("test")  # type: ignore[union-attr]
         await first.wait_closed()
+        assert client.connected(server.address) is None  # no connect is started
         resp = await client.invoke(server.address, RemotingCommand.request(RequestCode.SEND_MESSAGE), 3)
         assert resp.code == ResponseCode.SUCCESS
         assert len(opened) == 2
