@@ -20,10 +20,11 @@ log = logging.getLogger("rmq.later")
 
 
 class Later:
-    __slots__ = ("_callback", "_event", "_outcome", "_settled")
+    __slots__ = ("_callback", "_event", "_map", "_outcome", "_settled")
 
     def __init__(self) -> None:
         self._callback: Callable[[Any], None] | None = None
+        self._map: Callable[[Any], Any] | None = None
         self._event: trio.Event | None = None
         self._outcome: Any = None
         self._settled = False
@@ -38,6 +39,12 @@ class Later:
         settling task goes on."""
         if self._settled:
             return
+        fn = self._map
+        if fn is not None and not isinstance(outcome, Exception):
+            try:
+                outcome = fn(outcome)
+            except Exception as exc:  # noqa: BLE001 - the exception is the outcome
+                outcome = exc
         self._settled, self._outcome = True, outcome
         callback, self._callback = self._callback, None
         if callback is not None:
@@ -55,6 +62,18 @@ class Later:
         except Exception as exc:  # noqa: BLE001 - the exception is the outcome
             outcome = exc
         self.settle(outcome)
+
+    def map(self, fn: Callable[[Any], Any]) -> None:
+        """Settle with ``fn(outcome)`` (or the Exception it raises) instead of a value
+        outcome: the store's wait becomes the processor's answer with no second Later. On a
+        Later settled already it maps the outcome now (call it before `then`)."""
+        if not self._settled:
+            self._map = fn
+        elif not isinstance(self._outcome, Exception):
+            try:
+                self._outcome = fn(self._outcome)
+            except Exception as exc:  # noqa: BLE001 - the exception is the outcome
+                self._outcome = exc
 
     def then(self, callback: Callable[[Any], None]) -> None:
         """Call `callback(outcome)` once settled (now, if it is); one callback per Later."""

@@ -585,7 +585,7 @@ class Connection:
         try:
             await route.wait_slot(ctx)
             rest = route.start(ctx, request)
-            if type(rest) is Later:
+            if isinstance(rest, Later):
                 rest.then(lambda outcome: self._answer_later(route, ctx, request, outcome))
                 return
             if rest is not None and not isinstance(rest, RemotingCommand):

@@ -26,7 +26,7 @@ with no thread to hand the GIL to. Tasks (all in one nursery):
   pending, so that the reader does not wait for this task's turn.
 * Retention: every ``clean_resource_interval`` ms measures the disk and deletes expired files.
 * Replica watchdog (SYNC_MASTER): appends that must wait for a slave's ack queue a
-  ``_ReplicaWait`` in append order; ``replica_acked`` wakes every wait the ack covers (one ack
+  their ``PutWait`` in append order; ``replica_acked`` wakes every wait the ack covers (one ack
   covers many messages: the group commit of replication), and the watchdog wakes those still
   waiting ``sync_flush_timeout`` after their append with FLUSH_SLAVE_TIMEOUT.
 
@@ -102,64 +102,71 @@ class _Batch(_Wakeup):
         self.done = False  # a round covering the batch has finished
 
 
-class _ReplicaWait(_Wakeup):
-    """One append waiting until a slave has acked the CommitLog up to ``end``."""
-
-    __slots__ = ("deadline", "end")
-
-    def __init__(self, end: int, deadline: float) -> None:
-        super().__init__()
-        self.end = end
-        self.deadline = deadline
-
-
 class PutWait(Later):
     """An append's answer once its flush and its slave (or group) wait are over: a `Later`
-    settled with the PutMessageResult by the task that ended the wait (the flusher, an ack, a
-    watchdog). The waits run in order: the sync round first, then the replica."""
+    settled with the PutMessageResult by the task that ended the last of them (the flusher,
+    an ack, a watchdog). A replica wait queues the PutWait itself (``end``, ``deadline``,
+    ``timed_out``, ``fire``) in append order: one object per waiting append."""
 
-    __slots__ = ("_astore", "_batch", "_refused", "_replica", "result")
+    __slots__ = (
+        "_astore", "_batch", "_disk_timeout", "_flush_pending", "_refused", "_replica_pending", "_slave_timeout",
+        "deadline", "end", "result", "timed_out",
+    )  # fmt: skip
 
     def __init__(
         self,
         astore: AsyncMessageStore,
         result: PutMessageResult,
         batch: _Batch | None,
-        replica: _ReplicaWait | None,
+        replica_deadline: float | None,
         refused: str | None,
     ) -> None:
         super().__init__()
         self._astore = astore
         self.result = result
-        self._batch = batch
-        self._replica = replica
         self._refused = refused
+        self._batch = batch
+        self.end = result.end_offset
+        self.deadline = replica_deadline if replica_deadline is not None else 0.0
+        self.timed_out = False  # set by the replica watchdog before it fires us
+        self._replica_pending = replica_deadline is not None
+        self._flush_pending = batch is not None
+        self._disk_timeout = self._slave_timeout = False
         if batch is not None:
             batch.when_fired(self._flushed)
-        else:
-            self._flushed()
+        elif not self._replica_pending:
+            self._finish()
 
     def _flushed(self) -> None:
-        result, batch = self.result, self._batch
-        if batch is not None and batch.timed_out and self._astore.flushed_offset < result.end_offset:
+        self._flush_pending = False
+        batch = self._batch
+        self._disk_timeout = batch is not None and batch.timed_out and self._astore.flushed_offset < self.end
+        if not self._replica_pending:
+            self._finish()
+
+    def fire(self) -> None:
+        """The replica wait is over: acked, timed out (``timed_out``) or failed."""
+        if not self._replica_pending:
+            return
+        self._replica_pending = False
+        self._slave_timeout = self.timed_out and self._astore.replicated_offset < self.end
+        if not self._flush_pending:
+            self._finish()
+
+    def _finish(self) -> None:
+        # The waits' verdicts in RocketMQ's order: the disk's, the slave's refusal, the
+        # slave's timeout, each later one winning.
+        result, astore = self.result, self._astore
+        if self._disk_timeout:
             result.status = PutMessageStatus.FLUSH_DISK_TIMEOUT
-            result.remark = f"not synced within sync_flush_timeout={self._astore.store.config.sync_flush_timeout} ms"
-        if self._refused is not None:  # the slave's verdict wins over the disk's, as in RocketMQ
+            result.remark = f"not synced within sync_flush_timeout={astore.store.config.sync_flush_timeout} ms"
+        if self._refused is not None:
             result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
             result.remark = self._refused
-        if self._replica is not None:
-            self._replica.when_fired(self._replicated)
-        else:
-            self.settle(result)
-
-    def _replicated(self) -> None:
-        result, replica = self.result, self._replica
-        assert replica is not None
-        if replica.timed_out and self._astore.replicated_offset < replica.end:
+        if self._slave_timeout:
             result.status = PutMessageStatus.FLUSH_SLAVE_TIMEOUT
             result.remark = (
-                f"no slave acked offset {replica.end} within syncFlushTimeout="
-                f"{self._astore.store.config.sync_flush_timeout} ms"
+                f"no slave acked offset {self.end} within syncFlushTimeout={astore.store.config.sync_flush_timeout} ms"
             )
         self.settle(result)
 
@@ -264,7 +271,7 @@ class AsyncMessageStore:
         self.replicated_offset = 0  # the highest CommitLog offset a slave has acked
         # DLedger: every append waits for its group's commit, whatever its WAIT property says
         self.replica_wait_always = False
-        self._replica_waits: deque[_ReplicaWait] = deque()
+        self._replica_waits: deque[PutWait] = deque()
         self._replica_wait_added = trio.Event()
 
     # --- lifetime -------------------------------------------------------------------------
@@ -426,7 +433,7 @@ class AsyncMessageStore:
         else:
             self._reput_wanted.set()
         waits = wants_wait(wait, props)
-        replica: _ReplicaWait | None = None
+        replica_deadline: float | None = None
         refused: str | None = None  # why SYNC_MASTER cannot wait for a slave
         replication = self.replication
         if replication is not None:
@@ -434,10 +441,7 @@ class AsyncMessageStore:
             if (waits or self.replica_wait_always) and self.sync_replication:
                 refused = replication.unavailable(result.end_offset)
                 if refused is None and self.replicated_offset < result.end_offset:
-                    timeout = self.store.config.sync_flush_timeout / 1000
-                    replica = _ReplicaWait(result.end_offset, trio.current_time() + timeout)
-                    self._replica_waits.append(replica)
-                    self._replica_wait_added.set()
+                    replica_deadline = trio.current_time() + self.store.config.sync_flush_timeout / 1000
         batch: _Batch | None = None
         if self.store.sync_flush and waits:
             if not self._running:
@@ -450,12 +454,16 @@ class AsyncMessageStore:
                 self._batches.append(batch)
                 self._batch_opened.set()
             self._flush_wanted.set()
-        if batch is None and replica is None:
+        if batch is None and replica_deadline is None:
             if refused is not None:
                 result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
                 result.remark = refused
             return result
-        return PutWait(self, result, batch, replica, refused)
+        put = PutWait(self, result, batch, replica_deadline, refused)
+        if replica_deadline is not None:
+            self._replica_waits.append(put)
+            self._replica_wait_added.set()
+        return put
 
     def append_replica(self, offset: int, data: bytes | memoryview) -> None:
         """An HA slave's append of its master's bytes (see ``MessageStore.append_replica``);

@@ -539,9 +539,9 @@ class MessageStore:
         for state in self._topics.values():
             state.offsets.clear()
         for (topic, queue_id), cq in self.queues.queues.items():
-            state = self._topic(topic)
-            if state is not None:
-                state.offsets[queue_id] = cq.max_offset
+            known = self._topic(topic)
+            if known is not None:
+                known.offsets[queue_id] = cq.max_offset
 
     def put_message(
         self,

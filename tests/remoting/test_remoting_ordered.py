@@ -180,3 +180,56 @@ async def test_a_later_can_be_awaited() -> None:
 async def _settle_soon(later: Later) -> None:
     await trio.sleep(0.01)
     later.settle("done")
+
+
+async def test_map_turns_the_outcome_into_the_answer() -> None:
+    """`map` makes a Later (or a subclass: the store's PutWait) settle with what the
+    function returns; an exception it raises, or one the work failed with, is the outcome."""
+    later = Later()
+    later.map(lambda n: n * 2)
+    later.settle(21)
+    assert await later == 42
+    raising = Later()
+    raising.map(lambda n: 1 // n)
+    raising.settle(0)
+    with pytest.raises(ZeroDivisionError):
+        await raising
+    failed = Later()
+    failed.map(lambda n: pytest.fail("not called on a failure"))
+    failed.settle(KeyError("x"))
+    with pytest.raises(KeyError):
+        await failed
+    settled = Later()
+    settled.settle(1)
+    settled.map(lambda n: n + 1)  # settled already: mapped now
+    assert await settled == 2
+
+
+class _Sub(Later):
+    __slots__ = ()
+
+
+async def test_a_subclass_of_later_is_answered_as_a_later() -> None:
+    waiting: list[tuple[RemotingCommand, Later]] = []
+
+    class Mapper:
+        async def process(self, ctx: RequestContext, request: RemotingCommand) -> Any:
+            raise AssertionError("an ordered route starts requests with begin()")
+
+        def begin(self, ctx: RequestContext, request: RemotingCommand) -> Any:
+            later = _Sub()
+            later.map(lambda body: request.make_response(ResponseCode.SUCCESS, body))
+            waiting.append((request, later))
+            return later
+
+    d = Dispatcher()
+    d.register(RequestCode.SEND_MESSAGE, Mapper(), concurrency=10)
+    async with raw_peer(d) as (peer, _):
+        await peer.send(_request(1, b"m"))
+        with trio.fail_after(5):
+            while not waiting:
+                await trio.sleep(0.01)
+        waiting[0][1].settle("stored")
+        with trio.fail_after(5):
+            (answer,) = await peer.receive_batch()
+    assert (answer.opaque, answer.code, answer.remark) == (1, ResponseCode.SUCCESS, "stored")

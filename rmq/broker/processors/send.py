@@ -158,9 +158,9 @@ class SendProcessor:
     def _respond_later(self, request: RemotingCommand, waiting: PutWait, topic: str, queue_id: int) -> Later:
         """The answer once the store's wait (flush, slave, group commit) is over: built in
         the task that ended it, with no task of its own."""
-        later = Later()  # an exception from _respond is answered as a failed processor's
-        waiting.then(lambda result: later.settle_call(lambda: self._respond(request, result, topic, queue_id)))
-        return later
+        # an exception from _respond is answered as a failed processor's
+        waiting.map(lambda result: self._respond(request, result, topic, queue_id))
+        return waiting
 
     @staticmethod
     async def _send_back_refusals(work: Any, request: RemotingCommand) -> RemotingCommand:
