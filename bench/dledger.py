@@ -252,7 +252,7 @@ def report(args: argparse.Namespace, single: dict[str, Any] | None, group: dict[
             total = sum(u + s for u, s in r["cpu"].values())
             print(f"  {label}: {parts}; total {total:.0f} µs, busy {r['busy']:.2f} cores")
     if single is not None:
-        print(f"group / single throughput: {group['tps'] / single['tps']:.0%} (aim: at least 50%)")
+        print(f"group / single throughput: {group['tps'] / single['tps']:.1%} (aim: at least 50%)")
 
 
 def main(argv: list[str]) -> int:
@@ -292,8 +292,8 @@ def main(argv: list[str]) -> int:
         if single is not None:
             ratios.append(group["tps"] / single["tps"])
     if len(ratios) > 1:
-        listed = ", ".join(f"{r:.0%}" for r in ratios)
-        print(f"\ngroup / single over {len(ratios)} pairs: median {statistics.median(ratios):.0%} ({listed})")
+        listed = ", ".join(f"{r:.1%}" for r in ratios)
+        print(f"\ngroup / single over {len(ratios)} pairs: median {statistics.median(ratios):.1%} ({listed})")
     if kills:
         print(
             f"failover over {len(kills)} leader kills, kill to first SEND_OK: min {min(kills):.2f} s, "
