@@ -39,12 +39,8 @@ class Later:
         settling task goes on."""
         if self._settled:
             return
-        fn = self._map
-        if fn is not None and not isinstance(outcome, Exception):
-            try:
-                outcome = fn(outcome)
-            except Exception as exc:  # noqa: BLE001 - the exception is the outcome
-                outcome = exc
+        if self._map is not None:
+            outcome = _mapped(self._map, outcome)
         self._settled, self._outcome = True, outcome
         callback, self._callback = self._callback, None
         if callback is not None:
@@ -67,13 +63,10 @@ class Later:
         """Settle with ``fn(outcome)`` (or the Exception it raises) instead of a value
         outcome: the store's wait becomes the processor's answer with no second Later. On a
         Later settled already it maps the outcome now (call it before `then`)."""
-        if not self._settled:
+        if self._settled:
+            self._outcome = _mapped(fn, self._outcome)
+        else:
             self._map = fn
-        elif not isinstance(self._outcome, Exception):
-            try:
-                self._outcome = fn(self._outcome)
-            except Exception as exc:  # noqa: BLE001 - the exception is the outcome
-                self._outcome = exc
 
     def then(self, callback: Callable[[Any], None]) -> None:
         """Call `callback(outcome)` once settled (now, if it is); one callback per Later."""
@@ -90,3 +83,13 @@ class Later:
         if isinstance(self._outcome, Exception):
             raise self._outcome
         return self._outcome
+
+
+def _mapped(fn: Callable[[Any], Any], outcome: Any) -> Any:
+    """``fn(outcome)`` for a value outcome, or the Exception it raises; an Exception as is."""
+    if isinstance(outcome, Exception):
+        return outcome
+    try:
+        return fn(outcome)
+    except Exception as exc:  # noqa: BLE001 - the exception is the outcome
+        return exc

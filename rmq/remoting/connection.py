@@ -359,9 +359,7 @@ class Connection:
         """
         if self._outbox.closed:
             raise RemotingSendRequestError(self.remote_address, request.code, self._closed_text())
-        request.opaque = self._take_opaque()
-        request.flag = (request.flag & ~RPC_TYPE) | RPC_ONEWAY
-        frame = request.encode()
+        frame = self._oneway_frame(request)
         if self._write_now(frame) or self._outbox.put_nowait(frame):
             await trio.lowlevel.checkpoint()
             return
@@ -378,11 +376,13 @@ class Connection:
         connection is closed or its outbox full."""
         if self._outbox.closed or self._outbox.full:
             return False
+        frame = self._oneway_frame(request)
+        return self._write_now(frame, unpipelined=True) or self._outbox.put_nowait(frame)
+
+    def _oneway_frame(self, request: RemotingCommand) -> bytes:
         request.opaque = self._take_opaque()
         request.flag = (request.flag & ~RPC_TYPE) | RPC_ONEWAY
-        frame = request.encode()
-        self._may_write_now = True
-        return self._write_now(frame) or self._outbox.put_nowait(frame)
+        return request.encode()
 
     async def send_response(self, request: RemotingCommand, response: RemotingCommand) -> None:
         """Queue `response` to `request` (for a processor that returned None and answers
@@ -458,14 +458,17 @@ class Connection:
             log.error("cannot encode the response to %r for %s: %s", request, self.remote_address, exc)
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"cannot encode the response: {exc}").encode()
 
-    def _write_now(self, frame: bytes) -> bool:
+    def _write_now(self, frame: bytes, *, unpipelined: bool = False) -> bool:
         """Write `frame` to the socket from the calling task, if the stream allows it, nothing
-        is queued or being written, the last read held one command and no frame went out so
-        since (otherwise frames queue, so that the writer joins them into one send). True
-        when the frame went out, or its unwritten rest is first in the outbox; False to queue
-        it as usual (also when the socket fails: the writer then meets the error and closes)."""
+        is queued or being written, and the last read held one command and no frame went out
+        since, or the caller sends no pipelines (`unpipelined`); otherwise frames queue, so
+        that the writer joins them into one send. True when the frame went out, or its
+        unwritten rest is first in the outbox; False to queue it as usual (also when the
+        socket fails: the writer then meets the error and closes)."""
         write = self._direct_write
-        if write is None or not self._may_write_now or self._writing or len(self._outbox) or self._outbox.closed:
+        if write is None or not (unpipelined or self._may_write_now) or self._writing:
+            return False
+        if len(self._outbox) or self._outbox.closed:
             return False
         try:
             sent = write(frame)

@@ -36,6 +36,22 @@ class WriterCounting(CommandStream):
         await super().send_frames(frames)
 
 
+class Collector:
+    """A dispatcher keeping every SEND_MESSAGE it serves; `all_in` is set at `expected`."""
+
+    def __init__(self, expected: int) -> None:
+        self.got: list[RemotingCommand] = []
+        self.all_in = trio.Event()
+        self.expected = expected
+        self.dispatcher = Dispatcher()
+        self.dispatcher.register(RequestCode.SEND_MESSAGE, self._keep, inline=True)  # type: ignore[arg-type]
+
+    async def _keep(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        self.got.append(request)
+        if len(self.got) == self.expected:
+            self.all_in.set()
+
+
 async def test_plain_tcp_stages_get_a_direct_writer_and_others_do_not() -> None:
     left, right = socket_stream_pair()
     with trio.CancelScope() as scope:
@@ -77,18 +93,10 @@ async def test_frames_arrive_whole_and_in_order_when_the_socket_takes_only_part(
     left_sock, right_sock = trio.socket.socketpair()
     left_sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
     left, right = trio.SocketStream(left_sock), trio.SocketStream(right_sock)
-    got: list[RemotingCommand] = []
-    all_in = trio.Event()
-
-    async def keep(ctx: RequestContext, request: RemotingCommand) -> None:
-        got.append(request)
-        if len(got) == 52:
-            all_in.set()
-
-    dispatcher = Dispatcher()
-    dispatcher.register(RequestCode.SEND_MESSAGE, keep, inline=True)  # type: ignore[arg-type]
+    collector = Collector(52)
+    got, all_in = collector.got, collector.all_in
     sender = Connection(CommandStream(left), remote_address="receiver")
-    receiver = Connection(CommandStream(right), dispatcher, remote_address="sender")
+    receiver = Connection(CommandStream(right), collector.dispatcher, remote_address="sender")
     write = sender._direct_write
     assert write is not None
     direct: list[tuple[int, int]] = []  # (frame size, bytes the socket took)
@@ -164,19 +172,11 @@ async def test_send_oneway_nowait_writes_each_frame_at_once_and_refuses_on_a_clo
     """A caller without pipelines (a DLedger member's pushes and acks) writes every frame
     from its own task, one after another, never through the writer task."""
     left, right = socket_stream_pair()
-    got: list[RemotingCommand] = []
-    all_in = trio.Event()
-
-    async def keep(ctx: RequestContext, request: RemotingCommand) -> None:
-        got.append(request)
-        if len(got) == 10:
-            all_in.set()
-
-    dispatcher = Dispatcher()
-    dispatcher.register(RequestCode.SEND_MESSAGE, keep, inline=True)  # type: ignore[arg-type]
+    collector = Collector(10)
+    got, all_in = collector.got, collector.all_in
     written: list[int] = []
     sender = Connection(WriterCounting(left, written), remote_address="receiver")
-    receiver = Connection(CommandStream(right), dispatcher, remote_address="sender")
+    receiver = Connection(CommandStream(right), collector.dispatcher, remote_address="sender")
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             await nursery.start(sender.run)
