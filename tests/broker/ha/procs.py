@@ -194,3 +194,17 @@ class DLedgerGroup:
 
     def by_address(self, address: str) -> BrokerProcess:
         return next(m for m in self.members if m.address == address)
+
+    def roles(self) -> str:
+        """Every member's elections and role changes from its log, in time order (for a
+        failure's message: who led when)."""
+        marks = ("stands for", "is the leader", "follows", "serves as the master", "is now", "SIGTERM")
+        lines = []
+        for m in self.members:
+            try:
+                text = m.log_path.read_text()
+            except OSError:
+                continue
+            lines += [f"{line[11:23]} {m.store.name}: {line.partition(' - ')[2]}" for line in text.splitlines()
+                      if any(k in line for k in marks)]  # fmt: skip
+        return "\n".join(sorted(lines))

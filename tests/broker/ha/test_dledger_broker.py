@@ -317,6 +317,27 @@ async def test_paused_leader_steps_down_answers_no_send_ok_and_its_tail_is_repla
 # suite kills once (our producer goes through ten kills in a row above, in the suite);
 # RMQ_DLEDGER_KILLS=10 gives the full run (docs/dledger.md quotes it).
 CPP_KILLS = int(os.environ.get("RMQ_DLEDGER_KILLS", "1"))
+# Waiting for the C++ client's next SEND_OK allows two of its route refreshes (30 s each): one
+# for the kill and one spare for a busy machine; the client sends until it is told to stop.
+CPP_OK_WAIT = 75.0
+
+
+async def sends_story(ns: str, group: DLedgerGroup, events: list[dict[str, object]]) -> str:
+    """What a failure needs to say: the client's last SEND_OK and its errors, the name
+    server's addresses for the group, and who led when."""
+    sends = [e for e in events if e.get("event") == "send"]
+    oks = [e["t"] for e in sends if e.get("ok")]
+    errors = collections.Counter(str(e.get("error", ""))[:70] for e in sends if not e.get("ok"))
+    try:
+        async with MQAdmin(namesrv=ns) as admin:
+            addrs = (await admin.cluster_info()).brokers["broker-d"].addrs
+    except (MQClientError, KeyError) as exc:
+        addrs = f"({exc!r})"
+    return (
+        f"{len(sends)} sends, {len(oks)} SEND_OK, the last at t={oks[-1] if oks else None} of "
+        f"{sends[-1]['t'] if sends else None}; errors: {errors.most_common(4)}; name server: "
+        f"{addrs}; members:\n{group.roles()}"
+    )
 
 
 @pytest.mark.interop
@@ -330,21 +351,26 @@ async def test_cpp_client_sends_through_leader_kills_and_no_send_ok_is_lost(
     async with Producer("warm", namesrv=ns) as producer:  # the topic exists before the C++ client asks
         assert (await producer.send(Message("DlCpp", b"warm-up"))).status.value == "SEND_OK"
     spec = produce(
-        ns, "DlCpp", 1_000_000, method="sync", body="cpp-{i}", keys="K{i}", time_limit=12 + 45 * CPP_KILLS,
+        ns, "DlCpp", 1_000_000, method="sync", body="cpp-{i}", keys="K{i}", time_limit=60 + 3 * CPP_OK_WAIT * CPP_KILLS,
         retry_times=2, send_timeout_ms=3000,
     )  # fmt: skip
     failovers: list[float] = []
     async with start_scenario(spec) as run:
+        counted = [0, 0]  # events looked at, SEND_OKs among them (a failing client sends fast)
 
         def ok() -> int:
-            return sum(1 for e in run.events if e.get("event") == "send" and e.get("ok"))
+            events = run.events
+            counted[1] += sum(1 for e in events[counted[0] :] if e.get("event") == "send" and e.get("ok"))
+            counted[0] = len(events)
+            return counted[1]
 
-        async def ok_after(n: int, timeout: float = 60) -> None:
+        async def ok_after(n: int, timeout: float = CPP_OK_WAIT) -> None:
             with trio.move_on_after(timeout):
                 while ok() <= n:
                     await trio.sleep(0.02)
                 return
-            raise AssertionError(f"no SEND_OK for {timeout} s; last events: {run.events[-6:]}")
+            story = await sends_story(ns, group, run.events)
+            raise AssertionError(f"no SEND_OK for {timeout} s: {story}")
 
         await ok_after(50)
         for _ in range(CPP_KILLS):
