@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 SendBatch = Callable[[Sequence["ProtocolMessage"], float], Awaitable[SendResult]]
 
 
+_WOKEN = trio.Event()  # what a waiter holds until it first waits: setting it again does nothing
+_WOKEN.set()
+
+
 class _Waiter:
     __slots__ = ("deadline", "error", "msg", "queued", "result", "size", "wake")
 
@@ -43,7 +47,7 @@ class _Waiter:
         self.size = batch_item_size(msg)
         self.result: SendResult | None = None
         self.error: BaseException | None = None
-        self.wake = trio.Event()
+        self.wake = _WOKEN  # a fresh event before each wait
 
 
 class _Lane:
@@ -56,16 +60,18 @@ class _Lane:
         self.in_flight = 0
 
 
+_ALONE = frozenset((P.TRAN_MSG, *P.TIMER_KEYS))  # properties whose message never joins a batch
+
+
 def batchable(msg: ProtocolMessage, compress_over: int) -> bool:
     """Whether a batch may carry `msg` (MessageBatch's rules, and no compression due). A
     timer message goes alone: a timer-wheel broker refuses a batch holding one."""
     props = msg.properties
     return (
-        not msg.topic.startswith(RETRY_PREFIX)
+        len(msg.body) <= compress_over
+        and _ALONE.isdisjoint(props)
         and props.get(P.DELAY, "0") in ("", "0")
-        and P.TRAN_MSG not in props
-        and len(msg.body) <= compress_over
-        and not any(key in props for key in P.TIMER_KEYS)
+        and not msg.topic.startswith(RETRY_PREFIX)
     )
 
 

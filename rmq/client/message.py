@@ -209,8 +209,13 @@ class SendResult:
         )
 
 
+_VALID_TOPICS: set[str] = set()  # topics that passed check_topic: a producer sends to few
+
+
 def check_topic(topic: str) -> None:
     """Validators.checkTopic plus the not-allowed-to-send set."""
+    if topic in _VALID_TOPICS:
+        return
     if not topic or not topic.strip():
         raise MQMessageError("the specified topic is blank")
     if len(topic.encode("utf-8")) > MAX_TOPIC_LENGTH:
@@ -221,6 +226,9 @@ def check_topic(topic: str) -> None:
         )
     if topic in SYSTEM_TOPICS:
         raise MQMessageError(f"sending message to topic[{topic}] is forbidden")
+    if len(_VALID_TOPICS) >= 4096:
+        _VALID_TOPICS.clear()
+    _VALID_TOPICS.add(topic)
 
 
 def check_message(msg: _ProtocolMessage, max_size: int = DEFAULT_MAX_MESSAGE_SIZE) -> None:
