@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 
 from rmq.protocol.message import TRANSACTION_ROLLBACK_TYPE, TRANSACTION_TYPE_MASK
-from rmq.protocol.properties import java_string_hash, java_string_hashes, split_keys
+from rmq.protocol.properties import java_string_hash, java_string_hash_extend, java_string_hashes, split_keys
 
 from .formats import (
     INDEX_ENTRY,
@@ -26,6 +26,9 @@ from .formats import (
     index_file_name,
 )
 from .mapped_file import MappedFile
+
+UNIQ_KEY_LENGTH = 32  # MessageClientIDSetter's ids: 16 bytes in hex
+_UNIQ_HEAD = 20  # of which IP, pid and class loader hash lead
 
 log = logging.getLogger("rmq.store.index")
 
@@ -200,6 +203,10 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.last_indexed = -1  # CommitLog offset of the newest record indexed
         self._prefix_hashes: dict[str, int] = {}  # topic -> Java hash of "topic#"
+        # (hash of "topic#", a UNIQ_KEY's first 20 characters) -> hash of both: the part of
+        # the id that names the producer (address, pid, class loader), the same for all its
+        # messages, so only the last 12 (time and counter) are hashed per message
+        self._uniq_heads: dict[tuple[int, str], int] = {}
 
     def load(self) -> None:
         if os.path.isdir(self.directory):
@@ -260,7 +267,7 @@ class IndexService:
         """
         keys_at: list[tuple[int, str]] = []  # (Java hash of "topic#", key) per entry
         where: list[tuple[int, int]] = []  # (CommitLog offset, store time) per entry
-        prefixes = self._prefix_hashes
+        prefixes, heads = self._prefix_hashes, self._uniq_heads
         last = self.last_indexed
         for topic, phy_offset, store_timestamp, sys_flag, keys, uniq_key in records:
             if phy_offset <= last or sys_flag & TRANSACTION_TYPE_MASK == TRANSACTION_ROLLBACK_TYPE:
@@ -271,7 +278,16 @@ class IndexService:
                     prefixes.clear()
                 prefix = prefixes[topic] = java_string_hash(topic + "#")
             if uniq_key:
-                keys_at.append((prefix, uniq_key))
+                if len(uniq_key) == UNIQ_KEY_LENGTH:
+                    lead = uniq_key[:_UNIQ_HEAD]
+                    head = heads.get((prefix, lead))
+                    if head is None:
+                        if len(heads) > 10_000:
+                            heads.clear()
+                        head = heads[prefix, lead] = java_string_hash_extend(prefix, lead)
+                    keys_at.append((head, uniq_key[_UNIQ_HEAD:]))
+                else:
+                    keys_at.append((prefix, uniq_key))
                 where.append((phy_offset, store_timestamp))
             if keys:
                 for key in split_keys(keys):

@@ -117,3 +117,18 @@ def test_build_all_writes_what_one_record_at_a_time_writes(tmp_path: Path) -> No
         assert a.mf.read(0, a.mf.size) == b.mf.read(0, b.mf.size)
     assert many.query("T", "all", 64, 0, 2**62)[0] == [i * 100 for i in range(23, 0, -1) if i % 4 and i != 7]
     assert many.query("T", "replayed", 64, 0, 2**62)[0] == []
+
+
+def test_producer_ids_hash_as_the_whole_key(tmp_path: Path) -> None:
+    """32-character UNIQ_KEYs (a producer's ids) are hashed from a cached head: each entry
+    still carries the hash of its whole ``topic#key``, and queries find every one."""
+    svc = IndexService(str(tmp_path / "index"), 64, 100, lambda: T0)
+    heads = ["7F0000010A2B1C2D3E4F", "7F0000010A2B1C2D3E4F", "C0A80001ÄB1C2D3E4F00", "7F000001\U0001f600B1C2D3E4F00"]
+    keys = [f"{heads[i % 4]}{i:012X}" for i in range(40)]
+    assert all(len(k) == 32 for k in keys)
+    svc.build_all([("Topic", 100 * (i + 1), T0, 0, None, k) for i, k in enumerate(keys)])
+    f = svc.files[0]
+    written = [INDEX_ENTRY.unpack_from(f.mf.mm, f._entries_at + n * INDEX_ENTRY.size)[0] for n in range(1, 41)]
+    assert written == [index_key_hash(f"Topic#{k}") for k in keys]
+    for i, k in enumerate(keys):
+        assert svc.query("Topic", k, 4, 0, 2**62)[0] == [100 * (i + 1)]
