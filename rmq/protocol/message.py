@@ -59,7 +59,9 @@ __all__ = [
     "MessageExt",
     "RecordMeta",
     "body_crc",
+    "BatchItem",
     "decode_batch_body",
+    "decode_batch_items",
     "decode_host",
     "decode_record",
     "decode_record_meta",
@@ -646,15 +648,24 @@ def encode_batch_body(messages: Iterable[Message]) -> bytes:
     return b"".join(parts)
 
 
-def decode_batch_body(data: bytes | bytearray | memoryview, topic: str = "") -> list[Message]:
-    """Decode a batch body into messages with ``topic`` set (the request header's topic).
+class BatchItem(NamedTuple):
+    """One message of a batch body as it came: the store keeps its properties as they are
+    (RocketMQ's MessageExtBatchEncoder), so they stay encoded."""
+
+    flag: int
+    body: bytes
+    properties: bytes
+
+
+def decode_batch_items(data: bytes | bytearray | memoryview) -> list[BatchItem]:
+    """The items of a batch body, properties undecoded.
 
     Like Java, the per-item totalSize, magic and CRC are not trusted; fields are read in order.
 
     Raises:
         RemoteProtocolError: an item runs past the end of ``data`` or has a negative length.
     """
-    out: list[Message] = []
+    out: list[BatchItem] = []
     p, end = 0, len(data)
     while p < end:
         if p + _BATCH_HEAD.size > end:
@@ -669,10 +680,18 @@ def decode_batch_body(data: bytes | bytearray | memoryview, topic: str = "") -> 
         p += 2
         if plen < 0 or p + plen > end:
             raise RemoteProtocolError(f"bad batch properties length {plen} at {p}")
-        props = P.decode_properties(bytes(data[p : p + plen]))
+        out.append(BatchItem(flag, body, bytes(data[p : p + plen])))
         p += plen
-        out.append(Message(topic, body, flag, props))
     return out
+
+
+def decode_batch_body(data: bytes | bytearray | memoryview, topic: str = "") -> list[Message]:
+    """Decode a batch body into messages with ``topic`` set (the request header's topic).
+
+    Raises:
+        RemoteProtocolError: as ``decode_batch_items``.
+    """
+    return [Message(topic, i.body, i.flag, P.decode_properties(i.properties)) for i in decode_batch_items(data)]
 
 
 # --- offset message id ----------------------------------------------------------------------

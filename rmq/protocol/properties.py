@@ -137,6 +137,17 @@ def encode_properties(props: Mapping[str, str | None] | None) -> str:
         return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None)
 
 
+def may_have(encoded: bytes, names: Iterable[str]) -> bool:
+    """Whether encoded properties may hold any of ``names``: False means surely not (a
+    name followed by its separator, at the start or after a property separator); True asks
+    the caller to decode them to be sure."""
+    for name in names:
+        tag = name.encode("utf-8") + b"\x01"
+        if encoded.startswith(tag) or b"\x02" + tag in encoded:
+            return True
+    return False
+
+
 def split_keys(keys: str | None) -> list[str]:
     """The non-empty business keys of a KEYS value (space separated)."""
     if not keys:

@@ -49,7 +49,7 @@ from typing import Any, Self
 import trio
 
 from rmq.later import Later
-from rmq.protocol.message import Message
+from rmq.protocol.message import BatchItem, Message
 
 from .flush import FlushPlan
 from .kernel_sync import KernelSync
@@ -378,7 +378,7 @@ class AsyncMessageStore:
         self,
         topic: str,
         queue_id: int,
-        messages: Iterable[Message],
+        messages: Iterable[Message | BatchItem],
         *,
         extra_properties: Mapping[str, str] | None = None,
         sys_flag: int = 0,
@@ -406,7 +406,9 @@ class AsyncMessageStore:
         result = self.store.append_message(topic, queue_id, body, **kwargs)
         return self._register(result, wait, kwargs.get("properties"), topic, queue_id)
 
-    def put_messages_now(self, topic: str, queue_id: int, messages: Iterable[Message], **kwargs: Any) -> Any:
+    def put_messages_now(
+        self, topic: str, queue_id: int, messages: Iterable[Message | BatchItem], **kwargs: Any
+    ) -> Any:
         """`put_messages` as `put_message_now` does it."""
         wait = kwargs.pop("wait", None)
         result = self.store.append_messages(topic, queue_id, messages, **kwargs)

@@ -47,6 +47,7 @@ from rmq.protocol.message import (
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
+    BatchItem,
     Message,
     MessageExt,
     decode_record,
@@ -408,7 +409,7 @@ class MessageStore:
         self,
         topic: str,
         queue_id: int,
-        messages: Iterable[Message],
+        messages: Iterable[Message | BatchItem],
         *,
         extra_properties: Mapping[str, str] | None = None,
         sys_flag: int = 0,
@@ -417,13 +418,15 @@ class MessageStore:
         store_host: tuple[str, int] = ("127.0.0.1", 10911),
         reconsume_times: int = 0,
     ) -> PutMessageResult:
-        """Write a batch (already decoded, e.g. by ``decode_batch_body``) as consecutive records
-        in one CommitLog file with consecutive queue offsets; never syncs.
+        """Write a batch (``decode_batch_items`` or ``decode_batch_body``) as consecutive
+        records in one CommitLog file with consecutive queue offsets; never syncs.
 
         Each record gets its own body CRC and keeps its own properties (UNIQ_KEY, KEYS, TAGS);
         ``extra_properties`` (batch-level ones such as WAIT, and CLUSTER) are added to each,
-        overriding. Transactional batches and items with a DELAY level are MESSAGE_ILLEGAL,
-        as in RocketMQ; otherwise statuses are those of ``append_message``.
+        overriding. A BatchItem's properties are stored as they came, the extra ones appended,
+        unless they may name DELAY or an extra property. Transactional batches and items with
+        a DELAY level are MESSAGE_ILLEGAL, as in RocketMQ; otherwise statuses are those of
+        ``append_message``.
         """
         if self._refusal is not None or self._closed:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._refusal or "store is closed")
@@ -446,21 +449,29 @@ class MessageStore:
         # the V6 bits describe the hosts we write, whatever the sender's sysFlag said
         sys_flag = (sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)) | born_v6 | store_v6
         head = record_size(sys_flag, 0, 0, 0) - 3
-        encoded: list[tuple[Message, bytes, int]] = []
+        encoded: list[tuple[Message | BatchItem, bytes, int]] = []
         total = 0
+        extra_b = P.encode_properties(extra_properties).encode("utf-8") if extra_properties else b""
+        # encoded properties are kept, the batch's appended, unless they may name DELAY or a
+        # batch property (then decoded, checked and merged as a Message's are)
+        watched = (P.DELAY, *extra_properties) if extra_properties else (P.DELAY,)
         for m in items:
-            props = dict(m.properties)
-            if extra_properties:
-                props.update(extra_properties)
-            delay = props.get(P.DELAY, "0")
-            if delay.strip().lstrip("-").isdigit() and int(delay) > 0:
-                return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
+            if isinstance(m, BatchItem) and not P.may_have(m.properties, watched):
+                raw = m.properties
+                props_b = raw + b"\x02" + extra_b if raw and extra_b else raw or extra_b
+            else:
+                props = dict(m.properties) if isinstance(m, Message) else P.decode_properties(m.properties)
+                if extra_properties:
+                    props.update(extra_properties)
+                delay = props.get(P.DELAY, "0")
+                if delay.strip().lstrip("-").isdigit() and int(delay) > 0:
+                    return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, "batch messages cannot be delayed")
+                props_b = P.encode_properties(props).encode("utf-8")
             if len(m.body) > self.config.max_message_size:
                 return self._refuse(
                     PutMessageStatus.MESSAGE_ILLEGAL,
                     f"message body of {len(m.body)} bytes exceeds max_message_size {self.config.max_message_size}",
                 )
-            props_b = P.encode_properties(props).encode("utf-8")
             if len(props_b) > MAX_PROPERTIES_LENGTH:
                 return self._refuse(
                     PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
@@ -576,7 +587,7 @@ class MessageStore:
         self,
         topic: str,
         queue_id: int,
-        messages: Iterable[Message],
+        messages: Iterable[Message | BatchItem],
         *,
         extra_properties: Mapping[str, str] | None = None,
         sys_flag: int = 0,

@@ -27,6 +27,7 @@ from rmq.protocol.message import (
     MessageExt,
     body_crc,
     decode_batch_body,
+    decode_batch_items,
     decode_record,
     decode_record_meta,
     decompress_body,
@@ -294,6 +295,29 @@ def test_batch_body_from_cpp_client_vector() -> None:
     # Our encoding differs only by the trailing \x02 the C++ client adds to properties.
     again = encode_batch_body([Message(m.topic, m.body, m.flag, m.properties) for m in msgs])
     assert decode_batch_body(again) == [Message("", m.body, m.flag, m.properties) for m in msgs]
+
+
+def test_batch_items_keep_the_properties_as_sent() -> None:
+    """decode_batch_items leaves each item's properties encoded, the C++ client's trailing
+    separator included; decode_batch_body is those items decoded."""
+    flow = _vectors() / "c_send_batch"
+    path = next(flow.glob("frames/*-c2s-broker-SEND_MESSAGE.bin"))
+    _, body = _frame(path.read_bytes())
+    items = decode_batch_items(body)
+    msgs = decode_batch_body(body)
+    assert [(i.flag, i.body) for i in items] == [(m.flag, m.body) for m in msgs]
+    assert [P.decode_properties(i.properties) for i in items] == [m.properties for m in msgs]
+    assert all(i.properties.endswith(b"\x02") for i in items)
+    with pytest.raises(RemoteProtocolError):
+        decode_batch_items(body[:-1])
+
+
+def test_may_have_never_misses_a_property() -> None:
+    encoded = P.encode_properties({"KEYS": "k", "XDELAY": "1", "WAIT": "DELAY\x01"}).encode()
+    assert P.may_have(encoded, ["KEYS"]) and P.may_have(encoded, ["WAIT", "TAGS"])
+    assert not P.may_have(encoded, ["DELAY", "TAGS"])  # inside a name or a value is no property
+    assert P.may_have(b"DELAY\x013", ["DELAY"]) and P.may_have(b"A\x01b\x02DELAY\x01", ["DELAY"])
+    assert not P.may_have(b"", ["DELAY"])
 
 
 def test_compressed_body_from_cpp_client_vector() -> None:

@@ -17,8 +17,11 @@ from rmq.protocol.message import (
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
+    BatchItem,
     Message,
+    decode_batch_items,
     decode_record,
+    encode_batch_body,
     iter_records,
     make_offset_msg_id,
 )
@@ -310,6 +313,38 @@ def test_batches(open_store) -> None:
     too_big = [Message("", b"x" * 1000, 0, {}) for _ in range(5)]
     assert store.put_messages("T", 0, too_big).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert store.queue_offset_for_next("T", 0) == 11
+
+
+def test_batch_items_keep_their_properties_as_they_came(open_store, clock: FakeClock, tmp_path: Path) -> None:
+    """A batch from the wire (decode_batch_items) is stored with each item's properties as
+    sent and the batch's appended, as RocketMQ stores them: the same records as the decoded
+    messages give; properties that may name DELAY or a batch property are decoded first."""
+    msgs = [Message("", b"m%d" % i, i, {"UNIQ_KEY": f"U{i}", "KEYS": f"K{i} k"}) for i in range(5)]
+    extra = {"CLUSTER": "c1", "WAIT": "true"}
+    items = decode_batch_items(encode_batch_body(msgs))
+    assert items[2] == BatchItem(2, b"m2", b"UNIQ_KEY\x01U2\x02KEYS\x01K2 k")
+    a, b = open_store(), open_store(root=tmp_path / "other")
+    for store, batch in ((a, msgs), (b, items)):
+        clock.now = T0
+        assert store.put_messages("T", 0, batch, extra_properties=extra).status is PutMessageStatus.PUT_OK
+    assert a.commitlog.read(0, a.commitlog.max_offset) == b.commitlog.read(0, b.commitlog.max_offset)
+    # as the C++ client sends them (a trailing separator): kept, then the batch's
+    raw = [BatchItem(0, b"x", b"UNIQ_KEY\x01C1\x02"), BatchItem(0, b"y", b"")]
+    r = b.put_messages("T", 0, raw, extra_properties={"CLUSTER": "c1"})
+    b.dispatch_pending()
+    got = list(iter_records(b.get_message("T", 0, r.queue_offset).body))
+    assert [m.properties for m in got] == [{"UNIQ_KEY": "C1", "CLUSTER": "c1"}, {"CLUSTER": "c1"}]
+    assert b.commitlog.read(r.wrote_offset, r.wrote_bytes).count(b"UNIQ_KEY\x01C1\x02\x02CLUSTER") == 1
+    # a batch property in the item: the batch's wins; a DELAY level: refused
+    r = b.put_messages(
+        "T", 0, [BatchItem(0, b"z", b"CLUSTER\x01mine\x02KEYS\x01k")], extra_properties={"CLUSTER": "c1"}
+    )
+    b.dispatch_pending()
+    assert next(iter_records(b.get_message("T", 0, r.queue_offset).body)).properties == {"CLUSTER": "c1", "KEYS": "k"}
+    delayed = [BatchItem(0, b"d", b"KEYS\x01k\x02DELAY\x013")]
+    assert b.put_messages("T", 0, delayed).status is PutMessageStatus.MESSAGE_ILLEGAL
+    not_delayed = [BatchItem(0, b"d", b"NODELAY\x013\x02DELAY\x010")]
+    assert b.put_messages("T", 0, not_delayed).status is PutMessageStatus.PUT_OK
 
 
 def test_transactions(open_store) -> None:

@@ -35,7 +35,7 @@ from rmq.protocol.message import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_TYPE_MASK,
-    decode_batch_body,
+    decode_batch_items,
     decompress_body,
 )
 from rmq.store.results import PutMessageResult, PutMessageStatus
@@ -99,6 +99,11 @@ _PUT_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
     ),
     PutMessageStatus.UNKNOWN_ERROR: (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR"),
 }
+
+
+def _timer_item(properties: bytes) -> bool:
+    """Whether a batch item's encoded properties ask for a delivery time."""
+    return P.may_have(properties, P.TIMER_KEYS) and any(k in P.decode_properties(properties) for k in P.TIMER_KEYS)
 
 
 class Refused(Exception):
@@ -335,10 +340,10 @@ class SendProcessor:
                 # stored uncompressed, each as the plain message it is.
                 body = decompress_body(body, sys_flag, max_size=broker.config.max_message_size)
                 sys_flag &= ~(COMPRESSED_FLAG | COMPRESSION_TYPE_MASK)
-            messages = decode_batch_body(body, topic)
+            messages = decode_batch_items(body)
         except ProtocolError as exc:
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
-        if broker.config.timer_wheel_enable and any(k in m.properties for m in messages for k in P.TIMER_KEYS):
+        if broker.config.timer_wheel_enable and any(_timer_item(m.properties) for m in messages):
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be timer messages")
         queue_id = self._choose_queue(tc, header.queue_id)
         extra = P.decode_properties(header.properties or "")
