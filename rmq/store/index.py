@@ -265,7 +265,7 @@ class IndexService:
         Raises:
             OSError: a new index file cannot be created (the records before it stay indexed).
         """
-        keys_at: list[tuple[int, str]] = []  # (Java hash of "topic#", key) per entry
+        keys_at: list[tuple[int, str]] = []  # (Java hash of what leads in "topic#key", the rest)
         where: list[tuple[int, int]] = []  # (CommitLog offset, store time) per entry
         prefixes, heads = self._prefix_hashes, self._uniq_heads
         last = self.last_indexed
