@@ -137,13 +137,19 @@ def encode_properties(props: Mapping[str, str | None] | None) -> str:
         return PROPERTY_SEPARATOR.join(f"{k}{NAME_VALUE_SEPARATOR}{v}" for k, v in props.items() if v is not None)
 
 
-def may_have(encoded: bytes, names: Iterable[str]) -> bool:
-    """Whether encoded properties may hold any of ``names``: False means surely not (a
-    name followed by its separator, at the start or after a property separator); True asks
-    the caller to decode them to be sure."""
-    for name in names:
-        tag = name.encode("utf-8") + b"\x01"
-        if encoded.startswith(tag) or b"\x02" + tag in encoded:
+def property_marks(names: Iterable[str]) -> tuple[bytes, ...]:
+    """What ``may_have`` looks for, made once for many calls: each name between the separators
+    that can surround it."""
+    return tuple(PROPERTY_SEPARATOR.encode() + n.encode("utf-8") + NAME_VALUE_SEPARATOR.encode() for n in names)
+
+
+def may_have(encoded: bytes, marks: tuple[bytes, ...]) -> bool:
+    """Whether encoded properties may hold any name of ``marks`` (``property_marks``): False
+    means surely not (no name followed by its separator, at the start or after a property
+    separator); True asks the caller to decode them to be sure."""
+    padded = b"\x02" + encoded
+    for mark in marks:
+        if mark in padded:
             return True
     return False
 

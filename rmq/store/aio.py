@@ -441,8 +441,9 @@ class AsyncMessageStore:
         if replication is not None:
             replication.appended()
             if (waits or self.replica_wait_always) and self.sync_replication:
-                refused = replication.unavailable(result.end_offset)
-                if refused is None and self.replicated_offset < result.end_offset:
+                end = result.end_offset
+                refused = replication.unavailable(end)
+                if refused is None and self.replicated_offset < end:
                     replica_deadline = trio.current_time() + self.store.config.sync_flush_timeout / 1000
         batch: _Batch | None = None
         if self.store.sync_flush and waits:

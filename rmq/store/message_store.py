@@ -454,7 +454,7 @@ class MessageStore:
         extra_b = P.encode_properties(extra_properties).encode("utf-8") if extra_properties else b""
         # encoded properties are kept, the batch's appended, unless they may name DELAY or a
         # batch property (then decoded, checked and merged as a Message's are)
-        watched = (P.DELAY, *extra_properties) if extra_properties else (P.DELAY,)
+        watched = P.property_marks((P.DELAY, *extra_properties) if extra_properties else (P.DELAY,))
         for m in items:
             if isinstance(m, BatchItem) and not P.may_have(m.properties, watched):
                 raw = m.properties

@@ -101,9 +101,12 @@ _PUT_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
 }
 
 
+_TIMER_MARKS = P.property_marks(P.TIMER_KEYS)
+
+
 def _timer_item(properties: bytes) -> bool:
     """Whether a batch item's encoded properties ask for a delivery time."""
-    return P.may_have(properties, P.TIMER_KEYS) and any(k in P.decode_properties(properties) for k in P.TIMER_KEYS)
+    return P.may_have(properties, _TIMER_MARKS) and any(k in P.decode_properties(properties) for k in P.TIMER_KEYS)
 
 
 class Refused(Exception):
