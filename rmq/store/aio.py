@@ -19,7 +19,8 @@ with no thread to hand the GIL to. Tasks (all in one nursery):
   a batch still waiting ``sync_flush_timeout`` after it opened is woken with FLUSH_DISK_TIMEOUT
   (the messages are stored and will become durable; only the wait ended).
 * Logics flusher: every ``flush_interval_consume_queue`` ms syncs consume queues with enough
-  pending pages (all of them every thorough interval), the index and the checkpoint.
+  pending pages (all of them every thorough interval) and the checkpoint; the index every
+  ``flush_interval_index`` ms.
 * Reput: woken by every append, builds consume queue and index entries and calls the
   ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records. An append to a queue
   a reader waits on (``awaited``) dispatches its own records itself, when nothing older is
@@ -616,7 +617,8 @@ class AsyncMessageStore:
         cfg = store.config
         interval = cfg.flush_interval_consume_queue / 1000
         thorough_every = cfg.flush_consume_queue_thorough_interval / 1000
-        last_thorough = trio.current_time()
+        index_every = cfg.flush_interval_index / 1000
+        last_thorough = last_index = trio.current_time()
         thorough = False
         while True:
             await trio.sleep(interval)
@@ -624,7 +626,12 @@ class AsyncMessageStore:
             if now - last_thorough >= thorough_every:
                 thorough = True  # stays on until a round has covered every dirty queue
                 last_thorough = now
-            plan = store.begin_flush(commitlog=False, logics=True, thorough=thorough, max_queues=FLUSH_QUEUES_PER_ROUND)
+            index = thorough or now - last_index >= index_every
+            if index:
+                last_index = now
+            plan = store.begin_flush(
+                commitlog=False, logics=True, thorough=thorough, max_queues=FLUSH_QUEUES_PER_ROUND, index=index
+            )
             await trio.to_thread.run_sync(self._flush_fn, plan, limiter=self._logics_limiter)
             store.end_flush(plan)
             if plan.queues_left == 0:

@@ -42,6 +42,12 @@ class StoreConfig:
     # interval; recovery replays the rest from the CommitLog.
     flush_consume_queue_least_pages: int = 2
     flush_consume_queue_thorough_interval: int = 60_000
+    # Index files are synced this often (ms), not every consume queue round. A sync writes back
+    # every hash slot page touched since the last one (random 4 KiB pages all over the file),
+    # and write-back protects those pages again, so the next key put in each faults. RocketMQ
+    # syncs an index file only once it is full; after a crash rmq indexes again from its last
+    # sync, at most this long of records.
+    flush_interval_index: int = 10_000
     sync_flush_timeout: int = 5000
     clean_resource_interval: int = 10_000
     file_reserved_time: int = 72  # hours

@@ -4,7 +4,8 @@ A round has three steps so that only the middle one waits on the disk:
 
 1. ``Flusher.begin`` (store thread) captures targets: the CommitLog write position, consume
    queues with enough unsynced entries (their pending tails are moved into the files first),
-   dirty index files, and the offsets the checkpoint may claim once all that is durable.
+   dirty index files (in the rounds that include them), and the offsets the checkpoint may
+   claim once all that is durable.
 2. ``Flusher.run`` (any thread) msyncs / fsyncs; many consume queue files go in one syncfs.
 3. ``Flusher.end`` (store thread) advances flushed positions and writes the checkpoint values
    into its mapping; the next round's ``run`` syncs them. The checkpoint therefore never claims
@@ -64,7 +65,9 @@ class Flusher:
         self.index = index
         self.checkpoint = checkpoint
 
-    def begin(self, *, commitlog: bool, logics: bool, thorough: bool, max_queues: int | None) -> FlushPlan:
+    def begin(
+        self, *, commitlog: bool, logics: bool, thorough: bool, max_queues: int | None, index: bool = True
+    ) -> FlushPlan:
         plan = FlushPlan()
         cl = self.commitlog
         if commitlog:
@@ -74,10 +77,10 @@ class Flusher:
             if target > cl.files.flushed_where and not cl.synced_elsewhere:
                 plan.syncs.extend((mf, upto, None) for mf, upto in cl.files.sync_plan(target))
         if logics:
-            self._plan_logics(plan, thorough, max_queues)
+            self._plan_logics(plan, thorough, max_queues, index)
         return plan
 
-    def _plan_logics(self, plan: FlushPlan, thorough: bool, max_queues: int | None) -> None:
+    def _plan_logics(self, plan: FlushPlan, thorough: bool, max_queues: int | None, index: bool) -> None:
         d = self.dispatcher
         reput, ts = d.reput_offset, d.last_timestamp
         least = self.config.flush_consume_queue_least_pages * _PAGE
@@ -108,7 +111,7 @@ class Flusher:
             plan.logics_timestamp = ts
         else:
             plan.logics_timestamp = (self.commitlog.store_timestamp_at(logics_offset) or 1) - 1
-        if self.index is not None:
+        if self.index is not None and index:  # else the checkpoint's index offset stays
             for f in self.index.dirty_files():
                 f.dirty = False
                 plan.syncs.append((f.mf, f.mf.size, 0))

@@ -646,15 +646,18 @@ class MessageStore:
         logics: bool = False,
         thorough: bool = False,
         max_queues: int | None = None,
+        index: bool = True,
     ) -> FlushPlan:
         """Capture what a flush round must sync (store thread; see flush.py).
 
         ``logics`` also moves pending consume queue entries into their files and includes the
         queues with at least ``flush_consume_queue_least_pages`` pages unsynced (all of them
         with ``thorough``; at most ``max_queues``, which bounds the time spent here), the
-        index files and the checkpoint.
+        index files (with ``index``) and the checkpoint.
         """
-        return self._flusher.begin(commitlog=commitlog, logics=logics, thorough=thorough, max_queues=max_queues)
+        return self._flusher.begin(
+            commitlog=commitlog, logics=logics, thorough=thorough, max_queues=max_queues, index=index
+        )
 
     def run_flush(self, plan: FlushPlan) -> None:
         """Sync what ``plan`` names; safe to run in a worker thread."""

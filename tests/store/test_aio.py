@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 
 import trio
 import trio.testing
@@ -104,6 +106,32 @@ async def test_async_flush_runs_periodically(open_store) -> None:
         rounds = counter.commitlog_rounds
         await trio.sleep(0.3)
         assert counter.commitlog_rounds == rounds  # nothing new to sync, no sync rounds
+
+
+async def test_the_index_is_synced_every_index_interval_not_every_queue_round(open_store) -> None:
+    # Real time, as above: the rounds run in worker threads.
+    store = open_store(flush_interval_consume_queue=20, flush_interval_index=300)
+    rounds: list[tuple[float, bool]] = []  # (when, whether the round synced the index)
+
+    def flush(plan: FlushPlan) -> None:
+        if plan.logics_offset is not None:
+            rounds.append((time.monotonic(), plan.index_offset is not None))
+        store.run_flush(plan)
+
+    async with AsyncMessageStore(store, flush_fn=flush) as astore:
+        start = time.monotonic()
+        for i in range(20):
+            await astore.put_message("T", 0, b"m%d" % i, properties={"KEYS": f"k{i}"})
+            await trio.sleep(0.05)
+        with trio.fail_after(10):
+            while sum(synced for _, synced in rounds) < 2:  # noqa: ASYNC110 - watching the flusher
+                await trio.sleep(0.02)
+        seen = rounds[:]  # not the final round of the exit, which syncs everything
+    with_index = [t for t, synced in seen if synced]
+    assert len(seen) > 2 * len(with_index)  # most rounds leave the index alone
+    # (timed in the worker thread, a little after each round's start: some slack)
+    assert with_index[0] - start >= 0.25
+    assert all(b - a >= 0.25 for a, b in itertools.pairwise(with_index))
 
 
 async def test_reput_wakes_the_listener_and_exit_flushes(open_store) -> None:
