@@ -154,6 +154,16 @@ class BrokerConfig:
     default_query_max_num: int = 32
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
+    flush_interval_commit_log: int = 500  # ms, ASYNC_FLUSH
+    flush_interval_consume_queue: int = 1000  # ms
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval: int = 60_000  # ms
+    flush_interval_index: int = 10_000  # ms; rmq's own (RocketMQ syncs an index file when full)
+    clean_resource_interval: int = 10_000  # ms
+    check_crc_on_recover: bool = True
+    message_index_enable: bool = True
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 5_000_000 * 4
 
     # topics and groups
     auto_create_topic_enable: bool = True
@@ -390,6 +400,13 @@ class BrokerConfig:
             "max_msgs_num_batch",
             "default_query_max_num",
             "sync_flush_timeout",
+            "flush_interval_commit_log",
+            "flush_interval_consume_queue",
+            "flush_consume_queue_thorough_interval",
+            "flush_interval_index",
+            "clean_resource_interval",
+            "max_hash_slot_num",
+            "max_index_num",
             "timer_max_delay_sec",
             "transaction_check_interval",
             "transaction_time_out",
@@ -400,6 +417,8 @@ class BrokerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise bad(_camel(name), "must be > 0")
+        if self.flush_consume_queue_least_pages < 0:
+            raise bad("flushConsumeQueueLeastPages", "must be >= 0")
         if self.mapped_file_size_consume_queue % 20:
             raise bad("mappedFileSizeConsumeQueue", "must be a multiple of 20 (the consume-queue entry size)")
         if not 0 <= self.broker_permission <= 15:
@@ -449,14 +468,12 @@ ACCEPTED_KEYS = frozenset(
     useEpollNativeSelector clientWorkerThreads clientCallbackExecutorThreads
     useReentrantLockWhenPutMessage waitTimeMillsInSendQueue waitTimeMillsInPullQueue
     waitTimeMillsInHeartbeatQueue waitTimeMillsInTransactionQueue osPageCacheBusyTimeOutMills
-    brokerFastFailureEnable flushIntervalCommitLog flushCommitLogTimed flushIntervalConsumeQueue
-    flushCommitLogLeastPages flushConsumeQueueLeastPages flushCommitLogThoroughInterval
-    flushConsumeQueueThoroughInterval commitIntervalCommitLog commitCommitLogLeastPages
+    brokerFastFailureEnable flushCommitLogTimed flushCommitLogLeastPages flushCommitLogThoroughInterval
+    commitIntervalCommitLog commitCommitLogLeastPages
     transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool
-    warmMapedFileEnable mapedFileSizeCommitLog mapedFileSizeConsumeQueue cleanResourceInterval
+    warmMapedFileEnable mapedFileSizeCommitLog mapedFileSizeConsumeQueue
     deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval destroyMapedFileIntervalForcibly
-    redeleteHangedFileInterval cleanFileForciblyEnable diskFallRecorded checkCRCOnRecover
-    messageIndexEnable messageIndexSafe maxHashSlotNum maxIndexNum
+    redeleteHangedFileInterval cleanFileForciblyEnable diskFallRecorded messageIndexSafe
     slaveTimeout offsetCheckInSlave debugLockEnable duplicationEnable
     storePathConsumeQueue storePathIndex storeCheckpoint abortFile
     fetchNamesrvAddrByAddressServer filterServerNums filterSupportRetry enableCalcFilterBitMap
@@ -480,6 +497,7 @@ def _camel(name: str) -> str:
 _IRREGULAR = {
     "broker_ip1": "brokerIP1",
     "broker_ip2": "brokerIP2",
+    "check_crc_on_recover": "checkCRCOnRecover",
     "tls_server_mode": "tls.server.mode",
     "tls_server_cert_path": "tls.server.certPath",
     "tls_server_key_path": "tls.server.keyPath",

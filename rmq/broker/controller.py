@@ -184,6 +184,16 @@ class BrokerController:
             max_transfer_bytes_on_message_in_memory=c.max_transfer_bytes_on_message_in_memory,
             max_transfer_count_on_message_in_memory=c.max_transfer_count_on_message_in_memory,
             message_delay_level=c.message_delay_level,
+            flush_interval_commitlog=c.flush_interval_commit_log,
+            flush_interval_consume_queue=c.flush_interval_consume_queue,
+            flush_consume_queue_least_pages=c.flush_consume_queue_least_pages,
+            flush_consume_queue_thorough_interval=c.flush_consume_queue_thorough_interval,
+            flush_interval_index=c.flush_interval_index,
+            clean_resource_interval=c.clean_resource_interval,
+            check_crc_on_recover=c.check_crc_on_recover,
+            message_index_enable=c.message_index_enable,
+            max_hash_slot_num=c.max_hash_slot_num,
+            max_index_num=c.max_index_num,
         )
 
     # -- lifetime ---------------------------------------------------------------------

@@ -60,6 +60,19 @@ BROKER = {
     "defaultQueryMaxNum": "Messages a query by unique key returns.",
     "maxTransferBytesOnMessageInMemory": "Most bytes one pull returns from memory.",
     "maxTransferCountOnMessageInMemory": "Most messages one pull returns from memory.",
+    "flushIntervalCommitLog": "Milliseconds between CommitLog syncs with ASYNC_FLUSH.",
+    "flushIntervalConsumeQueue": "Milliseconds between consume queue flush rounds (entries into their files, syncs).",
+    "flushConsumeQueueLeastPages": "A consume queue is synced once this many 4 KiB pages are unsynced.",
+    "flushConsumeQueueThoroughInterval": "Milliseconds between rounds that sync every consume queue.",
+    "flushIntervalIndex": (
+        "rmq's own: milliseconds between index syncs; after a crash the index is rebuilt from the "
+        "last one. RocketMQ syncs an index file only when it is full."
+    ),
+    "cleanResourceInterval": "Milliseconds between checks of disk use and expired files.",
+    "checkCRCOnRecover": "Check each record's CRC when recovery validates the CommitLog.",
+    "messageIndexEnable": "Build the index (queryMsgByKey, queryMsgByUniqueKey); off saves its CPU and disk writes.",
+    "maxHashSlotNum": "Hash slots per index file.",
+    "maxIndexNum": "Entries per index file; then a new one is started.",
     "autoCreateTopicEnable": "Create unknown topics on first send (from TBW102).",
     "autoCreateSubscriptionGroup": "Create unknown consumer groups on first use.",
     "defaultTopicQueueNums": "Queues of the TBW102 template topic.",

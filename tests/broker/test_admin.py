@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 
@@ -57,6 +58,18 @@ async def test_view_and_query_message(cluster: Cluster) -> None:
     r = await cluster.call(RequestCode.QUERY_MESSAGE, {**query, "key": "nothing"})
     assert r.code == ResponseCode.QUERY_NOT_FOUND
     assert r.remark == "can not find message, maybe time range not correct"
+
+
+@pytest.mark.parametrize("broker_props", [{"messageIndexEnable": "false"}])
+async def test_without_the_index_keys_find_nothing_but_ids_still_do(cluster: Cluster) -> None:
+    ext = await put(cluster, b"unindexed", topic="QM", props={"KEYS": "order-1", "UNIQ_KEY": "ABCDEF0124"})
+    assert cluster.broker.message_store.index is None
+    assert not (cluster.store / "index").exists()
+    query = {"topic": "QM", "maxNum": 32, "beginTimestamp": 0, "endTimestamp": 2**62, "key": "order-1"}
+    assert (await cluster.call(RequestCode.QUERY_MESSAGE, query)).code == ResponseCode.QUERY_NOT_FOUND
+    _, _, phy = parse_offset_msg_id(ext["msgId"])
+    viewed = await cluster.call(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": phy})
+    assert [m.body for m in iter_records(viewed.body)] == [b"unindexed"]
 
 
 async def test_topic_admin(cluster: Cluster) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from rmq.broker.config import BrokerConfig, BrokerRole, ConfigError
+from rmq.broker.controller import BrokerController
 from rmq.protocol.javaprops import parse as parse_properties
-from rmq.store.config import FlushDiskType
+from rmq.store.config import FlushDiskType, StoreConfig
 
 CONF = """\
 # a RocketMQ 4.x broker.conf
@@ -51,6 +52,33 @@ def test_reads_rocketmq_keys(tmp_path: Path) -> None:
     assert c.delay_levels_ms == (1000, 5000, 10000, 7_200_000)
 
 
+def test_store_keys_reach_the_store() -> None:
+    c = BrokerConfig.from_properties(
+        {
+            "brokerName": "b",
+            "messageIndexEnable": "false",
+            "maxHashSlotNum": "1000",
+            "maxIndexNum": "4000",
+            "flushIntervalCommitLog": "200",
+            "flushIntervalConsumeQueue": "300",
+            "flushConsumeQueueLeastPages": "0",
+            "flushConsumeQueueThoroughInterval": "5000",
+            "flushIntervalIndex": "2000",
+            "cleanResourceInterval": "7000",
+            "checkCRCOnRecover": "false",
+        },
+        environ={},
+    )
+    s = BrokerController(c).store_config()
+    assert (s.message_index_enable, s.max_hash_slot_num, s.max_index_num) == (False, 1000, 4000)
+    assert (s.flush_interval_commitlog, s.flush_interval_consume_queue, s.flush_interval_index) == (200, 300, 2000)
+    assert (s.flush_consume_queue_least_pages, s.flush_consume_queue_thorough_interval) == (0, 5000)
+    assert (s.clean_resource_interval, s.check_crc_on_recover) == (7000, False)
+    assert BrokerController(BrokerConfig(broker_name="b")).store_config() == StoreConfig(
+        store_path_root_dir=s.store_path_root_dir, store_path_commitlog=s.store_path_commitlog
+    )  # the broker's defaults are the store's
+
+
 def test_unknown_key_is_warned_and_accepted_keys_are_not(caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="rmq.broker.config"):
         BrokerConfig.from_properties(
@@ -75,6 +103,10 @@ def test_unknown_key_is_warned_and_accepted_keys_are_not(caplog: pytest.LogCaptu
         ("mappedFileSizeConsumeQueue", "1001"),
         ("deleteWhen", "4am"),
         ("deleteWhen", "04;25"),
+        ("maxHashSlotNum", "0"),
+        ("flushIntervalIndex", "-1"),
+        ("flushConsumeQueueLeastPages", "-1"),
+        ("messageIndexEnable", "no"),
     ],
 )
 def test_bad_value_is_refused_with_the_key_named(key: str, value: str) -> None:
