@@ -207,7 +207,7 @@ def _client_rows(cls: Any, skip: set[str]) -> list[tuple[str, str, str]]:
     for f in dataclasses.fields(cls):
         if f.name in skip:
             continue
-        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+        default = f.default_factory() if callable(f.default_factory) else f.default
         text = getattr(default, "name", None) or repr(default)
         rows.append((f.name, text, CLIENT.get(f.name, "")))
     return rows
