@@ -458,7 +458,9 @@ class MessageStore:
         for m in items:
             if isinstance(m, BatchItem) and not P.may_have(m.properties, watched):
                 raw = m.properties
-                props_b = raw + b"\x02" + extra_b if raw and extra_b else raw or extra_b
+                # a separator between the two unless the item's own ends with one (the C++
+                # client's do), as RocketMQ's batch encoder does
+                props_b = raw + b"\x02" + extra_b if raw and extra_b and raw[-1] != 2 else raw + extra_b
             else:
                 props = dict(m.properties) if isinstance(m, Message) else P.decode_properties(m.properties)
                 if extra_properties:

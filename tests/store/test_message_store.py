@@ -334,7 +334,11 @@ def test_batch_items_keep_their_properties_as_they_came(open_store, clock: FakeC
     b.dispatch_pending()
     got = list(iter_records(b.get_message("T", 0, r.queue_offset).body))
     assert [m.properties for m in got] == [{"UNIQ_KEY": "C1", "CLUSTER": "c1"}, {"CLUSTER": "c1"}]
-    assert b.commitlog.read(r.wrote_offset, r.wrote_bytes).count(b"UNIQ_KEY\x01C1\x02\x02CLUSTER") == 1
+    assert b.commitlog.read(r.wrote_offset, r.wrote_bytes).count(b"UNIQ_KEY\x01C1\x02CLUSTER\x01c1") == 1
+    # no batch properties: an item's are stored byte for byte, no separator added
+    r = b.put_messages("T", 0, items[:1])
+    stored = b.commitlog.read(r.wrote_offset, r.wrote_bytes)
+    assert stored.count(items[0].properties) == 1 and items[0].properties + b"\x02" not in stored
     # a batch property in the item: the batch's wins; a DELAY level: refused
     r = b.put_messages(
         "T", 0, [BatchItem(0, b"z", b"CLUSTER\x01mine\x02KEYS\x01k")], extra_properties={"CLUSTER": "c1"}
