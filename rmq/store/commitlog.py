@@ -48,8 +48,10 @@ class CommitLog:
     synced_elsewhere = False  # True: the store's flusher does not sync these files
     dispatch_limit: int | None = None  # dispatch stops here at open (None: at the end)
 
-    def __init__(self, directory: str, file_size: int, *, preallocate: bool = False) -> None:
-        self.files = MappedFileQueue(directory, file_size, preallocate=preallocate)
+    def __init__(
+        self, directory: str, file_size: int, *, preallocate: bool = False, synced_often: bool = False
+    ) -> None:
+        self.files = MappedFileQueue(directory, file_size, preallocate=preallocate, synced_often=synced_often)
         self.file_size = file_size
         self.last_store_timestamp = 0  # store time of the last record appended or recovered
 

@@ -196,7 +196,10 @@ class MessageStore:
             self.commitlog = make_commitlog()
         else:
             self.commitlog = CommitLog(
-                cfg.commitlog_dir, cfg.mapped_file_size_commitlog, preallocate=cfg.preallocate_commitlog
+                cfg.commitlog_dir,
+                cfg.mapped_file_size_commitlog,
+                preallocate=cfg.preallocate_commitlog,
+                synced_often=cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH,
             )
         self.commitlog.load()
         capacity = cfg.max_mapped_consume_queue_files or default_pool_capacity()

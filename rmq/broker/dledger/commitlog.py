@@ -66,7 +66,11 @@ def member_commitlog(config: NodeConfig, commitlog_dir: str) -> Callable[[], DLe
                 f"{commitlog_dir} holds a CommitLog: a DLedger member keeps its messages in its "
                 "DLedger log and starts from an empty store or its own"
             )
-        return DLedgerView(DLedgerLog(config.store, config.self_id, data_file_size=config.data_file_size))
+        return DLedgerView(
+            DLedgerLog(
+                config.store, config.self_id, data_file_size=config.data_file_size, synced_often=config.sync_flush
+            )
+        )
 
     return make
 

@@ -151,7 +151,9 @@ class DLedgerNode:
         self.on_role = on_role  # told after every change of role or term (read self.core)
         self.on_rebuild = on_rebuild  # told when the log started over at the leader's first entry
         self._owns_dlog = dlog is None  # a log passed in is closed by whoever opened it
-        self.dlog = dlog or DLedgerLog(config.store, config.self_id, data_file_size=config.data_file_size)
+        self.dlog = dlog or DLedgerLog(
+            config.store, config.self_id, data_file_size=config.data_file_size, synced_often=config.sync_flush
+        )
         self._sealing: int | None = None  # index of the entry propose_pending is sealing
         # The newest entries as appended, by index: pushes and the broker's apply read these
         # instead of the files (insertion order is index order; truncation drops the tail).
