@@ -20,6 +20,10 @@ from itertools import islice
 
 from .errors import StoreError
 
+# madvise's advice where the OS has it (not on Windows: there the mapping stays as it is)
+_MADV_RANDOM = getattr(mmap, "MADV_RANDOM", -1)
+_MADV_NORMAL = getattr(mmap, "MADV_NORMAL", -1)
+
 
 class MappedFile:
     """A store file of ``size`` bytes at ``path`` holding the offsets ``start .. start+size``.
@@ -98,7 +102,7 @@ class MappedFile:
         finally:
             os.close(fd)
         if self._tail_from >= 0:
-            self._advise(mmap.MADV_RANDOM, self._tail_from)
+            self._advise(_MADV_RANDOM, self._tail_from)
         if self._pool is not None:
             self._pool.added(self)
         return self._mm
@@ -117,7 +121,7 @@ class MappedFile:
         """
         self._tail_from = self.wrote - self.wrote % mmap.PAGESIZE
         if self._mm is not None:
-            self._advise(mmap.MADV_RANDOM, self._tail_from)
+            self._advise(_MADV_RANDOM, self._tail_from)
 
     def appends_done(self) -> None:
         """No more appends (the file is full): readahead again for all of it."""
@@ -125,10 +129,10 @@ class MappedFile:
             return
         self._tail_from = -1
         if self._mm is not None:
-            self._advise(mmap.MADV_NORMAL, 0)
+            self._advise(_MADV_NORMAL, 0)
 
     def _advise(self, advice: int, start: int) -> None:
-        if start < self.size:
+        if start < self.size and advice >= 0:
             with contextlib.suppress(OSError):  # advice only: a kernel that refuses loses nothing
                 self._mm.madvise(advice, start, self.size - start)  # type: ignore[union-attr]
 
