@@ -42,8 +42,8 @@ class MappedFile:
         "_mm",
         "_pool",
         "_preallocate",
+        "_appending",
         "_sync_fd",
-        "_tail_from",
         "closed",
         "flushed",
         "path",
@@ -71,7 +71,7 @@ class MappedFile:
         self._pool = pool
         self._preallocate = preallocate
         self._sync_fd = -1
-        self._tail_from = -1  # where the appends' part of the mapping begins (-1: none)
+        self._appending = False  # mapped page by page from `wrote` on (expect_appends)
         self.closed = False
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
@@ -101,8 +101,8 @@ class MappedFile:
             self._mm = mmap.mmap(fd, self.size)  # keeps its own duplicate of fd
         finally:
             os.close(fd)
-        if self._tail_from >= 0:
-            self._advise(_MADV_RANDOM, self._tail_from)
+        if self._appending:
+            self._advise_tail()
         if self._pool is not None:
             self._pool.added(self)
         return self._mm
@@ -119,17 +119,22 @@ class MappedFile:
         turns readahead off for that part, so faults bring in single pages, at about 4 µs
         more CPU per page. The part written before keeps readahead, for recovery and cold reads.
         """
-        self._tail_from = self.wrote - self.wrote % mmap.PAGESIZE
+        self._appending = True
         if self._mm is not None:
-            self._advise(_MADV_RANDOM, self._tail_from)
+            self._advise_tail()
 
     def appends_done(self) -> None:
         """No more appends (the file is full): readahead again for all of it."""
-        if self._tail_from < 0:
+        if not self._appending:
             return
-        self._tail_from = -1
+        self._appending = False
         if self._mm is not None:
             self._advise(_MADV_NORMAL, 0)
+
+    def _advise_tail(self) -> None:
+        """From the page holding ``wrote`` on (a mapping made again leaves what was written
+        since with readahead: it is written)."""
+        self._advise(_MADV_RANDOM, self.wrote - self.wrote % mmap.PAGESIZE)
 
     def _advise(self, advice: int, start: int) -> None:
         if start < self.size and advice >= 0:

@@ -106,9 +106,9 @@ class MappedFileQueue:
         mf = self._open(start)
         if not self.files:
             self.flushed_where = start
-        elif self._synced_often:
-            self.files[-1].appends_done()
         if self._synced_often:
+            if self.files:
+                self.files[-1].appends_done()
             mf.expect_appends()
         self.files.append(mf)
         return mf
