@@ -17,7 +17,10 @@ after it, min/median/max. Aim: the group keeps at least half the single broker's
 and the median failover stays under 5 s.
 
 Every server and the producer share this machine's cores, so the run also prints each
-process's CPU per message (user + system, from /proc). `--members 1` runs a group of one
+process's CPU per message (user + system, from /proc), and how much of a core each one spent
+running and waiting in a run queue (schedstat): a leader whose two figures add up to about 1
+never idles, and then the group's throughput is its share of a core over its CPU per
+message. `--members 1` runs a group of one
 member, which commits on its own: what the leader's send path costs without replication.
 This machine's speed drifts by 10-30 % within minutes: `--pairs N` alternates N single
 broker and group runs and prints the median of their ratios (kills follow the last pair).
@@ -93,6 +96,24 @@ def cpu_seconds(pid: int) -> tuple[float, float]:
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+def run_wait_seconds(pid: int) -> tuple[float, float] | None:
+    """Seconds a process's threads have run and waited in a run queue for a core so far, from
+    /proc/<pid>/task/*/schedstat; None where the kernel keeps no such counts."""
+    run = wait = 0
+    try:
+        stats = list(Path(f"/proc/{pid}/task").glob("*/schedstat"))
+    except OSError:
+        return None
+    for stat in stats:
+        try:
+            r, w, _ = stat.read_text().split()
+        except (OSError, ValueError):  # a thread that ended meanwhile
+            continue
+        run += int(r)
+        wait += int(w)
+    return (run / 1e9, wait / 1e9) if stats else None
+
+
 async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, int] | None = None) -> dict[str, Any]:
     """Keep `args.window` sends in flight; msg/s, latency and, per process, CPU µs per message."""
     procs = {**(procs or {}), "producer": os.getpid()}
@@ -131,12 +152,20 @@ async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, i
 
         t0 = trio.current_time()
         cpu0 = {name: cpu_seconds(pid) for name, pid in procs.items()}
+        sched0 = {name: run_wait_seconds(pid) for name, pid in procs.items()}
         async with trio.open_nursery() as nursery:
             for _ in range(args.window):
                 nursery.start_soon(sender)
         elapsed = trio.current_time() - t0
         cpu1 = {name: cpu_seconds(pid) for name, pid in procs.items()}
+        sched1 = {name: run_wait_seconds(pid) for name, pid in procs.items()}
     latencies.sort()
+    # cores' worth of running and of waiting for a core (threads that ended drop out: >= 0)
+    queued = {
+        name: (max(b[0] - a[0], 0.0) / elapsed, max(b[1] - a[1], 0.0) / elapsed)
+        for name in procs
+        if (a := sched0[name]) is not None and (b := sched1[name]) is not None
+    }
     used = {name: (cpu1[name][0] - cpu0[name][0], cpu1[name][1] - cpu0[name][1]) for name in procs}
     sent = max(1, len(latencies))
     cpu = {name: (u / sent * 1e6, s / sent * 1e6) for name, (u, s) in used.items()}
@@ -151,6 +180,7 @@ async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, i
         "failures": failures,
         "cpu": cpu,
         "busy": sum(u + s for u, s in used.values()) / elapsed,
+        "queued": queued,
     }
 
 
@@ -251,6 +281,12 @@ def report(args: argparse.Namespace, single: dict[str, Any] | None, group: dict[
             parts = ", ".join(f"{name} {u:.0f}+{s:.0f}" for name, (u, s) in r["cpu"].items())
             total = sum(u + s for u, s in r["cpu"].values())
             print(f"  {label}: {parts}; total {total:.0f} µs, busy {r['busy']:.2f} cores")
+    if group["queued"]:
+        print("\nRunning / waiting for a core, cores on average (schedstat; a process whose sum is near 1 never idles)")
+        for label, r in (("single broker", single), ("DLedger group", group)):
+            if r is not None and r["queued"]:
+                parts = ", ".join(f"{name} {run:.2f}/{wait:.2f}" for name, (run, wait) in r["queued"].items())
+                print(f"  {label}: {parts}")
     if single is not None:
         print(f"group / single throughput: {group['tps'] / single['tps']:.1%} (aim: at least 50%)")
 
