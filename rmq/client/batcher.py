@@ -5,12 +5,12 @@ changes is the wire: while a batch of a topic is in flight, later sends of that 
 and the first of them takes everything waiting (up to `batch_max_bytes`) as one
 SEND_BATCH_MESSAGE when a slot frees. A lone send therefore goes out at once, as a plain
 send would (no timer, unlike Java's batchMaxDelayMs); sixty-four concurrent ones leave in
-a few requests, which is what costs the client and the broker per message less. When the
-slot was freed by an answer while another batch is still out, the first waiting send lets
-one scheduler pass go by before it leads: the answered batch's senders, woken with it,
-usually send again at once, and their messages then leave with it instead of after a batch
-of the two or three that were waiting (with SYNC_FLUSH such a batch costs a group commit
-of its own).
+a few requests, which is what costs the client and the broker per message less. When an
+answer frees a slot while another batch is still out, the waiting send it wakes lets one
+scheduler pass go by before it leads: the answered batch's senders, woken with it, usually
+send again at once, and their messages then leave with it instead of after a batch of the
+two or three that were waiting (with SYNC_FLUSH such a batch costs a group commit of its
+own). A send that finds a free slot on arrival still leaves at once.
 
 There is no background task: the waiting sends take turns leading, so cancellation and
 errors stay with the callers. Only messages a batch can carry are batched (no delay level,
@@ -105,16 +105,16 @@ class AutoBatcher:
         # of this one, in order, have deadlines no later than its own when timeouts agree.
         me = _Waiter(msg, trio.current_time() + timeout)
         lane.pending.append(me)
-        yielded = False
+        woken = yielded = False
         try:
             while me.result is None and me.error is None:
                 if lane.pending and lane.pending[0] is me and lane.in_flight < self.max_in_flight:
                     if trio.current_time() >= me.deadline:
                         break
-                    if lane.in_flight and not yielded:
-                        # A batch's answer freed this slot and woke its senders with us:
-                        # let them queue their next messages first, or this batch leaves
-                        # with the two or three that waited.
+                    if woken and lane.in_flight and not yielded:
+                        # A batch's answer woke us with its senders, and another batch is
+                        # out: let them queue their next messages first, or this batch
+                        # leaves with the two or three that waited.
                         yielded = True
                         await trio.lowlevel.checkpoint()
                         continue
@@ -122,6 +122,7 @@ class AutoBatcher:
                 else:
                     me.wake = trio.Event()
                     await me.wake.wait()
+                    woken = True
         finally:
             if me.queued:  # timed out or cancelled before it left: it never will
                 lane.pending.remove(me)
