@@ -100,10 +100,7 @@ def run_wait_seconds(pid: int) -> tuple[float, float] | None:
     """Seconds a process's threads have run and waited in a run queue for a core so far, from
     /proc/<pid>/task/*/schedstat; None where the kernel keeps no such counts."""
     run = wait = 0
-    try:
-        stats = list(Path(f"/proc/{pid}/task").glob("*/schedstat"))
-    except OSError:
-        return None
+    stats = list(Path(f"/proc/{pid}/task").glob("*/schedstat"))
     for stat in stats:
         try:
             r, w, _ = stat.read_text().split()

@@ -105,17 +105,17 @@ class AutoBatcher:
         # of this one, in order, have deadlines no later than its own when timeouts agree.
         me = _Waiter(msg, trio.current_time() + timeout)
         lane.pending.append(me)
-        woken = yielded = False
+        woken = False
         try:
             while me.result is None and me.error is None:
                 if lane.pending and lane.pending[0] is me and lane.in_flight < self.max_in_flight:
                     if trio.current_time() >= me.deadline:
                         break
-                    if woken and lane.in_flight and not yielded:
+                    if woken and lane.in_flight:
                         # A batch's answer woke us with its senders, and another batch is
                         # out: let them queue their next messages first, or this batch
                         # leaves with the two or three that waited.
-                        yielded = True
+                        woken = False
                         await trio.lowlevel.checkpoint()
                         continue
                     await self._lead(lane)

@@ -29,7 +29,6 @@ import trio
 
 from rmq.raft.core import NotLeader
 from rmq.store.aio import Replication
-from rmq.store.dledger_log import DLedgerLog
 from rmq.store.dledger_view import DLedgerView
 from rmq.store.errors import StoreError
 from rmq.store.formats import file_name_to_offset
@@ -66,11 +65,7 @@ def member_commitlog(config: NodeConfig, commitlog_dir: str) -> Callable[[], DLe
                 f"{commitlog_dir} holds a CommitLog: a DLedger member keeps its messages in its "
                 "DLedger log and starts from an empty store or its own"
             )
-        return DLedgerView(
-            DLedgerLog(
-                config.store, config.self_id, data_file_size=config.data_file_size, synced_often=config.sync_flush
-            )
-        )
+        return DLedgerView(config.open_log())
 
     return make
 

@@ -133,6 +133,11 @@ class NodeConfig:
     # DLedger itself does): once in the page cache, with a sync every ASYNC_FLUSH_INTERVAL
     sync_flush: bool = True
 
+    def open_log(self) -> DLedgerLog:
+        """This member's log, as its settings say (with sync_flush, mapped for syncs every
+        append: see MappedFileQueue)."""
+        return DLedgerLog(self.store, self.self_id, data_file_size=self.data_file_size, synced_often=self.sync_flush)
+
 
 class DLedgerNode:
     def __init__(
@@ -151,9 +156,7 @@ class DLedgerNode:
         self.on_role = on_role  # told after every change of role or term (read self.core)
         self.on_rebuild = on_rebuild  # told when the log started over at the leader's first entry
         self._owns_dlog = dlog is None  # a log passed in is closed by whoever opened it
-        self.dlog = dlog or DLedgerLog(
-            config.store, config.self_id, data_file_size=config.data_file_size, synced_often=config.sync_flush
-        )
+        self.dlog = dlog or config.open_log()
         self._sealing: int | None = None  # index of the entry propose_pending is sealing
         # The newest entries as appended, by index: pushes and the broker's apply read these
         # instead of the files (insertion order is index order; truncation drops the tail).
