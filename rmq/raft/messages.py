@@ -27,6 +27,31 @@ PULL = 51003
 PUSH = 51004
 LEADERSHIP_TRANSFER = 51005
 
+LONG_MAX = (1 << 63) - 1  # terms and indexes are Java longs, and int64 on disk
+
+
+class MalformedMessage(ValueError):
+    """A peer message body that is not one of ours: not JSON, an unknown kind, a missing or
+    ill-typed field, a term or index outside a Java long."""
+
+
+def _long(value: Any, what: str, low: int = -1) -> int:
+    """A term or index field: an integer (or its decimal string) from ``low`` to LONG_MAX.
+    A term past int64 would be taken in memory and then fail to persist, leaving the member
+    unable to append anything."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise MalformedMessage(f"{what} is not an integer: {value!r}")
+    number = int(value)
+    if not low <= number <= LONG_MAX:
+        raise MalformedMessage(f"{what} {number} is outside {low}..{LONG_MAX}")
+    return number
+
+
+def _optional_str(value: Any, what: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise MalformedMessage(f"{what} is not a string: {value!r}")
+    return value
+
 
 class Code(enum.IntEnum):
     """DLedgerResponseCode (the ones the core uses)."""
@@ -76,10 +101,13 @@ class Entry:
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> Entry:
+        if not isinstance(obj, dict):
+            raise MalformedMessage(f"an entry is not an object: {obj!r:.80}")
         # validated: a body that is not Base64 is refused (binascii.Error, a ValueError)
         # rather than decoded by skipping what does not belong
         body = b64decode(obj.get("body") or "", validate=True)
-        return cls(int(obj["index"]), int(obj["term"]), body, int(obj.get("pos", -1)))
+        index, term = _long(obj["index"], "entry index"), _long(obj["term"], "entry term")
+        return cls(index, term, body, _long(obj.get("pos", -1), "entry pos"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,9 +140,9 @@ def _base(obj: dict[str, Any]) -> dict[str, Any]:
         "group": str(obj.get("group", "")),
         "local_id": str(obj["localId"]),
         "remote_id": str(obj.get("remoteId", "")),
-        "term": int(obj["term"]),
-        "leader_id": obj.get("leaderId"),
-        "code": int(obj.get("code", Code.SUCCESS)),
+        "term": _long(obj["term"], "term", 0),
+        "leader_id": _optional_str(obj.get("leaderId"), "leaderId"),
+        "code": _long(obj.get("code", Code.SUCCESS), "code", 0),
     }
 
 
@@ -137,8 +165,8 @@ class VoteRequest(Message):
     def from_json(cls, obj: dict[str, Any]) -> VoteRequest:
         return cls(
             **_base(obj),
-            ledger_end_index=int(obj["ledgerEndIndex"]),
-            ledger_end_term=int(obj["ledgerEndTerm"]),
+            ledger_end_index=_long(obj["ledgerEndIndex"], "ledgerEndIndex"),
+            ledger_end_term=_long(obj["ledgerEndTerm"], "ledgerEndTerm"),
             pre_vote=bool(obj.get("preVote", False)),
         )
 
@@ -168,7 +196,7 @@ class HeartBeatRequest(Message):
 
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> HeartBeatRequest:
-        return cls(**_base(obj), commit_index=int(obj.get("commitIndex", -1)))
+        return cls(**_base(obj), commit_index=_long(obj.get("commitIndex", -1), "commitIndex"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,10 +233,12 @@ class PushEntryRequest(Message):
     @classmethod
     def from_json(cls, obj: dict[str, Any]) -> PushEntryRequest:
         raw = obj.get("batchEntry") or ([obj["entry"]] if obj.get("entry") else [])
+        if not isinstance(raw, list):
+            raise MalformedMessage(f"batchEntry is not a list: {raw!r:.80}")
         return cls(
             **_base(obj),
             type=PushType(obj.get("type", "APPEND")),
-            commit_index=int(obj.get("commitIndex", -1)),
+            commit_index=_long(obj.get("commitIndex", -1), "commitIndex"),
             entries=tuple(Entry.from_json(e) for e in raw),
             rebuild=bool(obj.get("rebuild", False)),
         )
@@ -235,9 +265,9 @@ class PushEntryResponse(Message):
         return cls(
             **_base(obj),
             type=PushType(obj.get("type", "APPEND")),
-            index=int(obj.get("index", -1)),
-            end_index=int(obj.get("endIndex", -1)),
-            end_term=int(obj.get("endTerm", -1)),
+            index=_long(obj.get("index", -1), "index"),
+            end_index=_long(obj.get("endIndex", -1), "endIndex"),
+            end_term=_long(obj.get("endTerm", -1), "endTerm"),
         )
 
 
@@ -263,7 +293,7 @@ class LeadershipTransferRequest(Message):
             **_base(obj),
             transfer_id=str(obj.get("transferId", "")),
             transferee_id=str(obj.get("transfereeId", "")),
-            take_leadership_ledger_index=int(obj.get("takeLeadershipLedgerIndex", -1)),
+            take_leadership_ledger_index=_long(obj.get("takeLeadershipLedgerIndex", -1), "takeLeadershipLedgerIndex"),
         )
 
 
@@ -296,3 +326,39 @@ def encode_message(msg: Message) -> bytes:
             return b'%s, "entry": %s}' % (text, _entry_json(msg.entries[0]))
         return b'%s, "batchEntry": [%s]}' % (text, b", ".join(_entry_json(e) for e in msg.entries))
     return json.dumps({"kind": type(msg).__name__, **msg.to_json()}).encode()
+
+
+KINDS: dict[str, type[Message]] = {
+    cls.__name__: cls
+    for cls in (
+        VoteRequest,
+        VoteResponse,
+        HeartBeatRequest,
+        HeartBeatResponse,
+        PushEntryRequest,
+        PushEntryResponse,
+        LeadershipTransferRequest,
+    )
+}
+
+
+def decode_message(body: bytes | None) -> Message:
+    """A peer message from its JSON body (``encode_message``'s output).
+
+    Raises:
+        MalformedMessage: anything else, whatever is wrong with it.
+    """
+    try:
+        obj = json.loads(body or b"")
+        if not isinstance(obj, dict):
+            raise MalformedMessage(f"the body is not a JSON object: {obj!r:.80}")
+        kind = obj.pop("kind", None)
+        cls = KINDS.get(kind) if isinstance(kind, str) else None
+        if cls is None:
+            raise MalformedMessage(f"unknown kind {kind!r:.80}")
+        return cls.from_json(obj)  # type: ignore[attr-defined, no-any-return]
+    except MalformedMessage:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
+        # (ValueError covers bad JSON, UTF-8, Base64 and enum values)
+        raise MalformedMessage(f"{type(exc).__name__}: {exc}") from None

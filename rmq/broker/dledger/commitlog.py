@@ -97,7 +97,12 @@ class DLedgerCommitLog(Replication):
             raise StoreError("a DLedger member's store must be opened with member_commitlog")
         self.dlog = view.dlog
         self.node = DLedgerNode(
-            config, on_commit=self._on_commit, on_role=self._on_role_change, on_rebuild=self._on_rebuild, dlog=self.dlog
+            config,
+            on_commit=self._on_commit,
+            on_role=self._on_role_change,
+            on_rebuild=self._on_rebuild,
+            dlog=self.dlog,
+            serve_appends=False,
         )
         view.on_full = self.propose_pending  # an entry full before the proposer ran
         self._on_role = on_role

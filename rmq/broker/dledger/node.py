@@ -77,18 +77,6 @@ _REQUEST_CODE: dict[type, int] = {
     M.PushEntryResponse: M.PUSH,
     M.LeadershipTransferRequest: M.LEADERSHIP_TRANSFER,
 }
-_KINDS: dict[str, Any] = {
-    cls.__name__: cls
-    for cls in (
-        M.VoteRequest,
-        M.VoteResponse,
-        M.HeartBeatRequest,
-        M.HeartBeatResponse,
-        M.PushEntryRequest,
-        M.PushEntryResponse,
-        M.LeadershipTransferRequest,
-    )
-}
 
 
 class _LogView:
@@ -148,6 +136,7 @@ class DLedgerNode:
         on_role: Callable[[], None] | None = None,
         on_rebuild: Callable[[], None] | None = None,
         dlog: DLedgerLog | None = None,
+        serve_appends: bool = True,
     ) -> None:
         if config.self_id not in config.peers:
             raise ValueError(f"dLegerSelfId {config.self_id} is not in dLegerPeers")
@@ -155,6 +144,9 @@ class DLedgerNode:
         self.on_commit = on_commit
         self.on_role = on_role  # told after every change of role or term (read self.core)
         self.on_rebuild = on_rebuild  # told when the log started over at the leader's first entry
+        # APPEND from clients. A broker's member says no: its entries are the broker's message
+        # records, and a body appended from outside would be one its dispatch cannot read.
+        self.serve_appends = serve_appends
         self._owns_dlog = dlog is None  # a log passed in is closed by whoever opened it
         self.dlog = dlog or config.open_log()
         self._sealing: int | None = None  # index of the entry propose_pending is sealing
@@ -305,14 +297,19 @@ class DLedgerNode:
     # -- requests ----------------------------------------------------------------------------
 
     async def _on_peer(self, ctx: Any, request: RemotingCommand) -> RemotingCommand | None:
+        """A peer's message. Members send them oneway (an answer is a message of its own); a
+        request that wants an answer gets one, so that nobody waits for what never comes."""
         try:
-            obj = json.loads(request.body)
-            msg = _KINDS[obj.pop("kind")].from_json(obj)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("bad DLedger message (code %d): %s", request.code, exc)
-            return None
+            msg = M.decode_message(request.body)
+        except M.MalformedMessage as exc:
+            log.warning("bad DLedger message (code %d) from %s: %s", request.code, ctx.connection.remote_address, exc)
+            if request.is_oneway:
+                return None
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad DLedger message: {exc}")
         self._apply(self.core.receive(msg, self._now()))
-        return None
+        if request.is_oneway:
+            return None
+        return request.make_response(ResponseCode.SUCCESS, "taken; its answer, if any, comes as a message of its own")
 
     def propose(self, body: bytes) -> int:
         """Append ``body`` as the leader; returns its index (committed later: see on_commit).
@@ -350,6 +347,11 @@ class DLedgerNode:
         self._apply(self.core.transfer_leadership(to, self._now()))
 
     async def _on_append(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        if not self.serve_appends:
+            return request.make_response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
+                "this DLedger member is a broker's: its log holds the broker's messages; send them to the broker",
+            )
         try:
             index, actions = self.core.propose(request.body, self._now())
         except NotLeader as exc:
@@ -379,7 +381,7 @@ class DLedgerNode:
         if "kind" in obj:
             return await self._on_peer(ctx, request)
         to = obj.get("transfereeId")
-        if to not in self.config.peers:
+        if not isinstance(to, str) or to not in self.config.peers:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"transfereeId {to!r} is not a member")
         core = self.core
         if to == self.config.self_id and core.is_leader:
@@ -404,7 +406,7 @@ class DLedgerNode:
             obj = json.loads(request.body or b"{}")
             index = int(obj["beginIndex"])
             group, remote = str(obj.get("group", config.group)), str(obj.get("remoteId", config.self_id))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
             return self._get_answer(request, answer, UNEXPECTED_ARGUMENT, f"bad GetEntriesRequest: {exc}")
         if group != config.group:
             return self._get_answer(request, answer, UNKNOWN_GROUP, f"group {group} is not {config.group}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import collections
 import io
+import json
 import os
 import random
 import shutil
@@ -22,6 +23,7 @@ from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
 from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import Message
+from rmq.raft import messages as M
 from rmq.remoting import RemotingClient, RemotingError
 from rmq.tools.admin import run as run_admin
 from tests.broker.cluster import loopback_namesrv
@@ -77,6 +79,29 @@ async def drain(ns: str, topic: str, expect: set[bytes], timeout: float = 30) ->
     return bodies
 
 
+async def refuses_bad_peer_input(master: str) -> None:
+    """What a broker's DLedger port (listenPort + 2) does with input that is not its peers':
+    APPEND from outside is refused (a body the broker did not write would be an entry its
+    dispatch cannot read); a malformed peer message asked as a request gets an error; a term
+    past a Java long, sent oneway, is dropped rather than taken (it could not be persisted)."""
+    host, _, port = master.rpartition(":")
+    dledger = f"{host}:{int(port) + 2}"
+    info = await runtime(master)
+    term, me = info["dLegerTerm"], info["dLegerSelfId"]
+    async with RemotingClient() as client:
+        r = await client.invoke(dledger, RemotingCommand.request(M.APPEND, body=b"not a message record"), 5.0)
+        assert r.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "send them to the broker" in (r.remark or "")
+        for body in (b"", b"[1]", b'{"kind": "PushEntryRequest", "localId": "n1", "term": 1, "batchEntry": 3}'):
+            r = await client.invoke(dledger, RemotingCommand.request(M.PUSH, body=body), 5.0)
+            assert r.code == ResponseCode.SYSTEM_ERROR and "bad DLedger message" in (r.remark or ""), (body, r)
+        huge = {"kind": "HeartBeatRequest", "group": "broker-d", "remoteId": me, "term": 1 << 64}
+        for member in {"n0", "n1", "n2"} - {me}:
+            body = json.dumps({**huge, "localId": member, "leaderId": member}).encode()
+            await client.invoke_oneway(dledger, RemotingCommand.request(M.HEART_BEAT, body=body))
+        await trio.sleep(0.5)
+    assert (await runtime(master))["dLegerTerm"] == term
+
+
 async def test_group_elects_a_master_that_serves_sends_and_pulls(namesrv: NamesrvServer, group: DLedgerGroup) -> None:
     await trio.to_thread.run_sync(group.start)  # the name server runs in this process
     ns = namesrv.address
@@ -85,6 +110,7 @@ async def test_group_elects_a_master_that_serves_sends_and_pulls(namesrv: Namesr
         for i in range(50):
             result = await producer.send(Message("DlTopic", f"m-{i}".encode()))
             assert result.status.value == "SEND_OK", result
+    await refuses_bad_peer_input(master)
     sent = {f"m-{i}".encode() for i in range(50)}
     bodies = await drain(ns, "DlTopic", sent)
     assert sorted(bodies) == sorted(sent)
