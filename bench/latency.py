@@ -5,7 +5,7 @@
     python bench/latency.py --flush SYNC_FLUSH
 
 A name server and a broker run as their own processes (`python -m rmq namesrv` / `broker`, a
-fresh store in a temporary directory, one single-queue topic). A consumer process polls the
+fresh store in a temporary directory, one topic, of one queue unless `--queues`). A consumer process polls the
 topic with our `PullConsumer`; a producer process sends `--rate` messages a second with our
 `Producer`, one at a time, each body carrying CLOCK_MONOTONIC (shared by the processes) at
 the moment before its send. The consumer takes each message's latency when `poll` hands it
@@ -76,7 +76,7 @@ def once(args: argparse.Namespace) -> dict[str, float]:
         procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
         try:
             procs.append(broker(work, ns, "bench-latency", "ASYNC_MASTER", port, args.flush))
-            trio.run(create_topic, ns, f"127.0.0.1:{port}")
+            trio.run(create_topic, ns, f"127.0.0.1:{port}", args.queues)
             count = int(args.rate * args.seconds)
             consumer = role(["--role", "consume", "-n", ns, "--count", str(count)])
             procs.insert(0, consumer)  # stopped first should anything fail
@@ -107,9 +107,9 @@ def once(args: argparse.Namespace) -> dict[str, float]:
     return {"sent": count, "received": len(latencies), **quantiles}
 
 
-async def create_topic(ns: str, broker: str) -> None:
+async def create_topic(ns: str, broker: str, queues: int) -> None:
     async with MQAdmin(ns, timeout=10) as admin:
-        await admin.create_topic(broker, TopicConfig(TOPIC, read_queue_nums=1, write_queue_nums=1))
+        await admin.create_topic(broker, TopicConfig(TOPIC, read_queue_nums=queues, write_queue_nums=queues))
         with trio.fail_after(30):  # until the name server has the route
             while True:
                 try:
@@ -126,6 +126,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--size", type=int, default=1024, help="body bytes, at least 8 (default 1024)")
     parser.add_argument("--warmup", type=float, default=1.0, help="seconds of messages left out (default 1)")
     parser.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
+    parser.add_argument("--queues", type=int, default=1, help="queues of the topic (default 1)")
     parser.add_argument("--repeat", type=int, default=1, help="runs over fresh processes (default 1)")
     parser.add_argument("--role", choices=("produce", "consume"), help=argparse.SUPPRESS)
     parser.add_argument("-n", dest="namesrv", help=argparse.SUPPRESS)

@@ -220,6 +220,7 @@ async def run_producer_bench(args: argparse.Namespace, out: TextIO, live: bool) 
         tls=tls,
         auto_batch=args.auto_batch,
         batch_max_bytes=args.batch_max_bytes,
+        batch_in_flight=args.batch_in_flight,
         busy_poll_micros=args.busy_poll_micros,
         **credentials,
     ) as producer:
@@ -249,6 +250,7 @@ def _producer_parser() -> argparse.ArgumentParser:
         "--auto-batch", action="store_true", help="the producer coalesces concurrent sends into batches (autoBatch)"
     )
     p.add_argument("--batch-max-bytes", type=int, default=32 * 1024, help="auto batch size limit (32768)")
+    p.add_argument("--batch-in-flight", type=int, default=2, help="auto batches of a topic in flight at once (2)")
     p.add_argument("--duration", type=float, default=None, help="stop after this many seconds (default: Ctrl-C)")
     p.add_argument("--interval", type=float, default=5.0, help="seconds between reports (5)")
     p.add_argument("--timeout", type=float, default=3.0, help="send timeout in seconds (3)")
