@@ -44,6 +44,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from rmq.raft import messages as DL  # DLedger's peer messages: JSON bodies, sans-IO as this module
+
 from . import header_codec
 from . import headers as H
 from . import properties as P
@@ -53,7 +55,8 @@ from .message import COMPRESSED_FLAG, Message, encode_batch_body
 
 BROKER = "broker"
 NAMESRV = "namesrv"
-KINDS = (BROKER, NAMESRV)
+DLEDGER = "dledger"  # a DLedger member's port (a broker's listenPort + 2 in conf/dledger, or bare)
+KINDS = (BROKER, NAMESRV, DLEDGER)
 
 # A body just above RocketMQ's default maxMessageSize (4 MiB): the largest a case sends.
 DEFAULT_MAX_BODY = 4 * 1024 * 1024 + 1
@@ -190,12 +193,24 @@ NAMESRV_CODES: tuple[CodeSpec, ...] = (
     CodeSpec(R.GET_NAMESRV_CONFIG),
     CodeSpec(R.UPDATE_NAMESRV_CONFIG, None, "javaprops", mutates=True),
 )
-_KNOWN_CODES = frozenset(s.code for s in BROKER_CODES + NAMESRV_CODES) | SERVER_REQUESTS
+# A DLedger member: peers' messages (VOTE, HEART_BEAT, PUSH, LEADERSHIP_TRANSFER) change its
+# state when they are well formed, and so does APPEND; METADATA, GET and PULL only read.
+DLEDGER_CODES: tuple[CodeSpec, ...] = (
+    CodeSpec(DL.METADATA),
+    CodeSpec(DL.GET, None, "dledger-get"),
+    CodeSpec(DL.PULL, None, "dledger-get"),
+    CodeSpec(DL.VOTE, None, "dledger-vote", mutates=True),
+    CodeSpec(DL.HEART_BEAT, None, "dledger-heartbeat", mutates=True),
+    CodeSpec(DL.PUSH, None, "dledger-push", mutates=True),
+    CodeSpec(DL.LEADERSHIP_TRANSFER, None, "dledger-transfer", mutates=True),
+    CodeSpec(DL.APPEND, None, "message", mutates=True),
+)
+_TABLES = {BROKER: BROKER_CODES, NAMESRV: NAMESRV_CODES, DLEDGER: DLEDGER_CODES}
+_KNOWN_CODES = frozenset(s.code for s in BROKER_CODES + NAMESRV_CODES + DLEDGER_CODES) | SERVER_REQUESTS
 
 
 def code_specs(kind: str, *, unsafe: bool) -> tuple[CodeSpec, ...]:
-    table = BROKER_CODES if kind == BROKER else NAMESRV_CODES
-    return tuple(s for s in table if unsafe or not s.mutates)
+    return tuple(s for s in _TABLES[kind] if unsafe or not s.mutates)
 
 
 # -- cases --------------------------------------------------------------------------------------
@@ -280,12 +295,16 @@ def make_case(
 
 def probe(kind: str, opaque: int) -> bytes:
     """A request every RocketMQ server of ``kind`` answers at once: GET_MAX_OFFSET on a broker,
-    GET_KV_CONFIG on a name server."""
+    GET_KV_CONFIG on a name server, METADATA on a DLedger member."""
+    return _probe_request(kind).encode(None, opaque)
+
+
+def _probe_request(kind: str) -> _Request:
     if kind == BROKER:
-        ext = {"topic": "TBW102", "queueId": "0"}
-        return _Request(R.GET_MAX_OFFSET, ext, b"", "probe").encode(None, opaque)
-    ext = {"namespace": "rmq_fuzz", "key": "probe"}
-    return _Request(R.GET_KV_CONFIG, ext, b"", "probe").encode(None, opaque)
+        return _Request(R.GET_MAX_OFFSET, {"topic": "TBW102", "queueId": "0"}, b"", "probe")
+    if kind == DLEDGER:
+        return _Request(DL.METADATA, {}, b"", "probe")
+    return _Request(R.GET_KV_CONFIG, {"namespace": "rmq_fuzz", "key": "probe"}, b"", "probe")
 
 
 def detect_request(opaque: int) -> bytes:
@@ -613,7 +632,30 @@ class _Gen:
             return {"groupName": "rmq_fuzz_G0", "consumeEnable": True, "consumeFromMinEnable": True,
                     "consumeBroadcastEnable": True, "retryQueueNums": 1, "retryMaxTimes": 16, "brokerId": 0,
                     "whichBrokerWhenConsumeSlowly": 1, "notifyConsumerIdsChangedEnable": True}  # fmt: skip
+        if shape.startswith("dledger-"):
+            return self.dledger_body(shape)
         return None
+
+    def dledger_body(self, shape: str) -> Any:
+        """A well-formed body from a sender that is no member (a member ignores its messages,
+        whatever their term) in a group of its own, unless the mutation says otherwise."""
+        rng = self.rng
+        if shape == "dledger-get":
+            return {"group": "rmq_fuzz", "remoteId": f"n{rng.randrange(3)}", "beginIndex": rng.randrange(-1, 100)}
+        if shape == "dledger-transfer" and rng.random() < 0.5:  # a client's form: hand over to ...
+            return {"group": "rmq_fuzz", "transfereeId": "rmq_fuzz_n9", "term": rng.randrange(1, 5)}
+        base = ("rmq_fuzz", "rmq_fuzz_n9", f"n{rng.randrange(3)}", rng.randrange(0, 5))
+        msg: DL.Message
+        if shape == "dledger-vote":
+            msg = DL.VoteRequest(*base, ledger_end_index=rng.randrange(-1, 100), ledger_end_term=rng.randrange(5))
+        elif shape == "dledger-heartbeat":
+            msg = DL.HeartBeatRequest(*base, leader_id="rmq_fuzz_n9", commit_index=rng.randrange(-1, 100))
+        elif shape == "dledger-push":
+            entries = tuple(DL.Entry(i, base[3], rng.randbytes(rng.randrange(40))) for i in range(rng.randrange(3)))
+            msg = DL.PushEntryRequest(*base, leader_id="rmq_fuzz_n9", entries=entries)
+        else:
+            msg = DL.LeadershipTransferRequest(*base, transfer_id="rmq_fuzz_n9", transferee_id=base[2])
+        return json.loads(DL.encode_message(msg))
 
     # -- categories ------------------------------------------------------------------------
 
@@ -672,7 +714,9 @@ class _Gen:
             note = f"unknown code {code}"
             if rng.random() < 0.5:
                 ext["rmq_fuzz"] = "v"
-            answer = DUE if self.kind == BROKER and -(2**31) <= code < 2**31 else OPTIONAL
+            # a broker and a DLedger member answer REQUEST_CODE_NOT_SUPPORTED; a name server
+            # (RocketMQ's) says nothing
+            answer = DUE if self.kind != NAMESRV and -(2**31) <= code < 2**31 else OPTIONAL
             return _Request(code, ext, body, note, answer, category)
         return _Request(code, ext, body, note, spec.answer, category)
 
@@ -880,7 +924,7 @@ class _Gen:
 
     def binary_header(self) -> bytes:
         rng = self.rng
-        code = self.spec.code
+        code = (self.spec.code + 32768) % 65536 - 32768  # a short, as Java writes it (DLedger's codes wrap)
         prefix = header_codec.BINARY_PREFIX.pack(code, rng.choice((0, 255, 13)), 409, self.opaque, 0)
         r = rng.randrange(6)
         if r == 0:
@@ -933,9 +977,7 @@ class _Gen:
             return frame + garbage, frozenset({opaque}), "a request, then garbage"
         if r == 8:
             n = rng.randrange(2, 64)
-            frames = [_Request(R.GET_MAX_OFFSET if self.kind == BROKER else R.GET_KV_CONFIG,
-                               {"topic": "TBW102", "queueId": "0", "namespace": "rmq_fuzz", "key": "k"}, b"", "")
-                      .encode(rng, wrap_opaque(opaque + i)) for i in range(n)]  # fmt: skip
+            frames = [_probe_request(self.kind).encode(rng, wrap_opaque(opaque + i)) for i in range(n)]
             opaques = frozenset(wrap_opaque(opaque + i) for i in range(n))
             return b"".join(frames) + frames[0][:5], opaques, f"{n} pipelined requests, then a cut frame"
         if r == 9:

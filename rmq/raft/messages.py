@@ -359,6 +359,6 @@ def decode_message(body: bytes | None) -> Message:
         return cls.from_json(obj)  # type: ignore[attr-defined, no-any-return]
     except MalformedMessage:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as exc:
-        # (ValueError covers bad JSON, UTF-8, Base64 and enum values)
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError) as exc:
+        # (ValueError covers bad JSON, UTF-8, Base64 and enum values; RecursionError, nesting)
         raise MalformedMessage(f"{type(exc).__name__}: {exc}") from None

@@ -1,15 +1,17 @@
 """`rmq fuzz`: send hostile RemotingCommands to one RocketMQ server and report what broke.
 
     rmq fuzz --target 127.0.0.1:10911 [--seconds 30] [--cases N] [--seed S]
-             [--kind namesrv|broker|auto] [--unsafe] [--timeout 5] [--concurrency 4]
+             [--kind namesrv|broker|dledger|auto] [--unsafe] [--timeout 5] [--concurrency 4]
     rmq fuzz --target 127.0.0.1:10911 --kind broker --replay SEED:CASE [--unsafe]
 
 The cases come from rmq.protocol.fuzzing: requests of every code the server kind handles,
 built from the project's header and body schemas and then broken one way each (wrong types,
 missing and extra fields, extreme numbers, hostile strings and properties, bad bodies,
 unknown codes, broken command headers, broken framing). Any RocketMQ 4.x name server or
-broker will do, ours or Java's. Only the address given is ever contacted; a connection the
-server closes is replaced by a new one; the run stops after --seconds or --cases.
+broker will do, ours or Java's; `--kind dledger` aims at a DLedger member's port (DLedger's
+request codes and JSON peer messages; auto detection tells only a name server from a
+broker). Only the address given is ever contacted; a connection the server closes is
+replaced by a new one; the run stops after --seconds or --cases.
 
 Each case is checked against what the server owes it, and reported as a finding when
 
@@ -541,7 +543,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=30.0, help="stop after this long (default 30)")
     p.add_argument("--cases", type=int, default=None, help="stop after this many cases")
     p.add_argument("--seed", type=int, default=None, help="run seed (default: random, printed)")
-    p.add_argument("--kind", choices=("auto", F.NAMESRV, F.BROKER), default="auto")
+    p.add_argument("--kind", choices=("auto", F.NAMESRV, F.BROKER, F.DLEDGER), default="auto")
     p.add_argument(
         "--unsafe", action="store_true", help="also send requests that change server state (not for production)"
     )

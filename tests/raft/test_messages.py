@@ -40,6 +40,7 @@ def _push(**fields: object) -> bytes:
         (b"\xff\xfe garbage", "DecodeError"),
         (b'{"kind": "\xff"}', "UnicodeDecodeError"),
         (b"[1, 2]", "not a JSON object"),
+        (b"[" * 100_000, "RecursionError"),
         (b'"push"', "not a JSON object"),
         (b'{"kind": "Nope"}', "unknown kind"),
         (b'{"kind": ["PushEntryRequest"]}', "unknown kind"),

@@ -374,7 +374,7 @@ class DLedgerNode:
         that member leads (or with why not)."""
         try:
             obj = json.loads(request.body or b"{}")
-        except ValueError:
+        except (ValueError, RecursionError):
             obj = None
         if not isinstance(obj, dict):
             return None if request.is_oneway else request.make_response(ResponseCode.SYSTEM_ERROR, "bad JSON body")
@@ -406,12 +406,12 @@ class DLedgerNode:
             obj = json.loads(request.body or b"{}")
             index = int(obj["beginIndex"])
             group, remote = str(obj.get("group", config.group)), str(obj.get("remoteId", config.self_id))
-        except (ValueError, KeyError, TypeError, OverflowError) as exc:
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             return self._get_answer(request, answer, UNEXPECTED_ARGUMENT, f"bad GetEntriesRequest: {exc}")
         if group != config.group:
-            return self._get_answer(request, answer, UNKNOWN_GROUP, f"group {group} is not {config.group}")
+            return self._get_answer(request, answer, UNKNOWN_GROUP, f"group {group!r} is not {config.group!r}")
         if remote != config.self_id:
-            return self._get_answer(request, answer, UNKNOWN_MEMBER, f"{remote} is not {config.self_id}")
+            return self._get_answer(request, answer, UNKNOWN_MEMBER, f"{remote!r} is not {config.self_id!r}")
         if not core.is_leader:
             return self._get_answer(request, answer, NOT_LEADER, f"not the leader; leader: {core.leader_id or ''}")
         dlog = self.dlog
