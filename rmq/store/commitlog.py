@@ -228,6 +228,11 @@ class CommitLog:
             return None
         return self.store_timestamp_at(mf.start)
 
+    def bad_record_step(self, mf: MappedFile, pos: int) -> int | None:
+        """Bytes to skip past an undecodable record at ``pos`` when the log knows where the
+        damage ends; None: it does not (dispatch then gives up on the rest of the file)."""
+        return None
+
     def non_record_step(self, mf: MappedFile, pos: int) -> int | None:
         """Bytes to skip at ``pos`` where no record starts: an end-of-file blank runs to the
         end of the file; None when the bytes there are nothing this log writes."""

@@ -151,9 +151,15 @@ class Dispatcher:
                 except ProtocolError as exc:
                     step = cl.non_record_step(mf, pos)  # a blank (or a DLedger entry header)
                     if step is None:
-                        # Our own log should never hold this; skip the file rather than spin.
-                        log.error("undecodable CommitLog record at %d (%s); skipping to next file", offset, exc)
-                        step = mf.size - pos
+                        # Our own log should never hold this. Skip what the log knows to be
+                        # damaged (a DLedger entry), else the file, rather than spin.
+                        step = cl.bad_record_step(mf, pos)
+                        if step is not None:
+                            log.error("undecodable CommitLog record at %d (%s); skipping the rest of its DLedger "
+                                      "entry, %d bytes", offset, exc, step)  # fmt: skip
+                        else:
+                            log.error("undecodable CommitLog record at %d (%s); skipping to next file", offset, exc)
+                            step = mf.size - pos
                     offset = self.reput_offset = offset + step
                     if offset >= file_end:
                         break

@@ -365,6 +365,22 @@ class DLedgerLog:
             where, self._pending = self._pending, None
             self.data.truncate(where)
 
+    def entry_span_at(self, offset: int) -> tuple[int, int] | None:
+        """(start, end) data offsets of the held entry whose bytes hold ``offset``, or None.
+        Entries lie in index order in the data files, so this is a binary search of the index."""
+        low, high = self.begin_index, self.end_index
+        found: tuple[int, int] | None = None
+        while low <= high:
+            mid = (low + high) // 2
+            unit = self._read_index(mid)
+            if unit is None:
+                return None
+            if unit[1] <= offset:
+                found, low = (unit[1], unit[1] + unit[2]), mid + 1
+            else:
+                high = mid - 1
+        return found if found is not None and offset < found[1] else None
+
     def entry_end(self, index: int) -> int:
         """The data offset where entry ``index`` ends (the start of the data before
         ``begin_index``)."""

@@ -81,6 +81,14 @@ class DLedgerView(CommitLog):
             return blank
         return BODY_OFFSET if entry_size_at(mf.mm, pos) is not None else None
 
+    def bad_record_step(self, mf: MappedFile, pos: int) -> int | None:
+        """To the end of the DLedger entry holding ``pos``: one bad entry body (a bare
+        member's APPEND, a damaged page) costs its own records, not the rest of the file."""
+        span = self.dlog.entry_span_at(mf.start + pos)
+        if span is None or span[0] + BODY_OFFSET > mf.start + pos:
+            return None
+        return min(span[1], mf.end) - (mf.start + pos)
+
     def first_store_timestamp(self, mf: MappedFile) -> int | None:
         """Store time of the first record in ``mf`` (entries without records skipped)."""
         at = first_record_at(mf.mm, mf.wrote)

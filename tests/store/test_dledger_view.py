@@ -83,6 +83,27 @@ def test_records_live_in_the_entries_and_queues_point_there(member: Member) -> N
     assert decode_record(records[offsets[2]])[0].body == b"m2"
 
 
+def test_an_undecodable_entry_costs_its_own_records_not_the_rest_of_the_file(
+    member: Member, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = member.store
+    for i in range(2):
+        store.append_message("T", 0, b"m%d" % i)
+    member.seal()
+    # an entry whose body is no message record (a bare member's APPEND, a damaged page)
+    bad = member.dlog.append(member.dlog.end_index + 1, member.term, b"\x00\x00\x01\x00 not a record" * 8)
+    for i in range(2, 4):
+        store.append_message("T", 0, b"m%d" % i)
+    member.seal()
+    member.commit()
+    got = store.get_message("T", 0, 0, 10)
+    assert [decode_record(r)[0].body for r in got.records] == [b"m0", b"m1", b"m2", b"m3"]
+    assert store.dispatcher.reput_offset == member.dlog.entry_end(member.dlog.end_index)
+    assert member.dlog.entry_span_at(bad.pos + BODY_OFFSET) == (bad.pos, member.dlog.entry_end(bad.index))
+    assert member.dlog.entry_span_at(member.dlog.data_end + 10) is None
+    assert "skipping the rest of its DLedger entry" in caplog.text
+
+
 def test_entries_are_bounded_and_files_roll_with_dledger_blanks(tmp_path: Path) -> None:
     m = Member(tmp_path, max_entry_body=3000)
     m.dlog.append(0, 1, b"")
