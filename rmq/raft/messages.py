@@ -106,8 +106,18 @@ class Entry:
         # validated: a body that is not Base64 is refused (binascii.Error, a ValueError)
         # rather than decoded by skipping what does not belong
         body = b64decode(obj.get("body") or "", validate=True)
-        index, term = _long(obj["index"], "entry index"), _long(obj["term"], "entry term")
-        return cls(index, term, body, _long(obj.get("pos", -1), "entry pos"))
+        index, term, pos = obj["index"], obj["term"], obj.get("pos", -1)
+        # a push carries many entries: plain ints in range pass without a call each
+        if not (
+            type(index) is int
+            and type(term) is int
+            and type(pos) is int
+            and -1 <= index <= LONG_MAX
+            and -1 <= term <= LONG_MAX
+            and -1 <= pos <= LONG_MAX
+        ):
+            index, term, pos = _long(index, "entry index"), _long(term, "entry term"), _long(pos, "entry pos")
+        return cls(index, term, body, pos)
 
 
 @dataclass(frozen=True, slots=True)
