@@ -308,12 +308,18 @@ def _probe_request(kind: str) -> _Request:
 
 
 def detect_request(opaque: int) -> bytes:
-    """GET_ROUTEINFO_BY_TOPIC: a name server answers it, a broker answers REQUEST_CODE_NOT_SUPPORTED."""
-    return _Request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}, b"", "detect").encode(None, opaque)
+    """GET_ROUTEINFO_BY_TOPIC (opaque) and DLedger's METADATA (opaque + 1): a name server
+    answers the first, a DLedger member only the second, a broker neither (both
+    REQUEST_CODE_NOT_SUPPORTED)."""
+    route = _Request(R.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}, b"", "detect").encode(None, opaque)
+    return route + _probe_request(DLEDGER).encode(None, wrap_opaque(opaque + 1))
 
 
-def kind_from_answer(code: int | None) -> str:
-    return BROKER if code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED else NAMESRV
+def kind_from_answer(code: int | None, metadata_code: int | None = None) -> str:
+    """The kind from the answers to `detect_request`'s two requests."""
+    if code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED:
+        return NAMESRV
+    return DLEDGER if metadata_code == ResponseCode.SUCCESS else BROKER
 
 
 # A SYSTEM_ERROR remark naming an exception type: an unhandled error inside the server (ours

@@ -8,10 +8,10 @@ The cases come from rmq.protocol.fuzzing: requests of every code the server kind
 built from the project's header and body schemas and then broken one way each (wrong types,
 missing and extra fields, extreme numbers, hostile strings and properties, bad bodies,
 unknown codes, broken command headers, broken framing). Any RocketMQ 4.x name server or
-broker will do, ours or Java's; `--kind dledger` aims at a DLedger member's port (DLedger's
-request codes and JSON peer messages; auto detection tells only a name server from a
-broker). Only the address given is ever contacted; a connection the server closes is
-replaced by a new one; the run stops after --seconds or --cases.
+broker will do, ours or Java's, and a DLedger member's port (`--kind dledger`: DLedger's
+request codes and JSON peer messages); auto detection tells the three apart. Only the
+address given is ever contacted; a connection the server closes is replaced by a new one;
+the run stops after --seconds or --cases.
 
 Each case is checked against what the server owes it, and reported as a finding when
 
@@ -453,25 +453,30 @@ class _Run:
 
 
 async def detect_kind(options: FuzzOptions) -> str:
-    """Ask GET_ROUTEINFO_BY_TOPIC: a broker answers REQUEST_CODE_NOT_SUPPORTED."""
+    """Ask GET_ROUTEINFO_BY_TOPIC, and METADATA: a name server answers the first, a broker
+    neither (REQUEST_CODE_NOT_SUPPORTED), a DLedger member only the second."""
     try:
         with trio.fail_after(options.timeout):
             stream = await trio.open_tcp_stream(options.host, options.port)
     except (OSError, trio.TooSlowError) as exc:
         raise _Unreachable(f"cannot connect to {options.target}: {exc}") from None
-    code: int | None = None
+    codes: dict[int, int] = {}  # opaque -> answer code
     async with stream:
         with trio.move_on_after(options.timeout):
             await stream.send_all(F.detect_request(1))
             decoder = FrameDecoder(options.max_frame + 1024)
-            while code is None and (data := await stream.receive_some(65536)):
+
+            def known() -> bool:  # a name server (Java's) never answers the unknown METADATA
+                return 1 in codes and (codes[1] != ResponseCode.REQUEST_CODE_NOT_SUPPORTED or 2 in codes)
+
+            while not known() and (data := await stream.receive_some(65536)):
                 decoder.feed(data)
                 for frame in decoder:
                     with contextlib.suppress(ProtocolError):
                         cmd = RemotingCommand.decode(frame)
-                        if cmd.is_response and cmd.opaque == 1:
-                            code = cmd.code
-    return F.kind_from_answer(code)
+                        if cmd.is_response and cmd.opaque in (1, 2):
+                            codes[cmd.opaque] = cmd.code
+    return F.kind_from_answer(codes.get(1), codes.get(2))
 
 
 async def fuzz(options: FuzzOptions, *, only_case: int | None = None) -> Report:
@@ -543,7 +548,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=30.0, help="stop after this long (default 30)")
     p.add_argument("--cases", type=int, default=None, help="stop after this many cases")
     p.add_argument("--seed", type=int, default=None, help="run seed (default: random, printed)")
-    p.add_argument("--kind", choices=("auto", F.NAMESRV, F.BROKER, F.DLEDGER), default="auto")
+    p.add_argument("--kind", choices=("auto", *F.KINDS), default="auto")
     p.add_argument(
         "--unsafe", action="store_true", help="also send requests that change server state (not for production)"
     )
