@@ -337,6 +337,8 @@ def internal_error(code: int, remark: str | None) -> bool:
 
 # -- value pools ---------------------------------------------------------------------------------
 
+_FIELD_CATEGORIES = ("wrong-type", "missing", "number", "string")
+
 EXTREME_INTS = (
     -1, 0, 1, 127, 128, 255, 256, 32767, 32768, -32768, -32769, 65535, 65536,
     2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**32, 2**32 - 1,
@@ -674,6 +676,10 @@ class _Gen:
         code = spec.code
         note = "well-formed"
         fields = self.fields()
+        if not fields and category in _FIELD_CATEGORIES and spec.body.startswith("dledger-"):
+            # DLedger's requests carry their fields in a JSON body: break those instead
+            body, note = self.body_fields(category)
+            return _Request(code, ext, body, note, spec.answer, category)
         typed = [f for f in fields if f[2] in ("int", "bool")]
         strs = [f for f in fields if f[2] == "str"]
         if category == "missing" and not any(f[3] for f in fields):
@@ -726,6 +732,32 @@ class _Gen:
             answer = DUE if self.kind != NAMESRV and -(2**31) <= code < 2**31 else OPTIONAL
             return _Request(code, ext, body, note, answer, category)
         return _Request(code, ext, body, note, spec.answer, category)
+
+    def body_fields(self, category: str) -> tuple[bytes, str]:
+        """A JSON body (a DLedger message) with fields broken as ``category`` breaks header
+        fields: extreme numbers (past a Java long too), text for numbers, hostile strings,
+        fields left out. Entries of a push count as fields too."""
+        rng = self.rng
+        obj = self.valid_body_object()
+        slots = [(obj, k) for k in obj if k != "kind"]
+        for entry in obj.get("batchEntry") or ([obj["entry"]] if "entry" in obj else []):
+            slots += [(entry, k) for k in entry]
+        ints = [(o, k) for o, k in slots if type(o[k]) is int]
+        strs = [(o, k) for o, k in slots if type(o[k]) is str and k != "body"]
+        pool = strs if category == "string" else slots if category == "missing" else ints
+        picked = rng.sample(pool, rng.randrange(1, min(3, len(pool)) + 1))
+        for o, k in picked:
+            if category == "missing":
+                del o[k]
+            elif category == "number":
+                o[k] = rng.choice(EXTREME_INTS) + rng.choice((0, 0, 1, -1))
+            elif category == "wrong-type":
+                o[k] = rng.choice((*WRONG_TYPES, 1.5, 1e300, True, None, [], {}))
+            else:
+                o[k] = self.hostile_string()
+        what = "without" if category == "missing" else category
+        note = f"body {what} " + ", ".join(k for _, k in picked)
+        return json.dumps(obj, ensure_ascii=True).encode(), note
 
     def extreme_int(self) -> str:
         rng = self.rng
