@@ -752,7 +752,7 @@ class _Gen:
             elif category == "number":
                 o[k] = rng.choice(EXTREME_INTS) + rng.choice((0, 0, 1, -1))
             elif category == "wrong-type":
-                o[k] = rng.choice((*WRONG_TYPES, 1.5, 1e300, True, None, [], {}))
+                o[k] = rng.choice((*WRONG_TYPES, *_WRONG_VALUES))  # text, or JSON of another type
             else:
                 o[k] = self.hostile_string()
         what = "without" if category == "missing" else category
