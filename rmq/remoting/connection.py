@@ -411,30 +411,41 @@ class Connection:
     def _add_deadline(self, deadline: float, opaque: int, slot: _Slot) -> None:
         heap = self._deadlines
         if len(heap) > 2 * len(self._pending) + 1024:
-            # entries of answered requests linger until their deadline; drop them
+            # entries of answered requests linger until the timer passes them; drop them
             heap[:] = [entry for entry in heap if self._pending.get(entry[1]) is entry[2]]
             heapq.heapify(heap)
         heapq.heappush(heap, (deadline, opaque, slot))
-        # a new earliest deadline: the timer must wake sooner
-        if heap[0][2] is slot and not self._timer.wake() and self._timer_scope is not None:
-            self._timer_scope.deadline = deadline
+        scope = self._timer_scope
+        if scope is None:
+            self._timer.wake()
+        elif deadline < scope.deadline:  # a new earliest deadline: the timer must wake sooner
+            scope.deadline = deadline
 
     async def _timer_loop(self) -> None:
+        """Fail the requests whose deadline passed. It sleeps until the earliest deadline of a
+        request still waiting: the entries of answered requests ahead of it are dropped
+        first, or it would wake for each of them, one timeout after each request (hundreds
+        of wake-ups a second under load, for nothing)."""
         heap = self._deadlines
         pending = self._pending
         while True:
+            now = trio.current_time()
+            while heap:
+                deadline, opaque, slot = heap[0]
+                if pending.get(opaque) is not slot:  # answered (or failed) already
+                    heapq.heappop(heap)
+                elif deadline <= now:
+                    heapq.heappop(heap)
+                    del pending[opaque]
+                    slot.finish(RemotingTimeoutError(self.remote_address, slot.code, slot.timeout))
+                else:
+                    break
             if not heap:
                 await self._timer.wait()
                 continue
             with trio.CancelScope(deadline=heap[0][0]) as self._timer_scope:
                 await trio.sleep_forever()
             self._timer_scope = None
-            now = trio.current_time()
-            while heap and heap[0][0] <= now:
-                _, opaque, slot = heapq.heappop(heap)
-                if pending.get(opaque) is slot:
-                    del pending[opaque]
-                    slot.finish(RemotingTimeoutError(self.remote_address, slot.code, slot.timeout))
 
     def _closed_text(self) -> str:
         if self._nursery is None and not self._closed:

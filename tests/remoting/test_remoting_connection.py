@@ -119,6 +119,49 @@ async def test_timeouts_of_different_lengths(autojump_clock: trio.testing.MockCl
     assert ends == {t: pytest.approx(t) for t in (30.0, 10.0, 20.0, 1.0, 5.0)}
 
 
+class _TimerSteps(trio.abc.Instrument):
+    """Counts the steps of connections' timer tasks."""
+
+    def __init__(self) -> None:
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task.name.endswith("_timer_loop"):
+            self.steps += 1
+
+
+async def test_timer_sleeps_past_answered_requests(autojump_clock: trio.testing.MockClock) -> None:
+    # Answered requests leave their deadlines behind; the timer must not wake for each.
+    steps = _TimerSteps()
+    trio.lowlevel.add_instrument(steps)
+    try:
+        async with memory_connection_pair(echo_dispatcher()) as (client, _):
+            for _ in range(200):
+                await client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE), 3.0)
+                await trio.sleep(0.01)
+            await trio.sleep(5)
+    finally:
+        trio.lowlevel.remove_instrument(steps)
+    assert steps.steps < 10
+
+
+async def _never(ctx: RequestContext, request: RemotingCommand) -> None:
+    return None
+
+
+async def test_short_timeout_behind_answered_long_ones(autojump_clock: trio.testing.MockClock) -> None:
+    d = echo_dispatcher()
+    d.register(RequestCode.PULL_MESSAGE, _never)
+    async with memory_connection_pair(d) as (client, _):
+        for _ in range(3):
+            await client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE), 30.0)
+        start = trio.current_time()
+        with pytest.raises(RemotingTimeoutError):
+            await client.invoke(RemotingCommand.request(RequestCode.PULL_MESSAGE), 1.0)
+        assert trio.current_time() - start == pytest.approx(1.0)
+        assert client.statistics().pending == 0
+
+
 async def test_late_response_is_dropped(autojump_clock: trio.testing.MockClock) -> None:
     async def late(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         await trio.sleep(5)
