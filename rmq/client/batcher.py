@@ -29,7 +29,7 @@ import trio
 from rmq.protocol import properties as P
 
 from .errors import MQClientError, MQTimeoutError
-from .message import RETRY_PREFIX, SendResult, batch_item_size
+from .message import LONGEST_UNIQ_KEY, RETRY_PREFIX, SendResult, batch_item_size
 
 if TYPE_CHECKING:
     from rmq.protocol.message import Message as ProtocolMessage
@@ -45,11 +45,11 @@ _WOKEN.set()
 class _Waiter:
     __slots__ = ("deadline", "error", "msg", "queued", "result", "size", "wake")
 
-    def __init__(self, msg: ProtocolMessage, deadline: float) -> None:
+    def __init__(self, msg: ProtocolMessage, deadline: float, uniq_key_length: int) -> None:
         self.msg = msg
         self.deadline = deadline
         self.queued = True  # still in its lane's pending queue (not yet in a batch)
-        self.size = batch_item_size(msg)
+        self.size = batch_item_size(msg, uniq_key_length)
         self.result: SendResult | None = None
         self.error: BaseException | None = None
         self.wake = _WOKEN  # a fresh event before each wait
@@ -87,12 +87,16 @@ class AutoBatcher:
       send_batch: sends one batch (the producer's retrying send path).
       max_bytes: a batch's body at most this many bytes (batchMaxBytes).
       max_in_flight: batches of one topic in flight at once.
+      uniq_key_length: characters of the UNIQ_KEY a message without one gets when it leaves.
     """
 
-    def __init__(self, send_batch: SendBatch, max_bytes: int, max_in_flight: int) -> None:
+    def __init__(
+        self, send_batch: SendBatch, max_bytes: int, max_in_flight: int, uniq_key_length: int = LONGEST_UNIQ_KEY
+    ) -> None:
         self._send_batch = send_batch
         self.max_bytes = max_bytes
         self.max_in_flight = max_in_flight
+        self.uniq_key_length = uniq_key_length
         self._lanes: dict[tuple[str, bool], _Lane] = {}
 
     async def send(self, msg: ProtocolMessage, timeout: float) -> SendResult:
@@ -103,7 +107,7 @@ class AutoBatcher:
         # No cancel scope per send (it costs more than the rest of the wait): a batch's
         # request is bounded by the earliest deadline among its messages, and the sends ahead
         # of this one, in order, have deadlines no later than its own when timeouts agree.
-        me = _Waiter(msg, trio.current_time() + timeout)
+        me = _Waiter(msg, trio.current_time() + timeout, self.uniq_key_length)
         lane.pending.append(me)
         woken = False
         try:

@@ -76,6 +76,11 @@ class UniqueIdGenerator:
         self._counter = itertools.count()
         self._start, self._next_start = _month_bounds(clock())
 
+    @property
+    def length(self) -> int:
+        """Characters in every id this generator makes (32, or 56 with an IPv6 address)."""
+        return len(self._fixed) + 2 * _SUFFIX.size
+
     def next_id(self) -> str:
         now = self._clock()
         if now >= self._next_start:

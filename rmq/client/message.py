@@ -250,10 +250,19 @@ def compress_body(body: bytes, threshold: int = COMPRESS_OVER, codec: str = "zli
     return body, 0
 
 
-def batch_item_size(msg: _ProtocolMessage) -> int:
-    """Bytes `msg` takes in a batch body (MessageDecoder.encodeMessage)."""
+# the longest id a send gives a message that has none: 56 hex characters from an IPv6
+# client, 32 from an IPv4 one (ids.py)
+LONGEST_UNIQ_KEY = 56
+
+
+def batch_item_size(msg: _ProtocolMessage, uniq_key_length: int = LONGEST_UNIQ_KEY) -> int:
+    """Bytes `msg` takes in a batch body (MessageDecoder.encodeMessage) once sent: a message
+    without a UNIQ_KEY gets one of `uniq_key_length` characters when its batch leaves."""
     props = P.encode_properties(msg.properties).encode("utf-8")
-    return 20 + len(msg.body) + 2 + len(props)
+    size = 20 + len(msg.body) + 2 + len(props)
+    if not msg.properties.get(P.UNIQ_KEY):
+        size += len(P.UNIQ_KEY) + 1 + uniq_key_length + (1 if props else 0)
+    return size
 
 
 def check_batch(msgs: Sequence[_ProtocolMessage]) -> str:
@@ -276,9 +285,10 @@ def check_batch(msgs: Sequence[_ProtocolMessage]) -> str:
 
 
 def split_batch(
-    msgs: Iterable[_ProtocolMessage], max_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    msgs: Iterable[_ProtocolMessage], max_size: int = DEFAULT_MAX_MESSAGE_SIZE, uniq_key_length: int = LONGEST_UNIQ_KEY
 ) -> list[list[_ProtocolMessage]]:
-    """Cut `msgs` into consecutive batches whose bodies stay within `max_size` bytes.
+    """Cut `msgs` into consecutive batches whose bodies stay within `max_size` bytes, the ids
+    of `uniq_key_length` characters a send adds included.
 
     Raises MQMessageError if one message alone is larger than `max_size`.
     """
@@ -286,7 +296,7 @@ def split_batch(
     current: list[_ProtocolMessage] = []
     size = 0
     for m in msgs:
-        item = batch_item_size(m)
+        item = batch_item_size(m, uniq_key_length)
         if item > max_size:
             raise MQMessageError(f"a message of {item} bytes cannot fit a batch of at most {max_size} bytes")
         if current and size + item > max_size:

@@ -164,7 +164,9 @@ class Producer(AsyncService):
         self.tracer = TraceDispatcher(self.instance, group, trace_topic) if enable_trace else None
         c = self.config
         self._batcher = (
-            AutoBatcher(self._send_as_batch, min(c.batch_max_bytes, c.max_message_size), c.batch_in_flight)
+            AutoBatcher(
+                self._send_as_batch, min(c.batch_max_bytes, c.max_message_size), c.batch_in_flight, self._ids.length
+            )
             if c.auto_batch
             else None
         )
@@ -374,7 +376,7 @@ class Producer(AsyncService):
         self._check_running()
         check_batch(msgs)
         results = []
-        for part in split_batch(msgs, self.config.max_message_size):
+        for part in split_batch(msgs, self.config.max_message_size, self._ids.length):
             out = _Outgoing.batch_of(part, self._ids)
             result = await self._send_outgoing(out, timeout, None, None, None, part[0], oneway=False)
             assert result is not None

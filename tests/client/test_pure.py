@@ -12,6 +12,7 @@ from rmq.client.errors import MQBrokerError, MQClientError, is_retriable
 from rmq.client.ids import UniqueIdGenerator, client_id
 from rmq.client.latency import LatencyFaultTolerance, not_available_duration
 from rmq.client.message import (
+    LONGEST_UNIQ_KEY,
     Message,
     MessageQueue,
     MQMessageError,
@@ -29,8 +30,9 @@ from rmq.client.route import PublishInfo, TopicRoute
 from rmq.client.selector import java_hash, select_by_hash
 from rmq.client.subscription import Subscription
 from rmq.protocol import body as B
-from rmq.protocol.message import MessageExt
-from rmq.protocol.properties import java_string_hash
+from rmq.protocol import properties as P
+from rmq.protocol.message import MessageExt, encode_batch_body
+from rmq.protocol.properties import encode_properties, java_string_hash
 
 # --- ids -------------------------------------------------------------------------------
 
@@ -99,11 +101,31 @@ def test_compression_threshold() -> None:
     assert flag == 1 and zlib.decompress(data) == b"a" * 4096 and data[:2] == b"\x78\x5e"
 
 
+def test_split_batch_fits_with_the_ids_a_send_adds() -> None:
+    # A batch cut to the limit must stay under it once the producer has given each message
+    # its UNIQ_KEY (IPv4 or IPv6 client), or the broker refuses it as too large.
+    for ip in ("10.0.0.1", "fd00::1"):
+        ids = UniqueIdGenerator(ip)
+        for length in (ids.length, LONGEST_UNIQ_KEY):
+            msgs = [Message("T", b"x" * 1000) for _ in range(200)]
+            parts = split_batch(msgs, 16 * 1024, length)
+            for part in parts:
+                for m in part:
+                    m.properties[P.UNIQ_KEY] = ids.next_id()
+                assert len(encode_batch_body(part)) <= 16 * 1024
+            if length == ids.length:  # exact: as many as fit
+                assert len(parts[0]) == 16 * 1024 // len(encode_batch_body(parts[0][:1]))
+
+
 def test_batch_rules_and_split() -> None:
     msgs = [Message("T", b"x" * 100, tags="A") for _ in range(10)]
     assert check_batch(msgs) == "T"
     item = batch_item_size(msgs[0])
-    assert item == 20 + 100 + 2 + len("TAGS\x01A")
+    assert item == 20 + 100 + 2 + len("TAGS\x01A") + len("\x02UNIQ_KEY\x01") + 56  # the id a send adds
+    ids = UniqueIdGenerator("10.0.0.1")
+    for m in msgs:
+        m.properties[P.UNIQ_KEY] = ids.next_id()
+    assert batch_item_size(msgs[0]) == 20 + 100 + 2 + len(encode_properties(msgs[0].properties))
     parts = split_batch(msgs, max_size=item * 3)
     assert [len(p) for p in parts] == [3, 3, 3, 1]
     with pytest.raises(MQMessageError):
