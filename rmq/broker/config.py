@@ -137,6 +137,9 @@ class BrokerConfig:
     preferred_leader_id: str = ""  # leadership is handed to this member when it can take it
     d_leger_election_timeout_ms: int = 3000  # randomized within [t, 2t) per election
     d_leger_heartbeat_interval_ms: int = 1000
+    # rmq's own: followers a commit does not wait for get new entries at most this often
+    # (raft/core.py, lazy_push_ms); 0 = at once
+    d_leger_lazy_push_ms: int = 20
 
     # store
     store_path_root_dir: Path = field(default_factory=lambda: Path.home() / "store")
@@ -278,6 +281,8 @@ class BrokerConfig:
             raise bad("dLegerElectionTimeoutMs", "must be 100..600000 ms")
         if not 10 <= self.d_leger_heartbeat_interval_ms < self.d_leger_election_timeout_ms:
             raise bad("dLegerHeartbeatIntervalMs", "must be at least 10 ms and below dLegerElectionTimeoutMs")
+        if not 0 <= self.d_leger_lazy_push_ms < self.d_leger_heartbeat_interval_ms:
+            raise bad("dLegerLazyPushMs", "must be 0 (off) or below dLegerHeartbeatIntervalMs")
 
     # -- reading ------------------------------------------------------------------------
 

@@ -331,6 +331,7 @@ class BrokerController:
             election_timeout_ms=c.d_leger_election_timeout_ms,
             heartbeat_interval_ms=c.d_leger_heartbeat_interval_ms,
             push_timeout_ms=c.d_leger_heartbeat_interval_ms,
+            lazy_push_ms=c.d_leger_lazy_push_ms,
         )
         return NodeConfig(
             self_id=c.d_leger_self_id,

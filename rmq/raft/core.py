@@ -86,6 +86,11 @@ class RaftConfig:
     push_timeout_ms: int = 1000  # an unanswered push is sent again after this
     max_batch: int = 1024  # entries per APPEND push (a far-behind follower catches up in big steps)
     max_batch_bytes: int = 1024 * 1024
+    # Followers beyond the quorum's need get new entries at most this often (0: at once, like
+    # the others). The leader pushes each new entry at once to the majority - 1 followers
+    # furthest along, which is all a commit waits for; the rest get what piled up in one
+    # push per interval, which costs them and the leader far less per entry.
+    lazy_push_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +177,9 @@ class _Progress:
     sent_last: int = -1  # last index of the push in flight
     rebuild: bool = False  # TRUNCATE mode: the follower needs entries we no longer hold
     last_ack: int = 0  # when it last answered in this term
+    lazy_due: int = 0  # a lazy follower's next APPEND push is not before this (lazy_push_ms)
+    more: bool = False  # the last APPEND push was cut short by the batch limits (catching up)
+    behind_since: int = -1  # an eager follower: since when its match is below the commit index
 
 
 @dataclass(slots=True)
@@ -218,6 +226,7 @@ class RaftNode:
         self._pre_votes: set[str] | None = None  # a pre-vote in progress: who said yes
         self._leader_contact = -(1 << 62)  # when a leader of ours was last heard from
         self._progress: dict[str, _Progress] = {}
+        self._eager_peers: list[str] = []  # leader with lazy_push_ms: who gets new entries at once
         self._pending_acks: list[_PendingAck] = []
         self._matched_end = -1  # follower: our log up to here equals the leader's in `_matched_term`
         self._matched_term = -1
@@ -340,6 +349,7 @@ class RaftNode:
         self._progress = {
             peer: _Progress(mode=_Mode.COMPARE, compare_index=end, next=end + 1, last_ack=now) for peer in self.others
         }
+        self._eager_peers.clear()  # chosen afresh once they have matched (_eager)
         out.append(BecomeLeader(self.term))
         # A no-op of our term lets entries of earlier terms commit (Raft 5.4.2).
         noop = Entry(end + 1, self.term, b"")
@@ -427,6 +437,19 @@ class RaftNode:
             result = VoteResult.ACCEPT
         response = VoteResponse(**self._msg_base(msg.local_id), vote_result=result, pre_vote=True)
         out.append(Send(msg.local_id, response))
+        self._stand_for_a_shorter_log(result, now, out)
+
+    def _stand_for_a_shorter_log(self, refused: VoteResult, now: int, out: list[Action]) -> None:
+        """A member whose log is too short to win asked for our vote and no leader is alive to
+        us: stand now rather than at our own timeout, since only a log like ours can win (a
+        lazy follower, lazy_push_ms, is the one whose timer often fires first)."""
+        if (
+            refused in (VoteResult.REJECT_EXPIRED_LEDGER_TERM, VoteResult.REJECT_SMALL_LEDGER_END_INDEX)
+            and self.role is Role.FOLLOWER
+            and self._pre_votes is None
+            and now - self._leader_contact >= self.config.election_timeout_ms
+        ):
+            self._start_pre_vote(now, out)
 
     def _on_vote_request(self, msg: VoteRequest, now: int, out: list[Action]) -> None:
         result = VoteResult.ACCEPT
@@ -444,6 +467,7 @@ class RaftNode:
             out.append(PersistTerm(self.term, msg.local_id))  # durable before the answer leaves
             self._election_due = now + self._election_timeout()
         out.append(Send(msg.local_id, VoteResponse(**self._msg_base(msg.local_id), vote_result=result)))
+        self._stand_for_a_shorter_log(result, now, out)
 
     # -- follower: pushes ----------------------------------------------------------------------
 
@@ -650,6 +674,11 @@ class RaftNode:
         else:
             if p.next > log.end_index:
                 return  # nothing new: heartbeats carry the commit index meanwhile
+            lazy = self.config.lazy_push_ms
+            if lazy > 0 and p.match >= 0 and not self._eager(peer, now):
+                if now < p.lazy_due and not p.more:
+                    return  # its next push gathers what comes meanwhile (one catching up goes on)
+                p.lazy_due = now + lazy
             batch: list[Entry] = []
             size = 0
             i = p.next
@@ -664,9 +693,42 @@ class RaftNode:
                 return
             msg = PushEntryRequest(**base, type=PushType.APPEND, commit_index=self.commit_index, entries=tuple(batch))
             p.sent_last = batch[-1].index
+            p.more = i <= log.end_index
         p.inflight = True
         p.deadline = now + self.config.push_timeout_ms
         out.append(Send(peer, msg))
+
+    def _eager(self, peer: str, now: int) -> bool:
+        """Whether ``peer`` gets every new entry at once: one of the majority - 1 followers a
+        commit waits for, chosen furthest along (match, then last heard from) when this
+        leader takes over, and kept while they keep up, so that the lazy ones stay lazy. An
+        eager follower whose push has gone unanswered, or whose match has stayed below the
+        commit index (commits go on without it: it restarted, it catches up), for five lazy
+        intervals gives its place to the lazy one furthest along."""
+        progress = self._progress
+        eager = self._eager_peers
+        if len(eager) != self.majority - 1 or not all(e in progress for e in eager):
+            eager[:] = sorted(progress, key=lambda q: self._rank(q), reverse=True)[: self.majority - 1]
+        stall = 5 * self.config.lazy_push_ms
+        for i, e in enumerate(eager):
+            q = progress[e]
+            if q.match >= self.commit_index:
+                q.behind_since = -1
+            elif q.behind_since < 0:
+                q.behind_since = now
+            if self._stalled(q, now, stall) or (q.behind_since >= 0 and now - q.behind_since > stall):
+                lazy = [x for x in progress if x not in eager and not self._stalled(progress[x], now, stall)]
+                if lazy:
+                    eager[i] = max(lazy, key=self._rank)
+                    progress[eager[i]].behind_since = -1
+        return peer in eager
+
+    def _rank(self, peer: str) -> tuple[int, int, str]:
+        p = self._progress[peer]
+        return (p.match, p.last_ack, peer)
+
+    def _stalled(self, p: _Progress, now: int, stall: int) -> bool:
+        return p.inflight and now - (p.deadline - self.config.push_timeout_ms) > stall
 
     def _on_push_response(self, msg: PushEntryResponse, now: int, out: list[Action]) -> None:
         p = self._progress.get(msg.local_id)

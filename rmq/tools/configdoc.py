@@ -45,6 +45,8 @@ BROKER = {
     "preferredLeaderId": "Member the leader hands leadership to once it holds the whole log; empty = none.",
     "dLegerElectionTimeoutMs": "Milliseconds without a leader before a member stands for election (randomized to 2x).",
     "dLegerHeartbeatIntervalMs": "Milliseconds between the leader's heartbeats; an unanswered push is resent after it.",
+    "dLegerLazyPushMs": "rmq's own: milliseconds between pushes to the followers a commit does not wait for "
+    "(the others get each entry at once); 0 = every follower gets each entry at once.",
     "storePathRootDir": "Store directory (CommitLog, consume queues, index, config).",
     "storePathCommitLog": "CommitLog directory. Default: <storePathRootDir>/commitlog.",
     "mappedFileSizeCommitLog": "Size of each CommitLog file in bytes.",

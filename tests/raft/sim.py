@@ -17,6 +17,7 @@ member's committed log exactly once, in acknowledgement order.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import multiprocessing
 import os
@@ -125,6 +126,8 @@ class Sim:
                  fault_ms: int = 3000, heal_ms: int = 4000) -> None:  # fmt: skip
         self.seed = seed
         self.rng = random.Random(seed)
+        # every other seed with lazy pushes (the broker's default) and every other without
+        self.config = dataclasses.replace(CONFIG, lazy_push_ms=0 if seed % 2 else 2 * TICK_MS)
         self.faults = faults or Faults()
         self.ids = [f"n{i}" for i in range(n)]
         self.fault_ms = fault_ms
@@ -168,7 +171,7 @@ class Sim:
         m.pending = []
         m.committed = -1
         state = PersistentState(m.term, m.voted_for, -1)
-        m.node = RaftNode(m.id, self.ids, m.memory, group="sim", config=CONFIG, state=state,
+        m.node = RaftNode(m.id, self.ids, m.memory, group="sim", config=self.config, state=state,
                           rng=random.Random(self.rng.random()), now_ms=self._local(m))  # fmt: skip
 
     def _healing(self) -> bool:

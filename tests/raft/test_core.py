@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 
@@ -43,7 +44,8 @@ def node(
     self_id: str = "n0", entries: list[Entry] | None = None, term: int = 0, **kw: object
 ) -> tuple[RaftNode, MemLog]:
     log = MemLog(entries)
-    n = RaftNode(self_id, PEERS, log, group="g", config=CFG, state=PersistentState(term, None, -1),
+    config = kw.pop("config", CFG)
+    n = RaftNode(self_id, PEERS, log, group="g", config=config, state=PersistentState(term, None, -1),
                  rng=random.Random(1), **kw)  # type: ignore[arg-type]  # fmt: skip
     return n, log
 
@@ -181,15 +183,21 @@ def test_an_old_leader_obeys_a_higher_term() -> None:
     assert leader.role is Role.FOLLOWER and leader.leader_id == "n2"
 
 
-def test_leadership_transfer() -> None:
-    leader, log = node()
-    out = elect(leader, log)
+def caught_up_leader(cfg: RaftConfig) -> tuple[RaftNode, MemLog]:
+    """n0 leads; n1 and n2 hold its log (APPEND mode, matched at its end)."""
+    leader, log = node(config=cfg)
+    elect(leader, log)
     end = log.end_index
     leader.persisted(end, 1001)
     for peer in ("n1", "n2"):
         leader.receive(PushEntryResponse("g", peer, "n0", leader.term, type=PushType.COMPARE, index=-1), 1002)
         leader.receive(PushEntryResponse("g", peer, "n0", leader.term, type=PushType.TRUNCATE, index=-1), 1003)
         leader.receive(PushEntryResponse("g", peer, "n0", leader.term, type=PushType.APPEND, index=end), 1004)
+    return leader, log
+
+
+def test_leadership_transfer() -> None:
+    leader, log = caught_up_leader(CFG)
     out = leader.transfer_leadership("n2", 1005)
     transfer = sends(out, LeadershipTransferRequest)
     assert transfer and transfer[0].to == "n2"
@@ -408,3 +416,91 @@ def test_an_append_over_entries_our_retention_deleted_skips_them() -> None:
     acks = sends(out, PushEntryResponse)
     assert acks and all(a.message.code == Code.SUCCESS for a in acks) and acks[-1].message.index == 7
     assert (flog.begin_index, flog.end_index) == (3, 7)
+
+
+def pushes_to(actions: list[object]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for a in sends(actions, PushEntryRequest):
+        out.setdefault(a.to, []).extend(e.index for e in a.message.entries)
+    return out
+
+
+def propose(leader: RaftNode, log: MemLog, now: int) -> dict[str, list[int]]:
+    """One new entry, durable on the leader; the pushes it sends at once."""
+    _, actions = leader.propose(b"x", now)
+    run(log, actions)
+    leader.persisted(log.end_index, now)
+    return pushes_to(leader.appended(now))
+
+
+def ack(leader: RaftNode, peer: str, index: int, now: int) -> list[object]:
+    return leader.receive(PushEntryResponse("g", peer, "n0", leader.term, type=PushType.APPEND, index=index), now)
+
+
+def test_lazy_pushes_give_the_follower_a_commit_needs_every_entry_and_the_other_a_batch() -> None:
+    leader, log = caught_up_leader(dataclasses.replace(CFG, lazy_push_ms=20))
+    first = log.end_index + 1
+    got: dict[str, list[int]] = {"n1": [], "n2": []}
+    now = 1010
+    for _ in range(6):  # an entry every 3 ms, each push acked 1 ms later
+        out = propose(leader, log, now)
+        for peer, indexes in pushes_to(leader.tick(now)).items():
+            out.setdefault(peer, []).extend(indexes)
+        for peer, indexes in out.items():
+            got[peer] += indexes
+            ack(leader, peer, indexes[-1], now + 1)
+        now += 3
+    eager = max(got, key=lambda p: len(got[p]))
+    lazy = "n2" if eager == "n1" else "n1"
+    assert got[eager] == list(range(first, first + 6))  # each entry at once
+    assert leader.commit_index == first + 5
+    assert 0 < len(got[lazy]) < 6  # the first at once, then nothing within 20 ms
+    # what piled up reaches the lazy one in one push once its interval has passed
+    assert pushes_to(leader.tick(now + 20))[lazy] == list(range(got[lazy][-1] + 1, first + 6))
+
+
+def test_a_lazy_follower_takes_over_from_an_eager_one_that_stopped_answering() -> None:
+    leader, log = caught_up_leader(dataclasses.replace(CFG, lazy_push_ms=20))
+    out = propose(leader, log, 1010)
+    assert set(out) == {"n1", "n2"}  # the lazy one's first push is due at once
+    eager = "n1" if leader._eager("n1", 1010) else "n2"
+    lazy = "n2" if eager == "n1" else "n1"
+    ack(leader, lazy, log.end_index, 1011)  # the eager one never answers
+    # meanwhile commits go on at the lazy one's pace
+    assert lazy not in propose(leader, log, 1015)
+    assert pushes_to(leader.tick(1031)) == {lazy: [log.end_index]}
+    assert Commit(log.end_index) in ack(leader, lazy, log.end_index, 1032)
+    # five lazy intervals after the eager one's unanswered push, the other takes its place
+    assert lazy in propose(leader, log, 1010 + 5 * 20 + 1)
+
+
+def test_a_member_with_a_longer_log_stands_when_a_shorter_one_asks_for_its_vote() -> None:
+    # A lazy follower's timer may fire first; the member only it can elect stands at once.
+    voter, _ = node("n1", [Entry(0, 1), Entry(1, 1), Entry(2, 1)], term=1)
+    ask = VoteRequest("g", "n2", "n1", 2, ledger_end_index=1, ledger_end_term=1, pre_vote=True)
+    out = voter.receive(ask, 10_000)  # no leader heard from for longer than the timeout
+    assert sends(out, VoteResponse)[0].message.vote_result is VoteResult.REJECT_SMALL_LEDGER_END_INDEX
+    mine = [a.message for a in sends(out, VoteRequest)]
+    assert mine and all(m.pre_vote and m.ledger_end_index == 2 for m in mine)
+    # while a leader is alive to it, it neither grants nor stands
+    follower, _ = node("n1", [Entry(0, 1), Entry(1, 1), Entry(2, 1)], term=1)
+    follower.receive(HeartBeatRequest("g", "n0", "n1", 1, leader_id="n0"), 10_000)
+    out = follower.receive(ask, 10_100)
+    assert not sends(out, VoteRequest)
+
+
+def test_a_lazy_follower_that_catches_up_is_not_held_back() -> None:
+    leader, log = caught_up_leader(dataclasses.replace(CFG, lazy_push_ms=20, max_batch=2))
+    eager = "n1" if leader._eager("n1", 1010) else "n2"
+    lazy = "n2" if eager == "n1" else "n1"
+    for i in range(6):
+        for peer, indexes in propose(leader, log, 1010 + i).items():
+            ack(leader, peer, indexes[-1], 1010 + i)  # (the lazy one's first push is due at once)
+    # the lazy one's pushes are cut at two entries; each ack brings the next at once
+    got = pushes_to(leader.tick(1030)).get(lazy, [])
+    while got and got[-1] < log.end_index:
+        out = ack(leader, lazy, got[-1], 1031)
+        nxt = pushes_to(out).get(lazy, [])
+        assert nxt and nxt[0] == got[-1] + 1
+        got = nxt
+    assert got and got[-1] == log.end_index
