@@ -29,7 +29,7 @@ import trio
 from rmq.protocol import properties as P
 
 from .errors import MQClientError, MQTimeoutError
-from .message import LONGEST_UNIQ_KEY, RETRY_PREFIX, SendResult, batch_item_size
+from .message import RETRY_PREFIX, SendResult, batch_item_size
 
 if TYPE_CHECKING:
     from rmq.protocol.message import Message as ProtocolMessage
@@ -90,9 +90,7 @@ class AutoBatcher:
       uniq_key_length: characters of the UNIQ_KEY a message without one gets when it leaves.
     """
 
-    def __init__(
-        self, send_batch: SendBatch, max_bytes: int, max_in_flight: int, uniq_key_length: int = LONGEST_UNIQ_KEY
-    ) -> None:
+    def __init__(self, send_batch: SendBatch, max_bytes: int, max_in_flight: int, uniq_key_length: int) -> None:
         self._send_batch = send_batch
         self.max_bytes = max_bytes
         self.max_in_flight = max_in_flight

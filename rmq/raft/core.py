@@ -708,7 +708,7 @@ class RaftNode:
         progress = self._progress
         eager = self._eager_peers
         if len(eager) != self.majority - 1 or not all(e in progress for e in eager):
-            eager[:] = sorted(progress, key=lambda q: self._rank(q), reverse=True)[: self.majority - 1]
+            eager[:] = sorted(progress, key=self._rank, reverse=True)[: self.majority - 1]
         stall = 5 * self.config.lazy_push_ms
         for i, e in enumerate(eager):
             q = progress[e]
