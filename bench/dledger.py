@@ -51,7 +51,14 @@ GROUP = "bench-d"
 
 
 def member_conf(
-    work: Path, namesrv: str, k: int, port: int, peers: str, busy_poll: int = 0, flush: str = "ASYNC_FLUSH"
+    work: Path,
+    namesrv: str,
+    k: int,
+    port: int,
+    peers: str,
+    busy_poll: int = 0,
+    flush: str = "ASYNC_FLUSH",
+    extra: tuple[str, ...] = (),
 ) -> Path:
     conf = work / f"n{k}.conf"
     conf.write_text(
@@ -59,6 +66,7 @@ def member_conf(
         f"brokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\n"
         f"storePathRootDir={work / f'n{k}'}\nflushDiskType={flush}\nbusyPollMicros={busy_poll}\n"
         f"enableDLegerCommitLog=true\ndLegerGroup={GROUP}\ndLegerPeers={peers}\ndLegerSelfId=n{k}\n"
+        + "".join(f"{line}\n" for line in extra)
     )
     return conf
 
@@ -229,7 +237,7 @@ async def run_group(args: argparse.Namespace) -> tuple[dict[str, Any], list[floa
             ports = [free_port(5) for _ in range(args.members)]
             peers = ";".join(f"n{k}-127.0.0.1:{p + 2}" for k, p in enumerate(ports))
             for k, port in enumerate(ports):
-                conf = member_conf(work, ns, k, port, peers, args.busy_poll_micros, args.flush)
+                conf = member_conf(work, ns, k, port, peers, args.busy_poll_micros, args.flush, tuple(args.conf))
                 members[f"127.0.0.1:{port}"] = (conf, spawn(["broker", "-c", str(conf)], work / f"n{k}.log"))
             master = await master_addr(ns)
             async with MQAdmin(namesrv=ns) as admin:
@@ -298,6 +306,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--members", type=int, default=3, help="members of the group (1, 3 or 5)")
     ap.add_argument("--busy-poll-micros", type=int, default=0, help="busyPollMicros of every broker and the producer")
     ap.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH", help="every broker's")
+    ap.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="a broker.conf line for every member (repeat)"
+    )
     ap.add_argument("--auto-batch", action="store_true", help="the producer coalesces concurrent sends (auto_batch)")
     ap.add_argument("--pairs", type=int, default=1, help="single and group runs, alternated; prints the median ratio")
     args = ap.parse_args(argv)

@@ -139,7 +139,7 @@ class BrokerConfig:
     d_leger_heartbeat_interval_ms: int = 1000
     # rmq's own: followers a commit does not wait for get new entries at most this often
     # (raft/core.py, lazy_push_ms); 0 = at once
-    d_leger_lazy_push_ms: int = 20
+    d_leger_lazy_push_ms: int = 200
 
     # store
     store_path_root_dir: Path = field(default_factory=lambda: Path.home() / "store")
@@ -281,8 +281,8 @@ class BrokerConfig:
             raise bad("dLegerElectionTimeoutMs", "must be 100..600000 ms")
         if not 10 <= self.d_leger_heartbeat_interval_ms < self.d_leger_election_timeout_ms:
             raise bad("dLegerHeartbeatIntervalMs", "must be at least 10 ms and below dLegerElectionTimeoutMs")
-        if not 0 <= self.d_leger_lazy_push_ms < self.d_leger_heartbeat_interval_ms:
-            raise bad("dLegerLazyPushMs", "must be 0 (off) or below dLegerHeartbeatIntervalMs")
+        if not 0 <= self.d_leger_lazy_push_ms <= 10_000:
+            raise bad("dLegerLazyPushMs", "must be 0 (off) to 10000 ms")
 
     # -- reading ------------------------------------------------------------------------
 

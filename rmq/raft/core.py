@@ -91,6 +91,11 @@ class RaftConfig:
     # furthest along, which is all a commit waits for; the rest get what piled up in one
     # push per interval, which costs them and the leader far less per entry.
     lazy_push_ms: int = 0
+    # An eager follower whose push goes unanswered this long, or whose match stays below the
+    # commit index this long, gives its place to the lazy one furthest along (commits go on
+    # meanwhile through the lazy ones, at their interval). Apart from lazy_push_ms, so that a
+    # long lazy interval does not make a dead follower stall commits longer.
+    eager_stall_ms: int = 100
 
 
 @dataclass(frozen=True, slots=True)
@@ -703,13 +708,13 @@ class RaftNode:
         commit waits for, chosen furthest along (match, then last heard from) when this
         leader takes over, and kept while they keep up, so that the lazy ones stay lazy. An
         eager follower whose push has gone unanswered, or whose match has stayed below the
-        commit index (commits go on without it: it restarted, it catches up), for five lazy
-        intervals gives its place to the lazy one furthest along."""
+        commit index (commits go on without it: it restarted, it catches up), for
+        ``eager_stall_ms`` gives its place to the lazy one furthest along."""
         progress = self._progress
         eager = self._eager_peers
         if len(eager) != self.majority - 1 or not all(e in progress for e in eager):
             eager[:] = sorted(progress, key=self._rank, reverse=True)[: self.majority - 1]
-        stall = 5 * self.config.lazy_push_ms
+        stall = self.config.eager_stall_ms
         for i, e in enumerate(eager):
             q = progress[e]
             if q.match >= self.commit_index:

@@ -46,7 +46,7 @@ BROKER = {
     "dLegerElectionTimeoutMs": "Milliseconds without a leader before a member stands for election (randomized to 2x).",
     "dLegerHeartbeatIntervalMs": "Milliseconds between the leader's heartbeats; an unanswered push is resent after it.",
     "dLegerLazyPushMs": "rmq's own: milliseconds between pushes to the followers a commit does not wait for "
-    "(the others get each entry at once); 0 = every follower gets each entry at once.",
+    "(the others get each entry at once); 0 = every follower gets each entry at once. 0..10000.",
     "storePathRootDir": "Store directory (CommitLog, consume queues, index, config).",
     "storePathCommitLog": "CommitLog directory. Default: <storePathRootDir>/commitlog.",
     "mappedFileSizeCommitLog": "Size of each CommitLog file in bytes.",

@@ -216,6 +216,7 @@ def test_dledger_keys_are_read() -> None:
     assert c.dledger_peers == {"n0": "127.0.0.1:40911", "n1": "127.0.0.1:40912", "n2": "127.0.0.1:40913"}
     assert c.preferred_leader_id == "n2"
     assert (c.d_leger_election_timeout_ms, c.d_leger_heartbeat_interval_ms) == (3000, 1000)
+    assert c.d_leger_lazy_push_ms == 200
 
 
 @pytest.mark.parametrize(
@@ -228,6 +229,8 @@ def test_dledger_keys_are_read() -> None:
         ({"preferredLeaderId": "x"}, "preferredLeaderId"),
         ({"dLegerElectionTimeoutMs": "10"}, "dLegerElectionTimeoutMs"),
         ({"dLegerHeartbeatIntervalMs": "5000"}, "dLegerHeartbeatIntervalMs"),
+        ({"dLegerLazyPushMs": "-1"}, "dLegerLazyPushMs"),
+        ({"dLegerLazyPushMs": "10001"}, "dLegerLazyPushMs"),
     ],
 )
 def test_bad_dledger_settings_are_refused_with_the_key_named(changes: dict[str, str], key: str) -> None:

@@ -470,8 +470,20 @@ def test_a_lazy_follower_takes_over_from_an_eager_one_that_stopped_answering() -
     assert lazy not in propose(leader, log, 1015)
     assert pushes_to(leader.tick(1031)) == {lazy: [log.end_index]}
     assert Commit(log.end_index) in ack(leader, lazy, log.end_index, 1032)
-    # five lazy intervals after the eager one's unanswered push, the other takes its place
-    assert lazy in propose(leader, log, 1010 + 5 * 20 + 1)
+    # eager_stall_ms (100) after the eager one's unanswered push, the other takes its place
+    assert lazy in propose(leader, log, 1010 + 100 + 1)
+
+
+def test_a_long_lazy_interval_does_not_lengthen_the_stall_before_a_swap() -> None:
+    leader, log = caught_up_leader(dataclasses.replace(CFG, lazy_push_ms=400, eager_stall_ms=50))
+    propose(leader, log, 1010)
+    eager = "n1" if leader._eager("n1", 1010) else "n2"
+    lazy = "n2" if eager == "n1" else "n1"
+    ack(leader, lazy, log.end_index, 1011)  # the eager one never answers
+    assert lazy not in propose(leader, log, 1050)  # not yet: within eager_stall_ms
+    # a stall, long before a lazy interval has passed: what the lazy one lacks goes at once
+    assert pushes_to(leader.tick(1061)) == {lazy: [log.end_index]}
+    assert leader._eager(lazy, 1061)
 
 
 def test_a_member_with_a_longer_log_stands_when_a_shorter_one_asks_for_its_vote() -> None:
