@@ -313,6 +313,24 @@ class RaftNode:
             self._start_pre_vote(now, out)
         return out
 
+    def next_tick_ms(self) -> int | None:
+        """When ``tick`` next has anything to do, unless a message or a proposal comes first:
+        a follower's or a candidate's election timer; a leader's next heartbeat or check that
+        a majority still answers, when nothing is in flight or waiting to be pushed. None: a
+        leader at work (pushes out, entries due, a transfer), to be ticked steadily."""
+        if self.role is not Role.LEADER:
+            return self._election_due
+        if self._transfer_to is not None:
+            return None
+        end = self.log.end_index
+        due = self._heartbeat_due
+        for p in self._progress.values():
+            if p.inflight or p.mode is not _Mode.APPEND or p.next <= end:
+                return None
+            # (tick may find a majority lost once a follower stays silent this long)
+            due = min(due, max(p.last_ack, self._leader_since) + self.config.election_timeout_ms)
+        return due
+
     def _start_pre_vote(self, now: int, out: list[Action]) -> None:
         """Ask whether a majority would vote for us in the next term before standing: no term
         or vote changes anywhere until they would."""

@@ -516,3 +516,23 @@ def test_a_lazy_follower_that_catches_up_is_not_held_back() -> None:
         assert nxt and nxt[0] == got[-1] + 1
         got = nxt
     assert got and got[-1] == log.end_index
+
+
+def test_next_tick_is_the_election_timer_for_a_follower_and_none_for_a_leader_at_work() -> None:
+    follower, _ = node("n1", term=1)
+    follower.receive(HeartBeatRequest("g", "n0", "n1", 1, leader_id="n0"), 5000)
+    due = follower.next_tick_ms()
+    assert due is not None and 5000 + CFG.election_timeout_ms <= due < 5000 + 2 * CFG.election_timeout_ms
+    assert follower.tick(due - 1) == []  # nothing to do before it
+    assert sends(follower.tick(due), VoteRequest)  # a pre-vote at it
+
+    leader, log = caught_up_leader(CFG)
+    idle = leader.next_tick_ms()  # nothing in flight: its next heartbeat, or a check for silence
+    assert idle is not None and idle <= 1004 + CFG.heartbeat_interval_ms
+    _, actions = leader.propose(b"x", 1010)
+    run(log, actions)
+    leader.appended(1010)
+    assert leader.next_tick_ms() is None  # pushes out: ticked steadily
+    for peer in ("n1", "n2"):
+        ack(leader, peer, log.end_index, 1011)
+    assert leader.next_tick_ms() is not None
