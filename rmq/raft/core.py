@@ -732,15 +732,14 @@ class RaftNode:
         eager = self._eager_peers
         if len(eager) != self.majority - 1 or not all(e in progress for e in eager):
             eager[:] = sorted(progress, key=self._rank, reverse=True)[: self.majority - 1]
-        stall = self.config.eager_stall_ms
         for i, e in enumerate(eager):
             q = progress[e]
             if q.match >= self.commit_index:
                 q.behind_since = -1
             elif q.behind_since < 0:
                 q.behind_since = now
-            if self._stalled(q, now, stall) or (q.behind_since >= 0 and now - q.behind_since > stall):
-                lazy = [x for x in progress if x not in eager and not self._stalled(progress[x], now, stall)]
+            if self._stalled(q, now) or (q.behind_since >= 0 and now - q.behind_since > self.config.eager_stall_ms):
+                lazy = [x for x in progress if x not in eager and not self._stalled(progress[x], now)]
                 if lazy:
                     eager[i] = max(lazy, key=self._rank)
                     progress[eager[i]].behind_since = -1
@@ -750,8 +749,10 @@ class RaftNode:
         p = self._progress[peer]
         return (p.match, p.last_ack, peer)
 
-    def _stalled(self, p: _Progress, now: int, stall: int) -> bool:
-        return p.inflight and now - (p.deadline - self.config.push_timeout_ms) > stall
+    def _stalled(self, p: _Progress, now: int) -> bool:
+        """Its push has gone unanswered for longer than eager_stall_ms."""
+        c = self.config
+        return p.inflight and now - (p.deadline - c.push_timeout_ms) > c.eager_stall_ms
 
     def _on_push_response(self, msg: PushEntryResponse, now: int, out: list[Action]) -> None:
         p = self._progress.get(msg.local_id)

@@ -164,7 +164,7 @@ class DLedgerNode:
         self._lowest_truncate: int | None = None
         self._committed = trio.Event()
         self._tick_wanted = trio.Event()  # set: the ticker ticks now (see _ticker)
-        self._ticker_resting = False  # the ticker sleeps past the next TICK
+        self._tick_at: int | None = None  # when a resting ticker ticks next (ms); None: every TICK
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
         self._kernel_sync: KernelSync | None = None  # with sync_flush, where Linux AIO serves
@@ -179,8 +179,6 @@ class DLedgerNode:
     def _apply(self, actions: list[Any]) -> None:
         for a in actions:
             if isinstance(a, Send):
-                if self._ticker_resting and isinstance(a.message, M.VoteRequest):
-                    self._tick_wanted.set()  # an election began outside tick: its timer now counts
                 if self._send_now(a.to, a.message):
                     continue
                 box = self._outboxes.get(a.to)
@@ -208,8 +206,6 @@ class DLedgerNode:
                     for index in [i for i in recent if i > a.truncate_after]:
                         del recent[index]
                     self._cut_below_durable(a.truncate_after)
-                if self._ticker_resting and self.core.is_leader:
-                    self._tick_wanted.set()  # a leader's new entries: pushes and their timeouts
                 for e in entries:
                     if e.index == self._sealing:  # the leader's entry, written in place
                         self.dlog.seal_pending(e.index, e.term, len(e.body))
@@ -231,20 +227,18 @@ class DLedgerNode:
                 if self.on_commit is not None:
                     self.on_commit(a.index)
             elif isinstance(a, BecomeLeader):
-                self._tick_wanted.set()  # heartbeats from now on
                 log.info("%s is the leader of %s in term %d", self.config.self_id, self.config.group, a.term)
                 if self.on_role is not None:
                     self.on_role()
             elif isinstance(a, BecomeFollower):
-                self._tick_wanted.set()
                 log.info("%s follows %s in term %d", self.config.self_id, a.leader_id, a.term)
                 if self.on_role is not None:
                     self.on_role()
             elif isinstance(a, BecomeCandidate):
-                self._tick_wanted.set()
                 log.info("%s stands for term %d", self.config.self_id, a.term)
                 if self.on_role is not None:
                     self.on_role()
+        self._tick_sooner()
 
     def _send_now(self, peer: str, msg: M.Message) -> bool:
         """Write ``msg`` to ``peer`` from this task when its connection is up: a push or an
@@ -265,17 +259,27 @@ class DLedgerNode:
     async def _ticker(self) -> None:
         """Tick the core every TICK while it has work in hand, else not before it has anything
         to do (RaftNode.next_tick_ms): an idle group's members wake a few times a second
-        instead of fifty, and a follower's only timer is its election's. Whatever makes an
-        earlier tick needed (a change of role, a vote asked, a proposal) wakes it."""
+        instead of fifty, and a follower's only timer is its election's. ``_apply`` wakes it
+        when the core wants a tick sooner than planned (a change of role, a vote asked, a
+        proposal)."""
         while True:
             self._apply(self.core.tick(self._now()))
             due = self.core.next_tick_ms()
-            wait = TICK if due is None else max(TICK, (due - self._now()) / 1000)
-            self._ticker_resting = wait > TICK
-            with trio.move_on_after(wait):
+            wait = TICK if due is None else (due - self._now()) / 1000
+            self._tick_at = due if wait > TICK else None
+            with trio.move_on_after(max(wait, TICK)):
                 await self._tick_wanted.wait()
-            self._ticker_resting = False
+            self._tick_at = None
             self._tick_wanted = trio.Event()
+
+    def _tick_sooner(self) -> None:
+        """Wake a resting ticker when the core now wants a tick before the one planned."""
+        at = self._tick_at
+        if at is not None:
+            due = self.core.next_tick_ms()
+            if due is None or due < at:
+                self._tick_at = None
+                self._tick_wanted.set()
 
     async def _flusher(self) -> None:
         if not self.config.sync_flush:
