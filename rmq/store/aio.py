@@ -3,18 +3,20 @@
 Appends run on the Trio thread (encoding into the mapped page cache is a memcpy). Everything
 that waits on the disk runs in worker threads, one at a time per kind, through
 ``trio.to_thread.run_sync`` with a ``CapacityLimiter(1)``, except the CommitLog's syncs where
-Linux AIO serves: they are submitted from the loop and finish on an eventfd (``KernelSync``),
-with no thread to hand the GIL to. Tasks (all in one nursery):
+the kernel takes them (io_uring, else AIO): they are submitted from the loop and finish on an
+eventfd (``KernelSync``), with no thread to hand the GIL to. Tasks (all in one nursery):
 
 * CommitLog flusher. ASYNC_FLUSH: a sync every ``flush_interval_commitlog`` ms. SYNC_FLUSH:
   group commit. Appends that must wait join the open ``_Batch`` (a new one every
   ``BATCH_SPAN``) and get a ``PutWait``, which the round ends by callback: no task waits per
   append, and the broker answers from the callback. A round closes the batches before it
   captures the write position, so one sync covers every append in them, and appends made
-  while a sync runs wait for the next round. Where a round runs in a thread, the loop waits
-  (``HANDOFF_WAIT`` at most) for it to start: a thread needs the GIL to reach its fdatasync,
-  which a busy loop would otherwise keep until its next syscall, often a whole batch of
-  requests later.
+  while a sync runs wait for the next round. Through the kernel, an append that finds no round
+  running submits one itself (``_start_round``), so that the sync runs while the loop goes on
+  with the rest of its read and the dispatch; the flusher reaps it. Where a round runs in a
+  thread, the loop waits (``HANDOFF_WAIT`` at most) for it to start: a thread needs the GIL to
+  reach its fdatasync, which a busy loop would otherwise keep until its next syscall, often a
+  whole batch of requests later.
 * Batch watchdog: one timer per batch (not per append, which would cost a cancel scope each):
   a batch still waiting ``sync_flush_timeout`` after it opened is woken with FLUSH_DISK_TIMEOUT
   (the messages are stored and will become durable; only the wait ended).
@@ -103,6 +105,19 @@ class _Batch(_Wakeup):
         self.done = False  # a round covering the batch has finished
 
 
+class _Round:
+    """A CommitLog sync round submitted to the kernel and not reaped yet."""
+
+    __slots__ = ("closed", "files", "ks", "plan", "tag")
+
+    def __init__(self, ks: KernelSync, plan: FlushPlan, closed: int, tag: int, files: SubmittedSyncs) -> None:
+        self.ks = ks
+        self.plan = plan
+        self.closed = closed  # batches the round ends: those queued when it began
+        self.tag = tag
+        self.files = files
+
+
 class PutWait(Later):
     """An append's answer once its flush and its slave (or group) wait are over: a `Later`
     settled with the PutMessageResult by the task that ended the last of them (the flusher,
@@ -182,16 +197,37 @@ async def sync_files(ks: KernelSync, files: Sequence[tuple[MappedFile, int]], ta
     Raises:
         OSError: a sync failed.
     """
-    open_files = [(mf, upto, fd) for mf, upto in files if (fd := mf.sync_descriptor()) >= 0]
-    if not open_files:
-        return True
-    try:
-        ks.submit([fd for _, _, fd in open_files], tag)
-    except OSError as exc:
-        log.info("the kernel does not sync %s through AIO (%s): syncs run in a thread", what, exc)
-        ks.close()
+    submitted = submit_syncs(ks, files, tag, what)
+    if submitted is None:
         return False
-    left, error = len(open_files), 0
+    await reap_syncs(ks, submitted, tag, what)
+    return True
+
+
+SubmittedSyncs = list[tuple[MappedFile, int, int]]  # (file, position, descriptor)
+
+
+def submit_syncs(ks: KernelSync, files: Iterable[tuple[MappedFile, int]], tag: int, what: str) -> SubmittedSyncs | None:
+    """The first half of `sync_files`: submit, without waiting. The syncs submitted ([] when
+    every file is closed), or None when the kernel refused (``ks`` is closed then)."""
+    submitted = [(mf, upto, fd) for mf, upto in files if (fd := mf.sync_descriptor()) >= 0]
+    if submitted:
+        try:
+            ks.submit([fd for _, _, fd in submitted], tag)
+        except OSError as exc:
+            log.info("the kernel does not sync %s through %s (%s): syncs run in a thread", what, ks.name, exc)
+            ks.close()
+            return None
+    return submitted
+
+
+async def reap_syncs(ks: KernelSync, submitted: SubmittedSyncs, tag: int, what: str) -> None:
+    """The second half of `sync_files`: wait for ``submitted``, then record the files durable.
+
+    Raises:
+        OSError: a sync failed.
+    """
+    left, error = len(submitted), 0
     while left:
         await trio.lowlevel.wait_readable(ks.eventfd)
         for done, result in ks.reap():
@@ -200,9 +236,8 @@ async def sync_files(ks: KernelSync, files: Sequence[tuple[MappedFile, int]], ta
                 error = error or -result
     if error:
         raise OSError(error, f"fdatasync of {what} failed: {os.strerror(error)}")
-    for mf, upto, _ in open_files:
+    for mf, upto, _ in submitted:
         mf.synced(upto)
-    return True
 
 
 class Replication(abc.ABC):
@@ -247,7 +282,7 @@ class AsyncMessageStore:
         self._flush_fn = flush_fn or store.run_flush
         self._retention = retention
         self._commitlog_limiter = trio.CapacityLimiter(1)
-        self._kernel_sync: KernelSync | None = None  # opened by run() where Linux AIO serves
+        self._kernel_sync: KernelSync | None = None  # opened by run() where the kernel takes syncs
         self._sync_tag = 0
         self._logics_limiter = trio.CapacityLimiter(1)
         self._flush_wanted = trio.Event()
@@ -256,6 +291,7 @@ class AsyncMessageStore:
         self._batches: deque[_Batch] = deque()  # not yet done, oldest first
         self._batch_opened = trio.Event()
         self._flushed = store.flushed_offset
+        self._round: _Round | None = None  # a kernel sync round running
         self._reput_wanted = trio.Event()
         self._reput_done = trio.Event()
         self._running = False
@@ -334,6 +370,7 @@ class AsyncMessageStore:
         await trio.to_thread.run_sync(store.checkpoint.sync, limiter=self._logics_limiter)
         self._flushed = store.flushed_offset
         self._open_batch = None
+        self._round = None  # a kernel round still running covers nothing this flush did not
         self._finish_batches(len(self._batches))  # appends still waiting: all durable now
         done, self._round_done = self._round_done, trio.Event()
         done.set()
@@ -457,6 +494,8 @@ class AsyncMessageStore:
                 batch = self._open_batch = _Batch(now + timeout)
                 self._batches.append(batch)
                 self._batch_opened.set()
+            if self._round is None and self._kernel_sync is not None:
+                self._start_round()
             self._flush_wanted.set()
         if batch is None and replica_deadline is None:
             if refused is not None:
@@ -529,38 +568,54 @@ class AsyncMessageStore:
         store = self.store
         interval = store.config.flush_interval_commitlog / 1000
         while True:
-            with trio.move_on_after(interval):
-                await self._flush_wanted.wait()
-            self._flush_wanted = trio.Event()
-            # Every append in the open batch is in the log now, so this round covers them all.
-            closed = len(self._batches)
-            self._open_batch = None
-            plan = store.begin_flush(commitlog=True)
-            if plan.syncs:
-                self.flush_rounds += 1
-                await self._sync_commitlog(plan)
-            store.end_flush(plan)
-            assert plan.commitlog_offset is not None
-            self._flushed = max(self._flushed, plan.commitlog_offset)
-            self._finish_batches(min(closed, len(self._batches)))
-            done, self._round_done = self._round_done, trio.Event()
-            done.set()
+            if self._round is None:
+                with trio.move_on_after(interval):
+                    await self._flush_wanted.wait()
+                self._flush_wanted = trio.Event()
+                if self._round is None and not self._start_round():
+                    # Nothing to sync, or no kernel to take it: a round in a thread.
+                    closed = len(self._batches)
+                    self._open_batch = None
+                    plan = store.begin_flush(commitlog=True)
+                    if plan.syncs:
+                        self.flush_rounds += 1
+                        await self._sync_in_thread(plan)
+                    self._end_round(plan, closed)
+                    continue
+            rnd = self._round
+            assert rnd is not None
+            await reap_syncs(rnd.ks, rnd.files, rnd.tag, "the CommitLog")
+            self._round = None
+            self._end_round(rnd.plan, rnd.closed)
 
-    async def _sync_commitlog(self, plan: FlushPlan) -> None:
-        """A round's CommitLog syncs: through Linux AIO where it serves (no thread, so no GIL
-        handoff; rmq.store.kernel_sync), else in a worker thread."""
+    def _start_round(self) -> bool:
+        """Submit a sync of everything appended so far to the kernel, closing the open batch;
+        False when there is nothing to sync or no kernel takes it (it refused: from now on
+        the flusher's thread syncs)."""
         ks = self._kernel_sync
-        if ks is None or not await self._sync_through_kernel(ks, plan):
-            await self._sync_in_thread(plan)
+        if ks is None:
+            return False
+        plan = self.store.begin_flush(commitlog=True)
+        tag = self._sync_tag = self._sync_tag + 1
+        submitted = submit_syncs(ks, [(mf, upto) for mf, upto, _ in plan.syncs], tag, "the CommitLog")
+        if submitted is None:
+            self._kernel_sync = None
+            return False
+        if not submitted:
+            return False
+        # Every append in the open batch is in the log now, so this round covers them all.
+        self._open_batch = None
+        self.flush_rounds += 1
+        self._round = _Round(ks, plan, len(self._batches), tag, submitted)
+        return True
 
-    async def _sync_through_kernel(self, ks: KernelSync, plan: FlushPlan) -> bool:
-        """Sync ``plan``'s files through ``ks``; False if the kernel refused (AIO stays off)."""
-        async with self._commitlog_limiter:
-            self._sync_tag += 1
-            if await sync_files(ks, [(mf, upto) for mf, upto, _ in plan.syncs], self._sync_tag, "the CommitLog"):
-                return True
-        self._kernel_sync = None
-        return False
+    def _end_round(self, plan: FlushPlan, closed: int) -> None:
+        self.store.end_flush(plan)
+        assert plan.commitlog_offset is not None
+        self._flushed = max(self._flushed, plan.commitlog_offset)
+        self._finish_batches(min(closed, len(self._batches)))
+        done, self._round_done = self._round_done, trio.Event()
+        done.set()
 
     async def _sync_in_thread(self, plan: FlushPlan) -> None:
         """Run the commit log's sync in a worker thread, and let the thread start it before the

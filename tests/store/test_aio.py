@@ -289,7 +289,7 @@ async def test_the_commitlog_sync_runs_in_a_worker_thread_and_its_failure_stops_
     assert info.group_contains(OSError, match="Input/output error")
 
 
-async def test_sync_flush_rounds_go_through_kernel_aio_where_linux_has_it(open_store) -> None:
+async def test_sync_flush_rounds_go_through_the_kernel_where_linux_has_it(open_store) -> None:
     import os
 
     import pytest
@@ -298,11 +298,16 @@ async def test_sync_flush_rounds_go_through_kernel_aio_where_linux_has_it(open_s
 
     probe = KernelSync.open()
     if probe is None:
-        pytest.skip("no Linux AIO here")
+        pytest.skip("no kernel sync here")
     probe.close()
     store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
     async with AsyncMessageStore(store) as astore:
         assert astore._kernel_sync is not None
+        # an append that finds no round running submits one itself, before it returns
+        waiting = astore.put_message_now("T", 0, b"first")
+        assert astore._round is not None and astore.flush_rounds == 1
+        assert (await waiting).status is PutMessageStatus.PUT_OK
+        assert astore._round is None and astore.flushed_offset >= store.max_phy_offset
         results = await put_concurrently(astore, 50, b"m-%d")
         assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * 50
         assert 1 <= astore.flush_rounds < 50
@@ -319,17 +324,16 @@ async def test_a_kernel_that_refuses_aio_syncs_leaves_them_to_a_thread(open_stor
 
     import pytest
 
-    from rmq.store.kernel_sync import KernelSync
-
-    class Refusing(KernelSync):  # a filesystem without AIO fsync answers io_submit with EINVAL
-        def submit(self, fds, tag) -> None:
-            raise OSError(errno.EINVAL, "io_submit: Invalid argument")
-
     store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
     async with AsyncMessageStore(store) as astore:
         ks = astore._kernel_sync
         if ks is None:
-            pytest.skip("no Linux AIO here")
+            pytest.skip("no kernel sync here")
+
+        class Refusing(type(ks)):  # a filesystem without fsync there answers EINVAL
+            def submit(self, fds, tag) -> None:
+                raise OSError(errno.EINVAL, "io_submit: Invalid argument")
+
         ks.__class__ = Refusing
         first = await astore.put_message("T", 0, b"one")
         assert first.status is PutMessageStatus.PUT_OK and astore._kernel_sync is None

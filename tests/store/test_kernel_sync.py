@@ -1,22 +1,33 @@
-"""KernelSync: fdatasync through Linux AIO, finished on an eventfd (rmq.store.kernel_sync)."""
+"""KernelSync: fdatasync through io_uring or Linux AIO, finished on an eventfd (rmq.store.kernel_sync)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 from pathlib import Path
 
 import pytest
 
-from rmq.store.kernel_sync import KernelSync
+from rmq.store.kernel_sync import AioSync, KernelSync, UringSync
 
 
-@pytest.fixture
-def ks():
-    ks = KernelSync.open()
-    if ks is None:  # the store then syncs in a thread, as test_aio covers
-        pytest.skip("no Linux AIO here")
+@pytest.fixture(params=[UringSync, AioSync])
+def ks(request):
+    ks = request.param.open()
+    if ks is None:  # the store then takes the other way, or a thread, as test_aio covers
+        pytest.skip(f"no {request.param.name} here")
     yield ks
+    ks.close()
+
+
+def test_open_prefers_io_uring() -> None:
+    ring = UringSync.open()
+    if ring is None:
+        pytest.skip("no io_uring here")
+    ring.close()
+    ks = KernelSync.open()
+    assert isinstance(ks, UringSync) and ks.name == "io_uring"
     ks.close()
 
 
@@ -45,8 +56,24 @@ def test_syncs_complete_with_their_tag(ks: KernelSync, tmp_path: Path) -> None:
             os.close(fd)
 
 
-def test_a_bad_descriptor_is_refused(ks: KernelSync, tmp_path: Path) -> None:
+def test_a_bad_descriptor_is_refused_or_fails(ks: KernelSync, tmp_path: Path) -> None:
     fd = os.open(tmp_path / "gone", os.O_RDWR | os.O_CREAT, 0o644)
     os.close(fd)
-    with pytest.raises(OSError):
+    if isinstance(ks, AioSync):  # AIO looks the descriptor up at submit
+        with pytest.raises(OSError):
+            ks.submit([fd], 3)
+    else:  # io_uring, in its worker: the completion carries the error
         ks.submit([fd], 3)
+        assert _wait(ks, 1) == [(3, -errno.EBADF)]
+
+
+def test_many_rounds_reuse_the_ring(ks: KernelSync, tmp_path: Path) -> None:
+    # more submissions than the ring has entries, each reaped before the next
+    fd = os.open(tmp_path / "f", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        for tag in range(200):
+            os.pwrite(fd, b"y" * 100, tag * 100)
+            ks.submit([fd], tag)
+            assert _wait(ks, 1) == [(tag, 0)]
+    finally:
+        os.close(fd)

@@ -8,7 +8,8 @@ What it does with the core's actions, in order:
   way. A peer that cannot be reached loses the message (the protocol resends).
 * PersistTerm: written and synced before the next action runs.
 * PersistEntries: applied to the log files at once; a flusher task syncs them, many appends
-  per sync, through Linux AIO (``rmq.store.aio.sync_files``) or else a worker thread, and
+  per sync, through the kernel (``rmq.store.aio.sync_files``: io_uring, else AIO) or else a
+  worker thread, and
   tells the core what is durable. Without ``sync_flush`` (a broker's ASYNC_FLUSH) the page
   cache counts: the core hears at once, the flusher syncs every ASYNC_FLUSH_INTERVAL.
 * Commit: recorded in the log; `append` callers waiting on that index are answered.
@@ -167,7 +168,7 @@ class DLedgerNode:
         self._tick_at: int | None = None  # when a resting ticker ticks next (ms); None: every TICK
         self._nursery: trio.Nursery | None = None
         self._client: RemotingClient | None = None
-        self._kernel_sync: KernelSync | None = None  # with sync_flush, where Linux AIO serves
+        self._kernel_sync: KernelSync | None = None  # with sync_flush, where the kernel takes syncs
         self._sync_tag = 0
 
     @staticmethod
@@ -296,7 +297,7 @@ class DLedgerNode:
             self._apply(self.core.persisted(upto, self._now()))
 
     async def _sync_log(self) -> None:
-        """Sync the log: through Linux AIO where it serves (no thread, so no GIL handoffs),
+        """Sync the log: through the kernel where it serves (no thread, so no GIL handoffs),
         else in a worker thread."""
         ks = self._kernel_sync
         if ks is not None:
