@@ -13,7 +13,9 @@ eventfd (``KernelSync``), with no thread to hand the GIL to. Tasks (all in one n
   captures the write position, so one sync covers every append in them, and appends made
   while a sync runs wait for the next round. Through the kernel, an append that finds no round
   running submits one itself (``_start_round``), so that the sync runs while the loop goes on
-  with the rest of its read and the dispatch; the flusher reaps it. Where a round runs in a
+  with the rest of its read and the dispatch; the flusher reaps it, unless an append finds
+  the round's completion in io_uring's ring first (``_end_round_if_synced``): the flusher hears
+  only when the loop next polls, after every task of a pass that can take milliseconds. Where a round runs in a
   thread, the loop waits (``HANDOFF_WAIT`` at most) for it to start: a thread needs the GIL to
   reach its fdatasync, which a busy loop would otherwise keep until its next syscall, often a
   whole batch of requests later.
@@ -108,7 +110,7 @@ class _Batch(_Wakeup):
 class _Round:
     """A CommitLog sync round submitted to the kernel and not reaped yet."""
 
-    __slots__ = ("closed", "files", "ks", "plan", "tag")
+    __slots__ = ("closed", "error", "files", "ks", "left", "plan", "tag")
 
     def __init__(self, ks: KernelSync, plan: FlushPlan, closed: int, tag: int, files: SubmittedSyncs) -> None:
         self.ks = ks
@@ -116,6 +118,8 @@ class _Round:
         self.closed = closed  # batches the round ends: those queued when it began
         self.tag = tag
         self.files = files
+        self.left = len(files)  # syncs not reaped yet
+        self.error = 0  # the first errno a sync failed with
 
 
 class PutWait(Later):
@@ -494,7 +498,7 @@ class AsyncMessageStore:
                 batch = self._open_batch = _Batch(now + timeout)
                 self._batches.append(batch)
                 self._batch_opened.set()
-            if self._round is None and self._kernel_sync is not None:
+            if self._kernel_sync is not None and (self._round is None or self._end_round_if_synced()):
                 self._start_round()
             self._flush_wanted.set()
         if batch is None and replica_deadline is None:
@@ -582,11 +586,11 @@ class AsyncMessageStore:
                         await self._sync_in_thread(plan)
                     self._end_round(plan, closed)
                     continue
-            rnd = self._round
-            assert rnd is not None
-            await reap_syncs(rnd.ks, rnd.files, rnd.tag, "the CommitLog")
-            self._round = None
-            self._end_round(rnd.plan, rnd.closed)
+            while (rnd := self._round) is not None:
+                await trio.lowlevel.wait_readable(rnd.ks.eventfd)
+                self._end_round_if_synced(reap=True)
+                if rnd.error:
+                    raise OSError(rnd.error, f"fdatasync of the CommitLog failed: {os.strerror(rnd.error)}")
 
     def _start_round(self) -> bool:
         """Submit a sync of everything appended so far to the kernel, closing the open batch;
@@ -607,6 +611,32 @@ class AsyncMessageStore:
         self._open_batch = None
         self.flush_rounds += 1
         self._round = _Round(ks, plan, len(self._batches), tag, submitted)
+        return True
+
+    def _end_round_if_synced(self, reap: bool = False) -> bool:
+        """End the kernel round if its syncs are done; True if it ended. An append asks (the
+        ring shows a completion without a syscall) because the flusher hears only once the
+        loop polls, after every task its pass runs; ``reap`` (the flusher) reaps whatever
+        the ring shows. A failed sync leaves the round to the flusher, which raises."""
+        rnd = self._round
+        if rnd is None or rnd.error or not (reap or rnd.ks.completed()):
+            return False
+        for tag, result in rnd.ks.reap():
+            if tag == rnd.tag:
+                rnd.left -= 1
+                rnd.error = rnd.error or -result
+        if rnd.error:
+            if not reap:
+                rnd.ks.wake()  # the flusher raises
+            return False
+        if rnd.left:
+            return False
+        self._round = None
+        for mf, upto, _ in rnd.files:
+            mf.synced(upto)
+        self._end_round(rnd.plan, rnd.closed)
+        if not reap:
+            rnd.ks.wake()  # the flusher waits on the eventfd this reap drained
         return True
 
     def _end_round(self, plan: FlushPlan, closed: int) -> None:

@@ -88,6 +88,15 @@ class KernelSync(abc.ABC):
                 before the refusal still complete.
         """
 
+    def completed(self) -> bool:
+        """Whether a completion may wait to be reaped, known without a syscall: True where
+        the kernel's ring is visible (io_uring), False where only ``eventfd`` tells."""
+        return False
+
+    def wake(self) -> None:
+        """Make ``eventfd`` readable, so that a task waiting on it looks again."""
+        os.eventfd_write(self.eventfd, 1)
+
     @abc.abstractmethod
     def reap(self) -> list[tuple[int, int]]:
         """The (tag, result) of each finished sync, result 0 or -errno; [] when none."""
@@ -254,6 +263,12 @@ class UringSync(KernelSync):
                     continue
                 raise OSError(err, f"io_uring_enter: {os.strerror(err)}")
             left -= n
+
+    def completed(self) -> bool:
+        cq = self._cq
+        head: int = _U32.unpack_from(cq, self._cq_head)[0]
+        tail: int = _U32.unpack_from(cq, self._cq_tail)[0]
+        return head != tail
 
     def reap(self) -> list[tuple[int, int]]:
         try:

@@ -319,6 +319,33 @@ async def test_sync_flush_rounds_go_through_the_kernel_where_linux_has_it(open_s
     assert astore._kernel_sync is None  # closed with the store's tasks
 
 
+async def test_an_append_ends_a_synced_round_before_the_flusher_hears(open_store) -> None:
+    import time
+
+    import pytest
+
+    from rmq.store.kernel_sync import UringSync
+
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    async with AsyncMessageStore(store) as astore:
+        ks = astore._kernel_sync
+        if not isinstance(ks, UringSync):
+            pytest.skip("no io_uring here: only its ring shows a completion without a syscall")
+        first = astore.put_message_now("T", 0, b"first")
+        rnd = astore._round
+        assert rnd is not None
+        deadline = time.monotonic() + 10
+        while not ks.completed():  # the loop stays busy: the flusher cannot hear yet
+            assert time.monotonic() < deadline
+            time.sleep(0.001)
+        second = astore.put_message_now("T", 0, b"second")
+        assert astore._round not in (None, rnd) and astore.flush_rounds == 2
+        assert first.done  # answered by that append
+        assert (await first).status is PutMessageStatus.PUT_OK
+        assert (await second).status is PutMessageStatus.PUT_OK
+        assert astore.flushed_offset >= store.max_phy_offset
+
+
 async def test_a_kernel_that_refuses_aio_syncs_leaves_them_to_a_thread(open_store) -> None:
     import errno
 
