@@ -14,11 +14,11 @@ eventfd (``KernelSync``), with no thread to hand the GIL to. Tasks (all in one n
   while a sync runs wait for the next round. Through the kernel, an append that finds no round
   running submits one itself (``_start_round``), so that the sync runs while the loop goes on
   with the rest of its read and the dispatch; the flusher reaps it, unless an append finds
-  the round's completion in io_uring's ring first (``_end_round_if_synced``): the flusher hears
-  only when the loop next polls, after every task of a pass that can take milliseconds. Where a round runs in a
-  thread, the loop waits (``HANDOFF_WAIT`` at most) for it to start: a thread needs the GIL to
-  reach its fdatasync, which a busy loop would otherwise keep until its next syscall, often a
-  whole batch of requests later.
+  the round's completion in io_uring's ring first (``_end_round_if_synced``): the flusher
+  hears only when the loop next polls, after every task of a pass that can take
+  milliseconds. Where a round runs in a thread, the loop waits (``HANDOFF_WAIT`` at most) for
+  it to start: a thread needs the GIL to reach its fdatasync, which a busy loop would
+  otherwise keep until its next syscall, often a whole batch of requests later.
 * Batch watchdog: one timer per batch (not per append, which would cost a cancel scope each):
   a batch still waiting ``sync_flush_timeout`` after it opened is woken with FLUSH_DISK_TIMEOUT
   (the messages are stored and will become durable; only the wait ended).
