@@ -233,13 +233,15 @@ class UringSync(KernelSync):
         eventfd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         try:
             ring = cls(libc, fd, params.raw, eventfd)
-            value = ctypes.c_int(eventfd)
-            if libc.syscall(ctypes.c_long(URING_REGISTER), fd, IORING_REGISTER_EVENTFD, ctypes.byref(value), 1) < 0:
-                raise OSError(ctypes.get_errno(), "io_uring_register")
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError) as exc:  # the rings could not be mapped
             log.info("no io_uring (%s)", exc)
             os.close(eventfd)
             os.close(fd)
+            return None
+        value = ctypes.c_int(eventfd)
+        if libc.syscall(ctypes.c_long(URING_REGISTER), fd, IORING_REGISTER_EVENTFD, ctypes.byref(value), 1) < 0:
+            log.info("no io_uring (io_uring_register: %s)", os.strerror(ctypes.get_errno()))
+            ring.close()
             return None
         return ring
 
@@ -262,6 +264,8 @@ class UringSync(KernelSync):
                 if err == errno.EINTR:
                     continue
                 raise OSError(err, f"io_uring_enter: {os.strerror(err)}")
+            if n == 0:  # the kernel took none: asking again would spin
+                raise OSError(errno.EAGAIN, "io_uring_enter took no entry")
             left -= n
 
     def completed(self) -> bool:
