@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from rmq.protocol import properties as P
+from rmq.remoting.outbox import Parked
 
 from .errors import MQClientError, MQTimeoutError
 from .message import RETRY_PREFIX, SendResult, batch_item_size
@@ -38,12 +39,8 @@ if TYPE_CHECKING:
 SendBatch = Callable[[Sequence["ProtocolMessage"], float], Awaitable[SendResult]]
 
 
-_WOKEN = trio.Event()  # what a waiter holds until it first waits: setting it again does nothing
-_WOKEN.set()
-
-
 class _Waiter:
-    __slots__ = ("deadline", "error", "msg", "queued", "result", "size", "wake")
+    __slots__ = ("deadline", "error", "msg", "parked", "queued", "result", "size")
 
     def __init__(self, msg: ProtocolMessage, deadline: float, uniq_key_length: int) -> None:
         self.msg = msg
@@ -52,7 +49,9 @@ class _Waiter:
         self.size = batch_item_size(msg, uniq_key_length)
         self.result: SendResult | None = None
         self.error: BaseException | None = None
-        self.wake = _WOKEN  # a fresh event before each wait
+        # Where it waits for its turn or its result; a wake while it is not parked is lost,
+        # which is harmless: a waiter looks at its lane again before it parks.
+        self.parked = Parked()
 
 
 class _Lane:
@@ -122,8 +121,7 @@ class AutoBatcher:
                         continue
                     await self._lead(lane)
                 else:
-                    me.wake = trio.Event()
-                    await me.wake.wait()
+                    await me.parked.wait()
                     woken = True
         finally:
             if me.queued:  # timed out or cancelled before it left: it never will
@@ -165,13 +163,13 @@ class AutoBatcher:
         finally:
             lane.in_flight -= 1
             for w in batch[1:]:
-                w.wake.set()
+                w.parked.wake()
             self._wake_head(lane)
 
     @staticmethod
     def _wake_head(lane: _Lane) -> None:
         if lane.pending:
-            lane.pending[0].wake.set()
+            lane.pending[0].parked.wake()
 
 
 def split_result(result: SendResult, count: int) -> list[SendResult]:
