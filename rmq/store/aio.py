@@ -110,16 +110,12 @@ class _Batch(_Wakeup):
 class _Round:
     """A CommitLog sync round submitted to the kernel and not reaped yet."""
 
-    __slots__ = ("closed", "error", "files", "ks", "left", "plan", "tag")
+    __slots__ = ("closed", "plan", "syncs")
 
-    def __init__(self, ks: KernelSync, plan: FlushPlan, closed: int, tag: int, files: SubmittedSyncs) -> None:
-        self.ks = ks
+    def __init__(self, syncs: Submitted, plan: FlushPlan, closed: int) -> None:
+        self.syncs = syncs
         self.plan = plan
         self.closed = closed  # batches the round ends: those queued when it began
-        self.tag = tag
-        self.files = files
-        self.left = len(files)  # syncs not reaped yet
-        self.error = 0  # the first errno a sync failed with
 
 
 class PutWait(Later):
@@ -201,47 +197,61 @@ async def sync_files(ks: KernelSync, files: Sequence[tuple[MappedFile, int]], ta
     Raises:
         OSError: a sync failed.
     """
-    submitted = submit_syncs(ks, files, tag, what)
-    if submitted is None:
+    syncs = submit_syncs(ks, files, tag, what)
+    if syncs is None:
         return False
-    await reap_syncs(ks, submitted, tag, what)
+    while syncs.left:
+        await trio.lowlevel.wait_readable(ks.eventfd)
+        syncs.take()
+    syncs.finish()
     return True
 
 
-SubmittedSyncs = list[tuple[MappedFile, int, int]]  # (file, position, descriptor)
+class Submitted:
+    """The syncs `submit_syncs` started under one tag: how many are not reaped yet, and the
+    first errno one failed with."""
+
+    __slots__ = ("error", "files", "ks", "left", "tag", "what")
+
+    def __init__(self, ks: KernelSync, tag: int, files: list[tuple[MappedFile, int]], what: str) -> None:
+        self.ks = ks
+        self.tag = tag
+        self.files = files  # (file, position)
+        self.what = what  # names the files in messages
+        self.left = len(files)
+        self.error = 0
+
+    def take(self) -> None:
+        """Reap what the kernel finished, counting this tag's completions."""
+        for tag, result in self.ks.reap():
+            if tag == self.tag:
+                self.left -= 1
+                self.error = self.error or -result
+
+    def finish(self) -> None:
+        """Once none is left: record the files durable up to their positions.
+
+        Raises:
+            OSError: a sync failed.
+        """
+        if self.error:
+            raise OSError(self.error, f"fdatasync of {self.what} failed: {os.strerror(self.error)}")
+        for mf, upto in self.files:
+            mf.synced(upto)
 
 
-def submit_syncs(ks: KernelSync, files: Iterable[tuple[MappedFile, int]], tag: int, what: str) -> SubmittedSyncs | None:
-    """The first half of `sync_files`: submit, without waiting. The syncs submitted ([] when
-    every file is closed), or None when the kernel refused (``ks`` is closed then)."""
-    submitted = [(mf, upto, fd) for mf, upto in files if (fd := mf.sync_descriptor()) >= 0]
-    if submitted:
+def submit_syncs(ks: KernelSync, files: Iterable[tuple[MappedFile, int]], tag: int, what: str) -> Submitted | None:
+    """The first half of `sync_files`: submit, without waiting (closed files are skipped).
+    None when the kernel refused (``ks`` is closed then)."""
+    opened = [(mf, upto, fd) for mf, upto in files if (fd := mf.sync_descriptor()) >= 0]
+    if opened:
         try:
-            ks.submit([fd for _, _, fd in submitted], tag)
+            ks.submit([fd for _, _, fd in opened], tag)
         except OSError as exc:
             log.info("the kernel does not sync %s through %s (%s): syncs run in a thread", what, ks.name, exc)
             ks.close()
             return None
-    return submitted
-
-
-async def reap_syncs(ks: KernelSync, submitted: SubmittedSyncs, tag: int, what: str) -> None:
-    """The second half of `sync_files`: wait for ``submitted``, then record the files durable.
-
-    Raises:
-        OSError: a sync failed.
-    """
-    left, error = len(submitted), 0
-    while left:
-        await trio.lowlevel.wait_readable(ks.eventfd)
-        for done, result in ks.reap():
-            if done == tag:
-                left -= 1
-                error = error or -result
-    if error:
-        raise OSError(error, f"fdatasync of {what} failed: {os.strerror(error)}")
-    for mf, upto, _ in submitted:
-        mf.synced(upto)
+    return Submitted(ks, tag, [(mf, upto) for mf, upto, _ in opened], what)
 
 
 class Replication(abc.ABC):
@@ -587,10 +597,10 @@ class AsyncMessageStore:
                     self._end_round(plan, closed)
                     continue
             while (rnd := self._round) is not None:
-                await trio.lowlevel.wait_readable(rnd.ks.eventfd)
+                await trio.lowlevel.wait_readable(rnd.syncs.ks.eventfd)
                 self._end_round_if_synced(reap=True)
-                if rnd.error:
-                    raise OSError(rnd.error, f"fdatasync of the CommitLog failed: {os.strerror(rnd.error)}")
+                if rnd.syncs.error:
+                    rnd.syncs.finish()  # raises
 
     def _start_round(self) -> bool:
         """Submit a sync of everything appended so far to the kernel, closing the open batch;
@@ -601,16 +611,16 @@ class AsyncMessageStore:
             return False
         plan = self.store.begin_flush(commitlog=True)
         tag = self._sync_tag = self._sync_tag + 1
-        submitted = submit_syncs(ks, [(mf, upto) for mf, upto, _ in plan.syncs], tag, "the CommitLog")
-        if submitted is None:
+        syncs = submit_syncs(ks, [(mf, upto) for mf, upto, _ in plan.syncs], tag, "the CommitLog")
+        if syncs is None:
             self._kernel_sync = None
             return False
-        if not submitted:
+        if not syncs.left:
             return False
         # Every append in the open batch is in the log now, so this round covers them all.
         self._open_batch = None
         self.flush_rounds += 1
-        self._round = _Round(ks, plan, len(self._batches), tag, submitted)
+        self._round = _Round(syncs, plan, len(self._batches))
         return True
 
     def _end_round_if_synced(self, reap: bool = False) -> bool:
@@ -619,24 +629,23 @@ class AsyncMessageStore:
         loop polls, after every task its pass runs; ``reap`` (the flusher) reaps whatever
         the ring shows. A failed sync leaves the round to the flusher, which raises."""
         rnd = self._round
-        if rnd is None or rnd.error or not (reap or rnd.ks.completed()):
+        if rnd is None:
             return False
-        for tag, result in rnd.ks.reap():
-            if tag == rnd.tag:
-                rnd.left -= 1
-                rnd.error = rnd.error or -result
-        if rnd.error:
+        syncs = rnd.syncs
+        if syncs.error or not (reap or syncs.ks.completed()):
+            return False
+        syncs.take()
+        if syncs.error:
             if not reap:
-                rnd.ks.wake()  # the flusher raises
+                syncs.ks.wake()  # the flusher raises
             return False
-        if rnd.left:
+        if syncs.left:
             return False
         self._round = None
-        for mf, upto, _ in rnd.files:
-            mf.synced(upto)
+        syncs.finish()
         self._end_round(rnd.plan, rnd.closed)
         if not reap:
-            rnd.ks.wake()  # the flusher waits on the eventfd this reap drained
+            syncs.ks.wake()  # the flusher waits on the eventfd this reap drained
         return True
 
     def _end_round(self, plan: FlushPlan, closed: int) -> None:
