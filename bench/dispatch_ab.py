@@ -27,6 +27,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,23 @@ def one_run(base: Path, records: int, pass_size: int, listener: bool) -> tuple[f
         shutil.rmtree(work, ignore_errors=True)
 
 
+def run_pairs(against: str, runs: int, unit: str, one: Callable[[Path], tuple[float, float]]) -> None:
+    """Export `against` as `rmq_base`, then print `runs` results of `one(work dir)` (CPU per
+    `unit` of this tree and of the other) with their ratio, and the median ratio."""
+    base = Path(tempfile.mkdtemp(prefix="rmq-ab-"))
+    try:
+        export_base(against, base)
+        sys.path.insert(0, str(base))
+        ratios = []
+        for run in range(1, runs + 1):
+            this, other = one(base)
+            ratios.append(this / other)
+            print(f"run {run}: this {this:6.2f} us/{unit}, {against} {other:6.2f}, ratio {this / other:.3f}")
+        print(f"median ratio {statistics.median(ratios):.3f}  (load {os.getloadavg()[0]:.2f})")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--against", default="HEAD", help="the commit to compare with (default HEAD)")
@@ -136,19 +154,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--listener", action="store_true", help="with an arrival listener shaped like the broker's")
     args = ap.parse_args()
-    base = Path(tempfile.mkdtemp(prefix="rmq-dispatch-ab-"))
-    try:
-        export_base(args.against, base)
-        sys.path.insert(0, str(base))
-        ratios = []
-        print(f"dispatch, {args.records:,} records, passes of {args.pass_size}, this tree against {args.against}")
-        for run in range(1, args.runs + 1):
-            this, other = one_run(base, args.records, args.pass_size, args.listener)
-            ratios.append(this / other)
-            print(f"run {run}: this {this:6.2f} us/record, {args.against} {other:6.2f}, ratio {this / other:.3f}")
-        print(f"median ratio {statistics.median(ratios):.3f}  (load {os.getloadavg()[0]:.2f})")
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    print(f"dispatch, {args.records:,} records, passes of {args.pass_size}, this tree against {args.against}")
+    run_pairs(
+        args.against, args.runs, "record", lambda base: one_run(base, args.records, args.pass_size, args.listener)
+    )
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
-"""A log synced every few KiB, mapped with readahead or page by page: what each sync writes.
+"""A log synced every few KiB, written through its mapping or with pwrite: what each sync writes.
 
     python bench/sync_pages.py [--record 1100] [--every 32768] [--syncs 3000] [--seconds 20]
 
-Appends records to a fresh 1 GiB log file through the store's own MappedFileQueue, once as
-an ASYNC_FLUSH log maps it (readahead) and once as a SYNC_FLUSH log does (``synced_often``:
-the unwritten part page by page, MADV_RANDOM), with an fdatasync after every ``--every``
-bytes, as SYNC_FLUSH's group commit does. Prints per sync its time and the bytes the kernel
-writes for it (``write_bytes`` of /proc/self/io, counted as pages get dirty), and the CPU
-per record of the appends alone.
+Appends records to a fresh 1 GiB log file through the store's own MappedFileQueue, once
+written through the mapping (readahead), as files of small entries are, and once with a
+pwrite per record, as the CommitLog's appends are (``pwrite_appends``; before 2026-11-29 a
+SYNC_FLUSH log mapped its unwritten part page by page instead, MADV_RANDOM), with an
+fdatasync after every ``--every`` bytes, as SYNC_FLUSH's group commit does. Prints per sync
+its time and the bytes the kernel writes for it (``write_bytes`` of /proc/self/io, counted
+as pages get dirty), and the CPU per record of the appends alone.
 
 On kernels whose page cache holds large folios for ext4 (Linux 6.x), readahead maps the log in
 folios of up to 2 MiB and each sync rewrites the whole folio being filled: bytes written per
@@ -40,9 +41,9 @@ def written_bytes() -> int:
     return 0
 
 
-def run(base: str, *, synced_often: bool, record: int, every: int, syncs: int, seconds: float) -> None:
-    directory = os.path.join(base, "page-by-page" if synced_often else "readahead")
-    queue = MappedFileQueue(directory, FILE_SIZE, synced_often=synced_often)
+def run(base: str, *, pwrite_appends: bool, record: int, every: int, syncs: int, seconds: float) -> None:
+    directory = os.path.join(base, "pwrite" if pwrite_appends else "readahead")
+    queue = MappedFileQueue(directory, FILE_SIZE, pwrite_appends=pwrite_appends)
     mf = queue.create()
     data = os.urandom(record)
     fd = mf.sync_descriptor()
@@ -70,7 +71,7 @@ def run(base: str, *, synced_often: bool, record: int, every: int, syncs: int, s
     quarter = max(1, len(rounds) // 4)
     parts = [rounds[i : i + quarter] for i in range(0, len(rounds), quarter)][:4]
     per_quarter = [sum(p) / len(p) / 1024 for p in parts]
-    name = "page by page (SYNC_FLUSH)" if synced_often else "readahead (ASYNC_FLUSH)"
+    name = "pwrite (CommitLog)" if pwrite_appends else "through the mapping"
     print(
         f"{name:27} {done:6,} syncs  {sync_time / done * 1e6:7,.0f} µs/sync  "
         f"written {wrote / max(pos, 1):5.1f} x data  KiB/sync by quarter {' '.join(f'{q:,.0f}' for q in per_quarter)}  "
@@ -91,10 +92,10 @@ def main() -> None:
     base = tempfile.mkdtemp(prefix="rmq-sync-pages-", dir=args.dir)
     try:
         print(f"{args.record} B records, fdatasync every {args.every:,} B, up to {args.syncs:,} syncs, in {base}")
-        for synced_often in (False, True, False, True):
+        for pwrite_appends in (False, True, False, True):
             run(
                 base,
-                synced_often=synced_often,
+                pwrite_appends=pwrite_appends,
                 record=args.record,
                 every=args.every,
                 syncs=args.syncs,

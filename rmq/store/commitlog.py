@@ -49,9 +49,9 @@ class CommitLog:
     dispatch_limit: int | None = None  # dispatch stops here at open (None: at the end)
 
     def __init__(
-        self, directory: str, file_size: int, *, preallocate: bool = False, synced_often: bool = False
+        self, directory: str, file_size: int, *, preallocate: bool = False, pwrite_appends: bool = False
     ) -> None:
-        self.files = MappedFileQueue(directory, file_size, preallocate=preallocate, synced_often=synced_often)
+        self.files = MappedFileQueue(directory, file_size, preallocate=preallocate, pwrite_appends=pwrite_appends)
         self.file_size = file_size
         self.last_store_timestamp = 0  # store time of the last record appended or recovered
 
@@ -85,7 +85,7 @@ class CommitLog:
             mf = self.files.create()
         pos = mf.wrote
         if pos + size + BLANK.size > mf.size:
-            BLANK.pack_into(mf.mm, pos, mf.size - pos, BLANK_MAGIC)
+            mf.write_at(pos, BLANK.pack(mf.size - pos, BLANK_MAGIC))
             mf.wrote = mf.size
             mf = self.files.create()
             pos = 0
@@ -165,13 +165,12 @@ class CommitLog:
         end = pos + len(data)
         if end > last.size:
             raise StoreError(f"replica data at {offset} of {len(data)} bytes crosses the end of file {last.path}")
-        mm = last.mm
-        mm[pos:end] = data
+        last.pwrite(pos, data)  # chunks of many records: one write costs less than faults
         cursor = next_record - last.start
         while cursor < end:
             step = self._boundary_step(last, cursor, end)
             if step is None:
-                mm[pos:end] = bytes(end - pos)  # take the bytes back: nothing beyond wrote is valid
+                last.pwrite(pos, bytes(end - pos))  # take the bytes back: nothing beyond wrote is valid
                 raise StoreError(
                     f"replica data does not continue this CommitLog: no record of it starts at {last.start + cursor}"
                 )

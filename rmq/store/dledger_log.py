@@ -81,14 +81,15 @@ class DLedgerLog:
         *,
         data_file_size: int = 1024 * 1024 * 1024,
         index_file_size: int = DEFAULT_INDEX_FILE_SIZE,
-        synced_often: bool = False,
+        pwrite_appends: bool = False,
     ) -> None:
         if index_file_size % INDEX_UNIT_SIZE:
             raise StoreError(f"index file size must be a multiple of {INDEX_UNIT_SIZE}")
         self.path = os.path.join(os.fspath(root), f"dledger-{self_id}")
-        # synced_often: each append is synced before it counts (sync_flush); see MappedFileQueue
-        self.data = MappedFileQueue(os.path.join(self.path, "data"), data_file_size, synced_often=synced_often)
-        self.index = MappedFileQueue(os.path.join(self.path, "index"), index_file_size, synced_often=synced_often)
+        # pwrite_appends: for a log whose every append is synced before it counts (sync_flush);
+        # see MappedFile.expect_appends
+        self.data = MappedFileQueue(os.path.join(self.path, "data"), data_file_size, pwrite_appends=pwrite_appends)
+        self.index = MappedFileQueue(os.path.join(self.path, "index"), index_file_size, pwrite_appends=pwrite_appends)
         self.data_file_size = data_file_size
         self.begin_index = 0  # first index held (entries before it were deleted or never copied)
         self.end_index = -1  # last index held; -1 = empty

@@ -28,7 +28,7 @@ class MappedFileQueue:
         *,
         pool: MapPool | None = None,
         preallocate: bool = False,
-        synced_often: bool = False,
+        pwrite_appends: bool = False,
     ) -> None:
         self.directory = directory
         self.file_size = file_size
@@ -36,10 +36,10 @@ class MappedFileQueue:
         self.flushed_where = 0
         self._pool = pool
         self._preallocate = preallocate
-        # Synced every few KiB (a SYNC_FLUSH log): the last file's unwritten part is mapped
-        # page by page (MappedFile.expect_appends). Logs synced twice a second keep readahead:
-        # its faults cost less CPU, and a sync rewrites at most one large folio.
-        self._synced_often = synced_often
+        # The last file is written with pwrite, not through its mapping
+        # (MappedFile.expect_appends): the CommitLog's, and a DLedger log synced on every
+        # append. Files of small entries (consume queues, the index) write through theirs.
+        self._pwrite_appends = pwrite_appends
 
     def load(self) -> None:
         """Open the files found on disk, all marked full; recovery sets the real write position.
@@ -106,9 +106,9 @@ class MappedFileQueue:
         mf = self._open(start)
         if not self.files:
             self.flushed_where = start
-        if self._synced_often:
-            if self.files:
-                self.files[-1].appends_done()
+        if self.files:
+            self.files[-1].appends_done()
+        if self._pwrite_appends:
             mf.expect_appends()
         self.files.append(mf)
         return mf
@@ -123,7 +123,7 @@ class MappedFileQueue:
             elif mf.start <= offset:
                 mf.wrote = offset - mf.start
                 mf.zero_from(mf.wrote)
-                if self._synced_often:
+                if self._pwrite_appends:
                     mf.expect_appends()
                 keep.append(mf)
             else:

@@ -199,7 +199,7 @@ class MessageStore:
                 cfg.commitlog_dir,
                 cfg.mapped_file_size_commitlog,
                 preallocate=cfg.preallocate_commitlog,
-                synced_often=cfg.flush_disk_type is FlushDiskType.SYNC_FLUSH,
+                pwrite_appends=True,  # see MappedFile.expect_appends and append_messages
             )
         self.commitlog.load()
         capacity = cfg.max_mapped_consume_queue_files or default_pool_capacity()
@@ -388,11 +388,17 @@ class MessageStore:
         except OSError as exc:
             return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create CommitLog file: {exc}")
         phy = mf.start + pos
+        record = bytearray(size) if mf.appending else None  # built here, then one pwrite (expect_appends)
         pack_record_into(
-            mf.mm, pos, size, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, phy,
-            sys_flag, born_timestamp, born_b, store_ts, store_b, reconsume_times,
+            mf.mm if record is None else record, pos if record is None else 0, size, zlib.crc32(body) & 0x7FFFFFFF,
+            queue_id, flag, queue_offset, phy, sys_flag, born_timestamp, born_b, store_ts, store_b, reconsume_times,
             prepared_transaction_offset, body, tail,
         )  # fmt: skip
+        if record is not None:
+            try:
+                mf.pwrite(pos, record)
+            except OSError as exc:  # nothing counts as written: the next append writes there again
+                return self._refuse(PutMessageStatus.UNKNOWN_ERROR, f"cannot write the CommitLog: {exc}")
         mf.wrote = pos + size
         self.commitlog.last_store_timestamp = store_ts
         if not not_queued:
@@ -458,8 +464,10 @@ class MessageStore:
         # encoded properties are kept, the batch's appended, unless they may name DELAY or a
         # batch property (then decoded, checked and merged as a Message's are)
         watched = P.property_marks((P.DELAY, *extra_properties) if extra_properties else (P.DELAY,))
+        # one scan of all items first: in the common batch none names a watched property
+        some_watched = P.may_any_have((m.properties for m in items if isinstance(m, BatchItem)), watched)
         for m in items:
-            if isinstance(m, BatchItem) and not P.may_have(m.properties, watched):
+            if isinstance(m, BatchItem) and not (some_watched and P.may_have(m.properties, watched)):
                 raw = m.properties
                 # a separator between the two unless the item's own ends with one (the C++
                 # client's do), as RocketMQ's batch encoder does
@@ -496,19 +504,28 @@ class MessageStore:
             mf, pos = self.commitlog.reserve(total)
         except OSError as exc:
             return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create CommitLog file: {exc}")
+        first_pos = pos
         first_phy = mf.start + pos
-        mm = mf.mm
+        # Built here, then written with one pwrite, also into a file written through its
+        # mapping (a DLedger log's, without SYNC_FLUSH)
+        buf = bytearray(total)
+        at = 0
         ids = []
         for m, tail, size in encoded:
             phy = mf.start + pos
             body = bytes(m.body)
             pack_record_into(
-                mm, pos, size, zlib.crc32(body) & 0x7FFFFFFF, queue_id, m.flag, queue_offset, phy,
+                buf, at, size, zlib.crc32(body) & 0x7FFFFFFF, queue_id, m.flag, queue_offset, phy,
                 sys_flag, born_timestamp, born_b, store_ts, store_b, reconsume_times, 0, body, tail,
             )  # fmt: skip
             ids.append((store_b + phy.to_bytes(8, "big")).hex().upper())
             pos += size
+            at += size
             queue_offset += 1
+        try:
+            mf.pwrite(first_pos, buf)
+        except OSError as exc:  # nothing counts as written: the next append writes there again
+            return self._refuse(PutMessageStatus.UNKNOWN_ERROR, f"cannot write the CommitLog: {exc}")
         mf.wrote = pos
         self.commitlog.last_store_timestamp = store_ts
         state.offsets[queue_id] = queue_offset

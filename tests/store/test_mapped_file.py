@@ -1,7 +1,7 @@
 """MappedFile.sync: a log's file keeps one descriptor for its syncs (each open and close in
 the flush thread would be two more GIL handoffs with the event loop) and lets it go once the
-file is flushed to its end, or closed. A log synced every few KiB maps the part still to be
-written page by page (expect_appends)."""
+file is flushed to its end, or closed. A log synced every few KiB writes with pwrite, not
+through its mapping (expect_appends)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rmq.protocol.message import Message, decode_record
 from rmq.store import FlushDiskType, MessageStore
 from rmq.store.dledger_log import DLedgerLog
 from rmq.store.mapped_file import MappedFile, MapPool
@@ -61,13 +62,13 @@ def test_pooled_files_keep_no_descriptor(tmp_path: Path) -> None:
     mf.close()
 
 
-# -- page by page for logs synced every few KiB (MappedFile.expect_appends) ------------------
+# -- logs synced every few KiB write with pwrite (MappedFile.expect_appends) ----------------
 
 
-def _mapped_parts(path: str) -> list[tuple[int, int, bool]]:
-    """(file offset, end, readahead off) of each part of the mappings of ``path``, from
-    /proc/self/smaps (``rr`` in VmFlags: MADV_RANDOM)."""
-    parts: list[tuple[int, int, bool]] = []
+def _mappings(path: str) -> list[tuple[int, int, bool, int]]:
+    """(file offset, end, readahead off, resident KiB) of each part of the mappings of
+    ``path``, from /proc/self/smaps (``rr`` in VmFlags: MADV_RANDOM)."""
+    parts: list[tuple[int, int, bool, int]] = []
     current: list[int] | None = None
     with open("/proc/self/smaps") as f:
         for line in f:
@@ -77,9 +78,11 @@ def _mapped_parts(path: str) -> list[tuple[int, int, bool]]:
                 if len(fields) >= 6 and fields[5] == path:
                     lo, hi = (int(x, 16) for x in fields[0].split("-"))
                     offset = int(fields[2], 16)
-                    current = [offset, offset + hi - lo]
+                    current = [offset, offset + hi - lo, 0]
+            elif fields[0] == "Rss:" and current is not None:
+                current[2] = int(fields[1])
             elif fields[0] == "VmFlags:" and current is not None:
-                parts.append((current[0], current[1], "rr" in fields[1:]))
+                parts.append((current[0], current[1], "rr" in fields[1:], current[2]))
                 current = None
     return sorted(parts)
 
@@ -88,74 +91,88 @@ needs_smaps = pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason=
 
 
 @needs_smaps
-def test_a_log_synced_often_maps_its_new_file_page_by_page_until_the_next_one(tmp_path: Path) -> None:
+def test_a_log_pwrite_appends_writes_with_pwrite_not_through_its_mapping(tmp_path: Path) -> None:
     size = 64 * mmap.PAGESIZE
-    queue = MappedFileQueue(str(tmp_path), size, synced_often=True)
+    queue = MappedFileQueue(str(tmp_path), size, pwrite_appends=True)
     first = queue.create()
-    assert _mapped_parts(first.path) == [(0, size, True)]
-    first.write(0, b"x" * size)
-    second = queue.create()  # the first is full: readahead again for its readers
-    assert _mapped_parts(first.path) == [(0, size, False)]
-    assert _mapped_parts(second.path) == [(0, size, True)]
+    data = os.urandom(3 * mmap.PAGESIZE)
+    first.write(0, data[:100])
+    first.write_at(100, data[100:])
+    # no page of the mapping was touched (a write fault would bring in a large folio), and
+    # readahead stays on for readers
+    assert _mappings(first.path) == [(0, size, False, 0)]
+    assert first.read(0, len(data)) == data  # one page cache: the mapping reads it at once
+    assert first.appending and first.wrote == 100
+    before = _open_fds()
+    first.write(len(data), b"x" * (size - len(data)))
+    second = queue.create()  # the first is full: it lets its write descriptor go
+    assert not first.appending and second.appending
+    assert _open_fds() == before - 1 + 1  # and the second's mapping holds a descriptor of its own
     queue.close()
 
 
 @needs_smaps
-def test_recovery_maps_only_the_part_after_the_write_position_page_by_page(tmp_path: Path) -> None:
+def test_recovery_goes_on_writing_the_last_file_with_pwrite(tmp_path: Path) -> None:
     size = 64 * mmap.PAGESIZE
-    queue = MappedFileQueue(str(tmp_path), size, synced_often=True)
+    queue = MappedFileQueue(str(tmp_path), size, pwrite_appends=True)
     queue.create().write(0, b"r" * (10 * mmap.PAGESIZE))
     queue.close()
-    again = MappedFileQueue(str(tmp_path), size, synced_often=True)
+    again = MappedFileQueue(str(tmp_path), size, pwrite_appends=True)
     again.load()
-    again.truncate(10 * mmap.PAGESIZE + 100)  # where recovery found the end
+    again.truncate(10 * mmap.PAGESIZE - 100)  # where recovery found the end
     mf = again.files[0]
-    # the page holding the write position on: the appends' part; before it, readahead
-    assert _mapped_parts(mf.path) == [(0, 10 * mmap.PAGESIZE, False), (10 * mmap.PAGESIZE, size, True)]
-    assert mf.read(0, 3) == b"rrr"
+    assert mf.appending
+    mf.write(mf.wrote, b"s" * 10)
+    assert _mappings(mf.path) == [(0, size, False, 0)]
+    assert mf.read(10 * mmap.PAGESIZE - 102, 4) == b"rrss"
     again.close()
 
 
 @needs_smaps
-def test_a_log_synced_twice_a_second_keeps_readahead(tmp_path: Path) -> None:
+def test_a_log_synced_twice_a_second_writes_through_its_mapping(tmp_path: Path) -> None:
     queue = MappedFileQueue(str(tmp_path), 16 * mmap.PAGESIZE)
     mf = queue.create()
-    assert _mapped_parts(mf.path) == [(0, 16 * mmap.PAGESIZE, False)]
+    mf.write(0, b"m" * mmap.PAGESIZE)
+    assert not mf.appending
+    [(start, end, random, resident)] = _mappings(mf.path)
+    assert (start, end, random) == (0, 16 * mmap.PAGESIZE, False) and resident > 0
     queue.close()
 
 
-@needs_smaps
-def test_a_pooled_file_mapped_again_keeps_its_advice(tmp_path: Path) -> None:
+def test_a_pooled_file_unmapped_still_takes_appends(tmp_path: Path) -> None:
     size = 16 * mmap.PAGESIZE
-    queue = MappedFileQueue(str(tmp_path), size, pool=MapPool(4), synced_often=True)
+    queue = MappedFileQueue(str(tmp_path), size, pool=MapPool(4), pwrite_appends=True)
     mf = queue.create()
-    mf.write(0, b"p" * (3 * mmap.PAGESIZE))
-    mf.expect_appends()  # as a recovery at this position would
+    mf.write(0, b"p" * 10)
     mf.unmap()
-    assert _mapped_parts(mf.path) == []
-    assert mf.read(0, 1) == b"p"  # mapped again on use
-    assert _mapped_parts(mf.path) == [(0, 3 * mmap.PAGESIZE, False), (3 * mmap.PAGESIZE, size, True)]
+    mf.write(10, b"q" * 10)  # no mapping made for a write
+    assert mf.read(0, 20) == b"p" * 10 + b"q" * 10  # mapped again on use
     queue.close()
 
 
 @needs_smaps
 @pytest.mark.parametrize("flush", [FlushDiskType.SYNC_FLUSH, FlushDiskType.ASYNC_FLUSH])
-def test_only_a_sync_flush_commitlog_maps_its_appends_page_by_page(tmp_path: Path, flush: FlushDiskType) -> None:
+def test_the_commitlog_writes_with_pwrite_whatever_the_flush(tmp_path: Path, flush: FlushDiskType) -> None:
     store = MessageStore(small_config(tmp_path, flush_disk_type=flush), disk_usage=lambda _p: 0.1)
     try:
-        assert store.put_message("T", 0, b"body").ok
-        path = store.commitlog.files.files[0].path
-        assert any(random for _, _, random in _mapped_parts(path)) == (flush is FlushDiskType.SYNC_FLUSH)
+        assert store.put_messages("T", 0, [Message("T", b"one"), Message("T", b"two")]).ok  # one pwrite
+        assert store.put_message("T", 0, b"three").ok
+        mf = store.commitlog.files.files[0]
+        assert mf.appending
+        assert [resident for *_, resident in _mappings(mf.path)] == [0]  # no page written through it
+        store.dispatch_pending()
+        got = store.get_message("T", 0, 0, 10)
+        assert [decode_record(r, check_crc=True)[0].body for r in got.records] == [b"one", b"two", b"three"]
     finally:
         store.close()
 
 
-@needs_smaps
 @pytest.mark.parametrize("sync_flush", [True, False])
-def test_a_dledger_log_synced_on_every_append_maps_its_appends_page_by_page(tmp_path: Path, sync_flush: bool) -> None:
-    dlog = DLedgerLog(tmp_path, "n0", data_file_size=64 * mmap.PAGESIZE, synced_often=sync_flush)
+def test_a_dledger_log_synced_on_every_append_writes_with_pwrite(tmp_path: Path, sync_flush: bool) -> None:
+    dlog = DLedgerLog(tmp_path, "n0", data_file_size=64 * mmap.PAGESIZE, pwrite_appends=sync_flush)
     try:
         dlog.append(0, 1, b"entry")
-        assert any(random for _, _, random in _mapped_parts(dlog.data.files[0].path)) == sync_flush
+        assert dlog.data.files[0].appending == sync_flush
+        assert dlog.entry(0).body == b"entry"
     finally:
         dlog.close()

@@ -125,7 +125,7 @@ class NodeConfig:
     def open_log(self) -> DLedgerLog:
         """This member's log, as its settings say (with sync_flush, mapped for syncs every
         append: see MappedFileQueue)."""
-        return DLedgerLog(self.store, self.self_id, data_file_size=self.data_file_size, synced_often=self.sync_flush)
+        return DLedgerLog(self.store, self.self_id, data_file_size=self.data_file_size, pwrite_appends=self.sync_flush)
 
 
 class DLedgerNode:

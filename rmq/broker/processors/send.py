@@ -346,7 +346,11 @@ class SendProcessor:
             messages = decode_batch_items(body)
         except ProtocolError as exc:
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"bad batch body: {exc}") from None
-        if broker.config.timer_wheel_enable and any(_timer_item(m.properties) for m in messages):
+        if (
+            broker.config.timer_wheel_enable
+            and P.may_any_have((m.properties for m in messages), _TIMER_MARKS)
+            and any(_timer_item(m.properties) for m in messages)
+        ):
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be timer messages")
         queue_id = self._choose_queue(tc, header.queue_id)
         extra = P.decode_properties(header.properties or "")
