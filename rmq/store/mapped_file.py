@@ -20,6 +20,8 @@ from itertools import islice
 
 from .errors import StoreError
 
+_HAS_PWRITE = hasattr(os, "pwrite")  # not on Windows
+
 
 class MappedFile:
     """A store file of ``size`` bytes at ``path`` holding the offsets ``start .. start+size``.
@@ -142,6 +144,9 @@ class MappedFile:
         Raises:
             OSError: the write failed (disk full, I/O error); some of it may be written.
         """
+        if not _HAS_PWRITE:  # Windows: through the mapping
+            self.mm[pos : pos + len(data)] = data
+            return
         fd = self._write_fd
         if fd < 0:
             if self.closed:
