@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rmq.protocol.message import Message, decode_record
-from rmq.store import FlushDiskType, MessageStore
+from rmq.store import FlushDiskType, MessageStore, PutMessageStatus
 from rmq.store.dledger_log import DLedgerLog
 from rmq.store.mapped_file import MappedFile, MapPool
 from rmq.store.mapped_file_queue import MappedFileQueue
@@ -176,3 +176,33 @@ def test_a_dledger_log_synced_on_every_append_writes_with_pwrite(tmp_path: Path,
         assert dlog.entry(0).body == b"entry"
     finally:
         dlog.close()
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_failed_commitlog_write_refuses_the_append_and_the_next_one_takes_its_place(
+    tmp_path: Path, batch: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = MessageStore(small_config(tmp_path), disk_usage=lambda _p: 0.1)
+    try:
+        assert store.put_message("T", 0, b"first").ok
+        mf = store.commitlog.files.files[0]
+        wrote = mf.wrote
+
+        def disk_full(*_args: object) -> None:
+            raise OSError(28, "No space left on device")
+
+        with monkeypatch.context() as patch:  # the kernel refusing the write (ENOSPC, EIO)
+            patch.setattr(MappedFile, "pwrite", disk_full)
+            if batch:
+                result = store.put_messages("T", 0, [Message("T", b"a"), Message("T", b"b")])
+            else:
+                result = store.put_message("T", 0, b"lost")
+        assert result.status is PutMessageStatus.UNKNOWN_ERROR and "No space left" in result.remark
+        assert mf.wrote == wrote and store.commitlog.max_offset == wrote  # nothing counts as written
+        assert store.put_message("T", 0, b"second").ok
+        store.dispatch_pending()
+        got = store.get_message("T", 0, 0, 10)
+        assert [decode_record(r, check_crc=True)[0].body for r in got.records] == [b"first", b"second"]
+        assert got.queue_offsets == [0, 1]
+    finally:
+        store.close()
