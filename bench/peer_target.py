@@ -39,6 +39,7 @@ FLUSH = {
     "sync-flush-batch": "SYNC_FLUSH",
     "async-flush-poll": "ASYNC_FLUSH",
     "async-flush-batch-poll": "ASYNC_FLUSH",
+    "sync-flush-batch-poll": "SYNC_FLUSH",
 }
 
 
@@ -64,6 +65,7 @@ class RocketMQTarget(Target):
         "sync-flush-batch",
         "async-flush-poll",
         "async-flush-batch-poll",
+        "sync-flush-batch-poll",
     )
     client_class = "bench.peer_target:RocketMQClient"
     durability = {
@@ -73,6 +75,7 @@ class RocketMQTarget(Target):
         "async-flush-batch": "ASYNC_FLUSH, producer auto_batch (concurrent sends coalesced into batch requests)",
         "async-flush-poll": "ASYNC_FLUSH, broker and clients poll 300 µs before sleeping (busy polling)",
         "async-flush-batch-poll": "ASYNC_FLUSH, producer auto_batch, broker and clients busy polling",
+        "sync-flush-batch-poll": "SYNC_FLUSH, producer auto_batch, broker and clients busy polling",
     }
 
     def __init__(self, workdir: str) -> None:
