@@ -28,22 +28,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench.dispatch_ab import run_pairs  # noqa: E402
+from bench.dispatch_ab import filled_store, run_pairs  # noqa: E402
 from bench.store import _discard  # noqa: E402
 
 BODY = os.urandom(1024)
-
-
-def _store(package: str, root: Path) -> Any:
-    store_mod = importlib.import_module(package + ".store")
-    config = store_mod.StoreConfig(
-        store_path_root_dir=str(root),
-        mapped_file_size_commitlog=256 * 1024 * 1024,
-        mapped_file_size_consume_queue=20 * 100_000,
-    )
-    store = store_mod.MessageStore(config)
-    store.__enter__()
-    return store
+_BUILDS = (("this", "rmq"), ("base", "rmq_base"))
 
 
 def _batches(package: str, count: int, size: int) -> list[list[Any]]:
@@ -58,8 +47,8 @@ def one_run(base: Path, batches: int, size: int) -> tuple[float, float]:
     """CPU µs per message of (this tree, the other)."""
     work = Path(tempfile.mkdtemp(dir=base))
     try:
-        stores = {"this": _store("rmq", work / "this"), "base": _store("rmq_base", work / "base")}
-        items = {"this": _batches("rmq", batches, size), "base": _batches("rmq_base", batches, size)}
+        stores = {name: filled_store(package, work / name, 0, False) for name, package in _BUILDS}
+        items = {name: _batches(package, batches, size) for name, package in _BUILDS}
         cpu = dict.fromkeys(stores, 0.0)
         done = dict.fromkeys(stores, 0)
         extra = {"CLUSTER": "DefaultCluster"}

@@ -97,6 +97,13 @@ class KernelSync(abc.ABC):
         """Make ``eventfd`` readable, so that a task waiting on it looks again."""
         os.eventfd_write(self.eventfd, 1)
 
+    def _drain_eventfd(self) -> None:
+        """Reset ``eventfd`` before reaping: a completion after this makes it readable again."""
+        try:
+            os.eventfd_read(self.eventfd)
+        except BlockingIOError:
+            pass
+
     @abc.abstractmethod
     def reap(self) -> list[tuple[int, int]]:
         """The (tag, result) of each finished sync, result 0 or -errno; [] when none."""
@@ -162,10 +169,7 @@ class AioSync(KernelSync):
             done += n
 
     def reap(self) -> list[tuple[int, int]]:
-        try:
-            os.eventfd_read(self.eventfd)
-        except BlockingIOError:
-            pass
+        self._drain_eventfd()
         out: list[tuple[int, int]] = []
         while True:
             n = self._libc.syscall(
@@ -275,10 +279,7 @@ class UringSync(KernelSync):
         return head != tail
 
     def reap(self) -> list[tuple[int, int]]:
-        try:
-            os.eventfd_read(self.eventfd)
-        except BlockingIOError:
-            pass
+        self._drain_eventfd()
         cq, mask, cqes = self._cq, self._cq_mask, self._cqes
         head = _U32.unpack_from(cq, self._cq_head)[0]
         tail = _U32.unpack_from(cq, self._cq_tail)[0]

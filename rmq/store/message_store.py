@@ -68,7 +68,7 @@ from .errors import StoreError, StoreLockedError
 from .flush import Flusher, FlushPlan
 from .formats import CQ_ENTRY, CQ_ENTRY_SIZE
 from .index import IndexService
-from .mapped_file import MapPool, default_pool_capacity
+from .mapped_file import MappedFile, MapPool, default_pool_capacity
 from .recovery import replay_start, validation_start
 from .results import (
     GetMessageResult,
@@ -199,7 +199,7 @@ class MessageStore:
                 cfg.commitlog_dir,
                 cfg.mapped_file_size_commitlog,
                 preallocate=cfg.preallocate_commitlog,
-                pwrite_appends=True,  # see MappedFile.expect_appends and append_messages
+                pwrite_appends=True,  # see MappedFile.expect_appends
             )
         self.commitlog.load()
         capacity = cfg.max_mapped_consume_queue_files or default_pool_capacity()
@@ -388,17 +388,14 @@ class MessageStore:
         except OSError as exc:
             return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create CommitLog file: {exc}")
         phy = mf.start + pos
-        record = bytearray(size) if mf.appending else None  # built here, then one pwrite (expect_appends)
+        built = bytearray(size) if mf.appending else None
         pack_record_into(
-            mf.mm if record is None else record, pos if record is None else 0, size, zlib.crc32(body) & 0x7FFFFFFF,
+            mf.mm if built is None else built, pos if built is None else 0, size, zlib.crc32(body) & 0x7FFFFFFF,
             queue_id, flag, queue_offset, phy, sys_flag, born_timestamp, born_b, store_ts, store_b, reconsume_times,
             prepared_transaction_offset, body, tail,
         )  # fmt: skip
-        if record is not None:
-            try:
-                mf.pwrite(pos, record)
-            except OSError as exc:  # nothing counts as written: the next append writes there again
-                return self._refuse(PutMessageStatus.UNKNOWN_ERROR, f"cannot write the CommitLog: {exc}")
+        if built is not None and (refused := self._write_built(mf, pos, built)) is not None:
+            return refused
         mf.wrote = pos + size
         self.commitlog.last_store_timestamp = store_ts
         if not not_queued:
@@ -506,26 +503,21 @@ class MessageStore:
             return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create CommitLog file: {exc}")
         first_pos = pos
         first_phy = mf.start + pos
-        # Built here, then written with one pwrite, also into a file written through its
-        # mapping (a DLedger log's, without SYNC_FLUSH)
-        buf = bytearray(total)
-        at = 0
+        built = bytearray(total) if mf.appending else None  # the whole batch: one pwrite
+        target, base = (mf.mm, 0) if built is None else (built, first_pos)
         ids = []
         for m, tail, size in encoded:
             phy = mf.start + pos
             body = bytes(m.body)
             pack_record_into(
-                buf, at, size, zlib.crc32(body) & 0x7FFFFFFF, queue_id, m.flag, queue_offset, phy,
+                target, pos - base, size, zlib.crc32(body) & 0x7FFFFFFF, queue_id, m.flag, queue_offset, phy,
                 sys_flag, born_timestamp, born_b, store_ts, store_b, reconsume_times, 0, body, tail,
             )  # fmt: skip
             ids.append((store_b + phy.to_bytes(8, "big")).hex().upper())
             pos += size
-            at += size
             queue_offset += 1
-        try:
-            mf.pwrite(first_pos, buf)
-        except OSError as exc:  # nothing counts as written: the next append writes there again
-            return self._refuse(PutMessageStatus.UNKNOWN_ERROR, f"cannot write the CommitLog: {exc}")
+        if built is not None and (refused := self._write_built(mf, first_pos, built)) is not None:
+            return refused
         mf.wrote = pos
         self.commitlog.last_store_timestamp = store_ts
         state.offsets[queue_id] = queue_offset
@@ -604,6 +596,16 @@ class MessageStore:
         if result.ok and self._sync_flush and wants_wait(wait, properties):
             self.flush_commitlog()
         return result
+
+    def _write_built(self, mf: MappedFile, pos: int, built: bytearray) -> PutMessageResult | None:
+        """Write records built for a file that takes appends with pwrite (``mf.appending``,
+        see MappedFile.expect_appends); a refusal when the kernel refuses the write: nothing
+        counts as written, and the next append writes there again."""
+        try:
+            mf.pwrite(pos, built)
+        except OSError as exc:
+            return self._refuse(PutMessageStatus.UNKNOWN_ERROR, f"cannot write the CommitLog: {exc}")
+        return None
 
     def put_messages(
         self,

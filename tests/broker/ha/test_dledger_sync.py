@@ -68,13 +68,13 @@ async def _commit_through_one_member(tmp_path: Path, refuse: bool) -> DLedgerNod
     return node
 
 
-async def test_a_sync_flush_member_syncs_its_log_through_kernel_aio(tmp_path: Path) -> None:
+async def test_a_sync_flush_member_syncs_its_log_through_the_kernel(tmp_path: Path) -> None:
     probe = KernelSync.open()
     if probe is None:
         pytest.skip("no kernel sync here")
     probe.close()
     node = await _commit_through_one_member(tmp_path, refuse=False)
-    assert node._sync_tag > 0  # the syncs went through AIO
+    assert node._sync_tag > 0  # the syncs went through the kernel (io_uring or AIO)
     assert node._kernel_sync is None  # closed with the member
 
 
