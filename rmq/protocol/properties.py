@@ -72,6 +72,11 @@ _POW_LIMIT = 4096
 _POWERS = [pow(31, i, 1 << 32) for i in range(_POW_LIMIT + 1)]
 _POWERS_REVERSED = _POWERS[_POW_LIMIT - 1 :: -1]
 _UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+# Many strings of one length are hashed a character at a time over all of them at once
+# (`_ascii_hashes_by_column`): worth it from this many strings, up to this length.
+_COLUMNS_MIN = 12
+_COLUMNS_MAX_LEN = 64
+_SLOT_MASK = (0xFFFFFFFF).to_bytes(8, "little")
 
 
 def java_string_hash(s: str) -> int:
@@ -93,6 +98,13 @@ def java_string_hash_extend(prefix_hash: int, s: str) -> int:
 def java_string_hashes(pairs: Iterable[tuple[int, str]]) -> list[int]:
     """``java_string_hash_extend`` of each (prefix hash, string) pair, in one call: the index
     hashes all the keys of a dispatch pass at once."""
+    pairs = pairs if isinstance(pairs, (list, tuple)) else list(pairs)
+    if len(pairs) >= _COLUMNS_MIN:
+        strings = [s for _, s in pairs]
+        joined = "".join(strings)
+        n = len(strings[0])
+        if joined.isascii() and 0 < n <= _COLUMNS_MAX_LEN and len(set(map(len, strings))) == 1:
+            return _ascii_hashes_by_column([h for h, _ in pairs], joined.encode("ascii"), n)
     out: list[int] = []
     powers, powers_reversed, limit, mul = _POWERS, _POWERS_REVERSED, _POW_LIMIT, operator.mul
     for prefix_hash, s in pairs:
@@ -108,6 +120,30 @@ def java_string_hashes(pairs: Iterable[tuple[int, str]]) -> list[int]:
             for c in units:
                 h = (31 * h + c) & 0xFFFFFFFF
         out.append(h - 0x100000000 if h & 0x80000000 else h)
+    return out
+
+
+def _ascii_hashes_by_column(prefix_hashes: list[int], data: bytes, n: int) -> list[int]:
+    """Java hashes of the ASCII strings of `n` characters each, joined in `data`, extending
+    `prefix_hashes`. All strings advance together, one character a step: one integer holds
+    a 64-bit slot per string (h * 31 + c stays below 2**37), and three big-integer operations
+    replace a step of every string's loop. About half the cost of one sum per string for a
+    batch of 32-character UNIQ_KEYs."""
+    m = len(prefix_hashes)
+    mask = int.from_bytes(_SLOT_MASK * m, "little")
+    column = bytearray(8 * m)
+    h = 0
+    for t in range(n):
+        column[::8] = data[t::n]  # the t-th character of every string, one per slot
+        h = (h * 31 + int.from_bytes(column, "little")) & mask
+    scale = _POWERS[n]
+    out: list[int] = []
+    tails = array.array("Q", h.to_bytes(8 * m, "little"))
+    if sys.byteorder == "big":
+        tails.byteswap()
+    for prefix_hash, tail in zip(prefix_hashes, tails, strict=True):
+        v = (prefix_hash * scale + tail) & 0xFFFFFFFF
+        out.append(v - 0x100000000 if v & 0x80000000 else v)
     return out
 
 

@@ -89,3 +89,35 @@ _any_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)))
 @given(_any_text, _any_text)
 def test_java_string_hash_extend(prefix: str, s: str) -> None:
     assert P.java_string_hash_extend(P.java_string_hash(prefix), s) == P.java_string_hash(prefix + s)
+
+
+_int32 = st.integers(min_value=-(1 << 31), max_value=(1 << 31) - 1)
+
+
+@given(
+    st.integers(min_value=1, max_value=70).flatmap(
+        lambda n: st.lists(
+            st.tuples(_int32, st.text(st.characters(max_codepoint=127), min_size=n, max_size=n)), max_size=40
+        )
+    )
+)
+def test_java_string_hashes_of_many_equal_lengths(pairs: list[tuple[int, str]]) -> None:
+    """Many ASCII strings of one length are hashed column by column; the result is each one's
+    hash, whatever the count, length, prefix hash and characters (0 and 127 included)."""
+    assert P.java_string_hashes(pairs) == [P.java_string_hash_extend(h, s) for h, s in pairs]
+
+
+@given(st.lists(st.tuples(_int32, _any_text), min_size=12, max_size=40))
+def test_java_string_hashes_of_mixed_strings(pairs: list[tuple[int, str]]) -> None:
+    expected = [
+        (h * pow(31, len(s.encode("utf-16-le")) // 2, 1 << 32) + (_reference_hash(s) & 0xFFFFFFFF)) & 0xFFFFFFFF
+        for h, s in pairs
+    ]
+    assert P.java_string_hashes(iter(pairs)) == [v - (1 << 32) if v >= 1 << 31 else v for v in expected]
+
+
+def test_java_string_hashes_of_uniq_keys() -> None:
+    """The index's common case: a batch's 32-character UNIQ_KEYs after one topic's prefix."""
+    prefix = P.java_string_hash("TopicTest#")
+    keys = [(prefix, f"7F0000010001{i:04X}18B4AAC2{i * 7919:08X}") for i in range(64)]
+    assert P.java_string_hashes(keys) == [P.java_string_hash(f"TopicTest#{s}") for _, s in keys]
