@@ -62,10 +62,9 @@ async def consume(namesrv: str, count: int, idle: float) -> None:
     print(json.dumps(latencies), flush=True)
 
 
-def role(args: list[str]) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, __file__, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+def role(args: list[str], script: str = __file__) -> subprocess.Popen[str]:
+    """`script` (this one unless given) run as a process of its own with `args`."""
+    return subprocess.Popen([sys.executable, script, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def once(args: argparse.Namespace) -> dict[str, float]:

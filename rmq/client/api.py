@@ -8,7 +8,7 @@ or Trio's exceptions.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from rmq.protocol import body as B
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
 from rmq.protocol.message import MessageExt, decompress_body, iter_records
-from rmq.remoting import RemotingClient, RemotingError
+from rmq.remoting import RemotingClient, RemotingError, Sent
 
 from .errors import MQBrokerError, MQClientError, translate_remoting_error
 from .message import MessageQueue, SendResult, SendStatus
@@ -62,6 +62,19 @@ class PullResult:
     max_offset: int
     suggest_which_broker_id: int
     messages: list[MessageExt]
+
+
+@dataclass(slots=True)
+class PullAhead:
+    """A PULL_MESSAGE `ClientAPI.pull_ahead` sent, its answer not taken yet."""
+
+    addr: str
+    sent: Sent
+    start: float  # when it was sent (trio clock), for a timeout's report
+
+
+# called with a pull answer's status and header, before its records are decoded
+BeforeDecode = Callable[[str, H.PullMessageResponseHeader], None]
 
 
 @dataclass(slots=True)
@@ -276,14 +289,48 @@ class ClientAPI:
         h = self._header(H.PullMessageResponseHeader, response, addr)
         return RawPull(response.code, h.next_begin_offset, h.min_offset, h.max_offset, response.body)
 
-    async def pull(self, addr: str, header: H.PullMessageRequestHeader, timeout: float) -> PullResult:
-        """PULL_MESSAGE; messages decoded, bodies inflated, MIN/MAX_OFFSET set."""
+    async def pull(
+        self,
+        addr: str,
+        header: H.PullMessageRequestHeader,
+        timeout: float,
+        *,
+        before_decode: BeforeDecode | None = None,
+    ) -> PullResult:
+        """PULL_MESSAGE; messages decoded, bodies inflated, MIN/MAX_OFFSET set.
+
+        `before_decode(status, header)`, if given, is called once the answer's status and
+        header are known, before its records are decoded (to `pull_ahead` the next pull)."""
         request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
         response = await self.invoke(addr, request, timeout)
+        return self._pull_result(response, addr, before_decode)
+
+    def pull_ahead(self, addr: str, header: H.PullMessageRequestHeader, timeout: float) -> PullAhead | None:
+        """PULL_MESSAGE sent now, without waiting, on the open connection to `addr`; its answer
+        is taken with `pull_answer`. None, with nothing sent, when it cannot leave at once."""
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
+        self.sign(request)
+        try:
+            sent = self.remoting.invoke_nowait(addr, request, timeout)
+        except ProtocolError as exc:
+            raise MQClientError(f"cannot send {request.code} to {addr}: {exc}") from None
+        return None if sent is None else PullAhead(addr, sent, trio.current_time())
+
+    async def pull_answer(self, ahead: PullAhead, *, before_decode: BeforeDecode | None = None) -> PullResult:
+        """The answer to a `pull_ahead`, as `pull` returns it (raising what it raises)."""
+        try:
+            response = await ahead.sent.wait()
+        except RemotingError as exc:
+            raise translate_remoting_error(exc, trio.current_time() - ahead.start) from None
+        return self._pull_result(response, ahead.addr, before_decode)
+
+    def _pull_result(self, response: RemotingCommand, addr: str, before_decode: BeforeDecode | None) -> PullResult:
         status = _PULL_STATUS.get(response.code)  # type: ignore[call-overload]
         if status is None:
             raise MQBrokerError(response.code, response.remark, address=addr)
         h = self._header(H.PullMessageResponseHeader, response, addr)
+        if before_decode is not None:
+            before_decode(status, h)
         messages: list[MessageExt] = []
         if status == PullStatus.FOUND and response.body:
             try:

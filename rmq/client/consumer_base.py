@@ -33,7 +33,16 @@ from rmq.protocol import properties as P
 from rmq.protocol.headers import PullMessageRequestHeader
 from rmq.protocol.message import MessageExt
 
-from .api import PULL_COMMIT_OFFSET, PULL_LITE, PULL_SUBSCRIPTION, PULL_SUSPEND, PullResult, PullStatus
+from .api import (
+    PULL_COMMIT_OFFSET,
+    PULL_LITE,
+    PULL_SUBSCRIPTION,
+    PULL_SUSPEND,
+    BeforeDecode,
+    PullAhead,
+    PullResult,
+    PullStatus,
+)
 from .config import ConsumeFromWhere, ConsumerConfig
 from .errors import MQClientError, MQConnectError, MQTimeoutError
 from .ids import wall_clock_ms
@@ -314,6 +323,8 @@ class ConsumerBase(AsyncService):
         broker_id: int = MASTER_ID,
         commit: bool = True,
         lite: bool = False,
+        ahead: PullAhead | None = None,
+        before_decode: BeforeDecode | None = None,
     ) -> PullResult:
         """One PULL_MESSAGE for `mq` from `offset`, committing the known offset on the way.
 
@@ -322,25 +333,68 @@ class ConsumerBase(AsyncService):
 
         Messages whose tag the subscription does not want are removed (the broker
         filters by hash only). Raises MQClientError.
+
+        `ahead`: this pull went out already (`pull_ahead`); its answer is taken instead.
+        `before_decode`: as ClientAPI.pull's.
         """
         sub = self._subs.get(mq.topic) or Subscription.parse(mq.topic, "*")
+        if ahead is None:
+            addr = self.instance.read_addr(mq.broker_name, broker_id)
+            if addr is None:
+                await self.instance.update_route(mq.topic)
+                addr = self.instance.read_addr(mq.broker_name, broker_id)
+            if addr is None:
+                raise MQClientError(f"the broker {mq.broker_name} does not exist")
+            commit_offset = 0
+            if commit and not self.config.broadcasting:
+                commit_offset = max(await self.offsets.read(mq, ReadType.MEMORY), 0)
+            header = self._pull_header(mq, sub, offset, max_nums, suspend, lite, commit_offset, addr)
+            call = self.instance.api.pull(addr, header, timeout, before_decode=before_decode)
+        else:
+            addr = ahead.addr
+            call = self.instance.api.pull_answer(ahead, before_decode=before_decode)
+        try:
+            result = await call
+        except (MQConnectError, MQTimeoutError):
+            self.instance.unreachable(addr)  # the next pull tries another broker of the group
+            raise
+        if sub.tags:
+            result.messages = [m for m in result.messages if sub.matches(m.tags)]
+        for msg in result.messages:
+            self._restore_retry_topic(msg)
+        return result
+
+    def pull_ahead(
+        self, mq: MessageQueue, offset: int, *, max_nums: int, suspend: float, timeout: float, broker_id: int
+    ) -> PullAhead | None:
+        """A lite pull of `mq` from `offset`, without a commit, sent now on an open connection
+        (ClientAPI.pull_ahead); None, with nothing sent, when it cannot go without waiting."""
         addr = self.instance.read_addr(mq.broker_name, broker_id)
         if addr is None:
-            await self.instance.update_route(mq.topic)
-            addr = self.instance.read_addr(mq.broker_name, broker_id)
-        if addr is None:
-            raise MQClientError(f"the broker {mq.broker_name} does not exist")
+            return None
+        sub = self._subs.get(mq.topic) or Subscription.parse(mq.topic, "*")
+        header = self._pull_header(mq, sub, offset, max_nums, suspend, True, 0, addr)
+        return self.instance.api.pull_ahead(addr, header, timeout)
+
+    def _pull_header(
+        self,
+        mq: MessageQueue,
+        sub: Subscription,
+        offset: int,
+        max_nums: int,
+        suspend: float,
+        lite: bool,
+        commit_offset: int,
+        addr: str,
+    ) -> PullMessageRequestHeader:
         sys_flag = PULL_SUSPEND if suspend > 0 else 0
         if lite:
             sys_flag |= PULL_SUBSCRIPTION | PULL_LITE
-        commit_offset = 0
-        if commit and not self.config.broadcasting:
-            commit_offset = max(await self.offsets.read(mq, ReadType.MEMORY), 0)
-            # only a master takes commits: a pull from a slave clears the flag (as Java's
-            # PullAPIWrapper does), the offset goes to the master with the next persist
-            if commit_offset > 0 and addr == self.instance.master_addr(mq.broker_name):
-                sys_flag |= PULL_COMMIT_OFFSET
-        header = PullMessageRequestHeader(
+        # only a master takes commits: a pull from a slave clears the flag (as Java's
+        # PullAPIWrapper does), the offset goes to the master with the next persist
+        if commit_offset > 0 and addr == self.instance.master_addr(mq.broker_name):
+            sys_flag |= PULL_COMMIT_OFFSET
+        return PullMessageRequestHeader(
             consumer_group=self.group,
             topic=mq.topic,
             queue_id=mq.queue_id,
@@ -353,16 +407,6 @@ class ConsumerBase(AsyncService):
             subscription=sub.expression,
             expression_type="TAG",
         )
-        try:
-            result = await self.instance.api.pull(addr, header, timeout)
-        except (MQConnectError, MQTimeoutError):
-            self.instance.unreachable(addr)  # the next pull tries another broker of the group
-            raise
-        if sub.tags:
-            result.messages = [m for m in result.messages if sub.matches(m.tags)]
-        for msg in result.messages:
-            self._restore_retry_topic(msg)
-        return result
 
 
 def no_progress(result: PullResult, offset: int) -> bool:

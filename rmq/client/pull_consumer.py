@@ -25,9 +25,10 @@ from typing import Any
 
 import trio
 
+from rmq.protocol.headers import PullMessageResponseHeader
 from rmq.protocol.message import MessageExt
 
-from .api import PullStatus
+from .api import PullAhead, PullStatus
 from .consumer_base import ConsumerBase, no_progress
 from .errors import MQClientError, MQClientStateError, MQNoRouteError
 from .instance import ClientInstance
@@ -278,42 +279,72 @@ class PullConsumer(ConsumerBase):
 
         The position is kept locally: a task that a seek replaced may still see one more
         response before its cancellation lands, and must not move the new position.
+
+        While the queue has a backlog (an answer's header shows messages beyond the ones it
+        brings), the next pull is sent before the answer's records are decoded and handed
+        to `poll`, so that the broker reads the next batch while this one is decoded. A
+        consumer that has caught up waits for each answer before its next pull: its early
+        pull would only park at the broker, and its write would delay the message at hand.
         """
         cfg = self.config
+        ahead: PullAhead | None = None
+
+        def pull_next(status: str, header: PullMessageResponseHeader) -> None:
+            nonlocal ahead
+            if status == PullStatus.FOUND and header.max_offset > header.next_begin_offset and q.gen == gen:
+                ahead = self.pull_ahead(
+                    q.mq,
+                    header.next_begin_offset,
+                    max_nums=cfg.pull_batch_size,
+                    suspend=LITE_SUSPEND,
+                    timeout=cfg.consumer_timeout_when_suspend,
+                    broker_id=header.suggest_which_broker_id,
+                )
+
         with scope:
             offset = q.next_offset
             while offset < 0:
                 offset = await self.initial_offset(q.mq)
                 if offset < 0:
                     await trio.sleep(cfg.pull_error_delay)
-            while True:
-                try:
-                    result = await self.pull(
-                        q.mq,
-                        offset,
-                        max_nums=cfg.pull_batch_size,
-                        suspend=LITE_SUSPEND,
-                        timeout=cfg.consumer_timeout_when_suspend,
-                        commit=False,
-                        lite=True,
-                        broker_id=q.broker_id,
-                    )
-                except MQClientError as exc:
-                    log.info("pull from %s failed: %s", q.mq, exc)
-                    q.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
-                    await self.pull_failed(q.mq, exc)
-                    continue
-                q.broker_id = result.suggest_which_broker_id
-                if q.gen != gen:
-                    return
-                if result.status == PullStatus.OFFSET_ILLEGAL:
-                    log.warning("offset %d of %s is illegal, moving to %d", offset, q.mq, result.next_begin_offset)
-                stuck = no_progress(result, offset)
-                offset = q.next_offset = result.next_begin_offset
-                if result.messages:
-                    await self._buf_send.send((q, gen, result.messages))
-                elif stuck:
-                    await trio.sleep(cfg.pull_error_delay)
+            try:
+                while True:
+                    sent, ahead = ahead, None
+                    try:
+                        result = await self.pull(
+                            q.mq,
+                            offset,
+                            max_nums=cfg.pull_batch_size,
+                            suspend=LITE_SUSPEND,
+                            timeout=cfg.consumer_timeout_when_suspend,
+                            commit=False,
+                            lite=True,
+                            broker_id=q.broker_id,
+                            ahead=sent,
+                            before_decode=pull_next,
+                        )
+                    except MQClientError as exc:
+                        log.info("pull from %s failed: %s", q.mq, exc)
+                        if ahead is not None:  # sent before this answer's records proved unreadable
+                            ahead.sent.forget()
+                            ahead = None
+                        q.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
+                        await self.pull_failed(q.mq, exc)
+                        continue
+                    q.broker_id = result.suggest_which_broker_id
+                    if q.gen != gen:
+                        return
+                    if result.status == PullStatus.OFFSET_ILLEGAL:
+                        log.warning("offset %d of %s is illegal, moving to %d", offset, q.mq, result.next_begin_offset)
+                    stuck = no_progress(result, offset)
+                    offset = q.next_offset = result.next_begin_offset
+                    if result.messages:
+                        await self._buf_send.send((q, gen, result.messages))
+                    elif stuck:
+                        await trio.sleep(cfg.pull_error_delay)
+            finally:
+                if ahead is not None:  # a seek, a loss or the end, with a pull out
+                    ahead.sent.forget()
 
 
 @asynccontextmanager

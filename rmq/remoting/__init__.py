@@ -18,6 +18,7 @@ from .client import ClientConfig as ClientConfig
 from .client import RemotingClient as RemotingClient
 from .connection import Connection as Connection
 from .connection import ConnectionStatistics as ConnectionStatistics
+from .connection import Sent as Sent
 from .dispatcher import BUSY_OVERLOAD as BUSY_OVERLOAD
 from .dispatcher import BUSY_REJECT as BUSY_REJECT
 from .dispatcher import Dispatcher as Dispatcher

@@ -30,6 +30,7 @@ from .connection import (
     DEFAULT_ONEWAY_TIMEOUT,
     DEFAULT_OUTBOX_SIZE,
     Connection,
+    Sent,
 )
 from .dispatcher import Dispatcher
 from .errors import RemotingConnectError, RemotingSendRequestError, RemotingTimeoutError
@@ -205,6 +206,14 @@ class RemotingClient:
             return await conn.invoke(request, remaining)
         except RemotingTimeoutError:
             raise RemotingTimeoutError(address, request.code, timeout) from None
+
+    def invoke_nowait(self, address: str, request: RemotingCommand, timeout: float) -> Sent | None:
+        """`Connection.invoke_nowait` on the open connection to `address`; None, with nothing
+        sent, when there is none (connecting means waiting) or the request cannot leave at once."""
+        conn = self._connections.get(address)
+        if conn is None or conn.closed:
+            return None
+        return conn.invoke_nowait(request, timeout)
 
     async def invoke_oneway(
         self, address: str, request: RemotingCommand, timeout: float = DEFAULT_ONEWAY_TIMEOUT

@@ -131,6 +131,40 @@ class _Slot:
                 task, outcome.Error(result) if isinstance(result, RemotingError) else outcome.Value(result)
             )
 
+    async def wait(self) -> RemotingCommand:
+        result = self.result
+        if result is None:
+            self.task = trio.lowlevel.current_task()
+            return await trio.lowlevel.wait_task_rescheduled(self.abort)  # type: ignore[no-any-return]
+        await trio.lowlevel.checkpoint()
+        if isinstance(result, RemotingError):
+            raise result
+        return result
+
+
+class Sent:
+    """A request `Connection.invoke_nowait` sent, its response not taken yet; the response
+    (or the timeout, or the connection's end) waits here until `wait` or `forget`."""
+
+    __slots__ = ("_opaque", "_pending", "_slot")
+
+    def __init__(self, pending: dict[int, _Slot], opaque: int, slot: _Slot) -> None:
+        self._pending = pending
+        self._opaque = opaque
+        self._slot = slot
+
+    async def wait(self) -> RemotingCommand:
+        """The response, as `Connection.invoke` returns it (raising what it raises)."""
+        try:
+            return await self._slot.wait()
+        finally:
+            self.forget()
+
+    def forget(self) -> None:
+        """Give up on the response: one that comes later is dropped."""
+        if self._pending.get(self._opaque) is self._slot:
+            del self._pending[self._opaque]
+
 
 class Connection:
     """A symmetric RocketMQ connection. Start it with `run()` (usually through
@@ -334,16 +368,28 @@ class Connection:
                 if not queued:
                     raise RemotingTimeoutError(self.remote_address, request.code, timeout)
             self._add_deadline(deadline, opaque, slot)
-            result = slot.result
-            if result is None:
-                slot.task = trio.lowlevel.current_task()
-                return await trio.lowlevel.wait_task_rescheduled(slot.abort)  # type: ignore[no-any-return]
-            await trio.lowlevel.checkpoint()
-            if isinstance(result, RemotingError):
-                raise result
-            return result
+            return await slot.wait()
         finally:
             pending.pop(opaque, None)
+
+    def invoke_nowait(self, request: RemotingCommand, timeout: float) -> Sent | None:
+        """Send `request` now, from the calling task, and leave its response to be taken
+        later with `Sent.wait()`: a caller that knows its next request before it has dealt
+        with the last answer (a pull's next offset is in the answer's header) sends it
+        first. None, with nothing sent, when the request cannot leave at once: the
+        connection is closed, `max_pending` requests await responses, or the outbox is full."""
+        if self._outbox.closed or self._nursery is None or len(self._pending) >= self._max_pending:
+            return None
+        opaque = self._take_opaque()
+        request.opaque = opaque
+        request.flag &= ~(RPC_TYPE | RPC_ONEWAY)
+        frame = request.encode()
+        if not self._write_now(frame) and not self._outbox.put_nowait(frame):
+            return None
+        slot = _Slot(request.code, timeout)
+        self._pending[opaque] = slot
+        self._add_deadline(self._now() + timeout, opaque, slot)
+        return Sent(self._pending, opaque, slot)
 
     async def invoke_oneway(self, request: RemotingCommand, timeout: float = DEFAULT_ONEWAY_TIMEOUT) -> None:
         """Queue `request` with the oneway flag; no response is expected.

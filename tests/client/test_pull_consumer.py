@@ -7,6 +7,7 @@ import trio
 
 from rmq.client import Message, MessageExt, MessageQueue, MQClientError, Producer, PullConsumer, open_pull_consumer
 from rmq.client.ids import wall_clock_ms
+from rmq.client.pull_consumer import BUFFERED_BATCHES
 
 from .conftest import FAST, Cluster
 
@@ -96,3 +97,32 @@ async def test_subscribe_shares_queues_and_filters_tags(cluster: Cluster) -> Non
                 got.extend(await one.poll(timeout=0.2))
                 got.extend(await two.poll(timeout=0.2))
     assert sorted(int(m.body) for m in got) == list(range(1, 40, 2))
+
+
+async def test_a_backlog_is_pulled_ahead_in_order(cluster: Cluster) -> None:
+    """While its queue has more than an answer brings, the pull task sends its next pull
+    before the answer is decoded: with poll()'s buffer full it holds one answer beyond the
+    batch it waits to hand over. Order and exactly-once hold, across a seek too."""
+    await cluster.create_topic("PullAheadTopic", queues=1)
+    mq = MessageQueue("PullAheadTopic", cluster.broker_name, 0)
+    count = BUFFERED_BATCHES + 40
+    async with Producer("pg_ahead", cluster.namesrv_addr) as producer:
+        for start in range(0, count, 32):
+            await producer.send_batch(
+                [Message("PullAheadTopic", f"m {i:03d}") for i in range(start, min(count, start + 32))]
+            )
+    stats = cluster.broker.stats
+    served = stats.get_total
+    async with PullConsumer("cg_ahead", cluster.namesrv_addr, auto_commit=False, pull_batch_size=1, **FAST) as consumer:
+        consumer.assign([mq])
+        with trio.fail_after(LIMIT):
+            while consumer._buf_recv.statistics().current_buffer_used < BUFFERED_BATCHES:
+                await trio.sleep(0.01)
+            await trio.sleep(0.2)  # the answers of the pulls out come in
+        # the buffer's batches, the one the task waits to hand over, and the pull sent ahead
+        assert stats.get_total - served == BUFFERED_BATCHES + 2
+        first = await poll_n(consumer, 30)
+        await consumer.seek(mq, 10)
+        again = await poll_n(consumer, count - 10)
+    assert [m.body.decode() for m in first] == [f"m {i:03d}" for i in range(30)]
+    assert [m.queue_offset for m in again] == list(range(10, count))

@@ -25,6 +25,7 @@ PUBLIC = {
     "RequestContext",
     "RequestProcessor",
     "Route",
+    "Sent",
     "ServerConfig",
     "TlsMode",
 }

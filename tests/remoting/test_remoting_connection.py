@@ -224,6 +224,62 @@ async def test_pending_invokes_fail_when_the_connection_dies(autojump_clock: tri
     assert all(e.address == "memory:server" and "closed by peer" in str(e) for e in errors)
 
 
+async def test_invoke_nowait_sends_at_once_and_keeps_the_answer(autojump_clock: trio.testing.MockClock) -> None:
+    """A request sent with invoke_nowait is on the wire before the caller waits; its answer
+    waits in the Sent, in any order with other requests, until taken."""
+
+    async def late(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        await trio.sleep(float(request.body))
+        return request.make_response(remark=f"answer {request.body.decode()}")
+
+    d = Dispatcher()
+    d.register(RequestCode.SEND_MESSAGE, late, concurrency=4)
+    async with memory_connection_pair(d) as (client, _):
+        first = client.invoke_nowait(RemotingCommand.request(RequestCode.SEND_MESSAGE, body=b"2"), 10.0)
+        second = client.invoke_nowait(RemotingCommand.request(RequestCode.SEND_MESSAGE, body=b"1"), 10.0)
+        assert first is not None and second is not None
+        assert client.statistics().pending == 2
+        await trio.sleep(5)  # both answered meanwhile, nobody waiting
+        start = trio.current_time()
+        assert (await second.wait()).remark == "answer 1"
+        assert (await first.wait()).remark == "answer 2"
+        assert trio.current_time() == start
+        assert client.statistics().pending == 0
+
+
+async def test_invoke_nowait_times_out_and_forgets(autojump_clock: trio.testing.MockClock) -> None:
+    d = Dispatcher()
+    d.register(RequestCode.PULL_MESSAGE, _never)
+    d.register(RequestCode.SEND_MESSAGE, echo)
+    async with memory_connection_pair(d) as (client, _):
+        sent = client.invoke_nowait(RemotingCommand.request(RequestCode.PULL_MESSAGE), 2.0)
+        assert sent is not None
+        start = trio.current_time()
+        with pytest.raises(RemotingTimeoutError):
+            await sent.wait()
+        assert trio.current_time() - start == pytest.approx(2.0)
+        forgotten = client.invoke_nowait(RemotingCommand.request(RequestCode.SEND_MESSAGE), 10.0)
+        assert forgotten is not None
+        forgotten.forget()  # its answer is dropped when it comes
+        assert client.statistics().pending == 0
+        await trio.sleep(1)
+        assert not client.closed
+        assert (await client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE), 1.0)).code == 0
+
+
+async def test_invoke_nowait_sends_nothing_when_it_would_wait(autojump_clock: trio.testing.MockClock) -> None:
+    d = Dispatcher()
+    d.register(RequestCode.PULL_MESSAGE, _never)
+    async with memory_connection_pair(d, max_pending=2) as (client, server):
+        for _ in range(2):
+            assert client.invoke_nowait(RemotingCommand.request(RequestCode.PULL_MESSAGE), 10.0) is not None
+        assert client.invoke_nowait(RemotingCommand.request(RequestCode.PULL_MESSAGE), 10.0) is None
+        assert client.statistics().pending == 2
+        server.close("test")
+        await client.wait_closed()
+        assert client.invoke_nowait(RemotingCommand.request(RequestCode.PULL_MESSAGE), 10.0) is None
+
+
 async def test_invoke_before_run_is_refused() -> None:
     a, _ = trio.testing.memory_stream_pair()
     conn = Connection(CommandStream(a), remote_address="memory:x")
