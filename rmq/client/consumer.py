@@ -75,6 +75,7 @@ LOCK_VALID_FOR = 30.0  # ProcessQueue.REBALANCE_LOCK_MAX_LIVE_TIME
 LOCK_RETRY_DELAY = 1.0
 DROP_WAIT = 1.0  # orderly: how long a rebalance waits for a queue's handler call to end
 STOP_TIMEOUT = 10.0  # commits, unlocks and unregistration at shutdown
+_WORKER_RUN = 16  # messages a consume worker takes from the buffer between yields
 
 
 class ConsumeStatus(enum.Enum):
@@ -428,8 +429,14 @@ class PushConsumer(ConsumerBase):
         if self.orderly:
             state.wakeup.set()
             return
+        # Without a yield per message while the buffer has room: a pulled batch of 32 made
+        # the pull task and a worker take turns through the scheduler 32 times.
+        send = self._consume_send
         for msg in msgs:
-            await self._consume_send.send((state, msg))
+            try:
+                send.send_nowait((state, msg))
+            except trio.WouldBlock:
+                await send.send((state, msg))
 
     # -- consuming --------------------------------------------------------------------------
 
@@ -465,7 +472,25 @@ class PushConsumer(ConsumerBase):
         return ok
 
     async def _consume_worker(self) -> None:
-        async for state, msg in self._consume_recv:
+        """Take messages while there are some without going through the scheduler for each;
+        a handler that never awaits still lets the other tasks run every `_WORKER_RUN`."""
+        recv = self._consume_recv
+        run = 0
+        while True:
+            try:
+                state, msg = recv.receive_nowait()
+                run += 1
+                if run == _WORKER_RUN:
+                    run = 0
+                    await trio.lowlevel.checkpoint()
+            except trio.WouldBlock:
+                run = 0
+                try:
+                    state, msg = await recv.receive()
+                except trio.EndOfChannel:
+                    return
+            except trio.EndOfChannel:
+                return
             if not state.pq.dropped:
                 await self._consume_concurrently(state, msg)
 

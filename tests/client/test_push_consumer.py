@@ -317,3 +317,47 @@ async def test_broadcasting_resumes_from_its_local_offsets(cluster: Cluster, tmp
         await trio.sleep(0.3)
     assert sorted(first) == sorted(f"one {i}" for i in range(6))
     assert sorted(second) == sorted(f"two {i}" for i in range(4))
+
+
+async def test_a_handler_that_never_awaits_shares_the_loop(cluster: Cluster) -> None:
+    """Consume workers take buffered messages without a scheduler pass each, yet a handler
+    that never awaits does not hold the loop: other tasks run between short runs of calls,
+    and every message is consumed once and committed."""
+    await cluster.create_topic("PushRunTopic", queues=1)
+    bodies = [f"m {i}" for i in range(300)]
+    async with Producer("pg_run", cluster.namesrv_addr) as producer:
+        for start in range(0, len(bodies), 50):
+            await producer.send_batch([Message("PushRunTopic", b) for b in bodies[start : start + 50]])
+    ticks = 0
+    got: list[str] = []
+    since_tick: list[int] = []  # handler calls since the ticking task last ran, at each call
+    last_tick = -1
+    run = 0
+
+    def handler(msg: MessageExt) -> None:  # a plain function: no await anywhere
+        nonlocal last_tick, run
+        run = run + 1 if ticks == last_tick else 1
+        last_tick = ticks
+        since_tick.append(run)
+        got.append(msg.body.decode())
+
+    async def tick() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await trio.lowlevel.checkpoint()
+
+    consumer = PushConsumer(
+        "cg_run", cluster.namesrv_addr, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST
+    )
+    consumer.subscribe("PushRunTopic")
+    async with trio.open_nursery() as nursery, consumer:
+        nursery.start_soon(tick)
+        await wait_until(lambda: len(got) >= len(bodies))
+        await trio.sleep(0.3)
+        nursery.cancel_scope.cancel()
+    assert sorted(got) == sorted(bodies)
+    # at most the buffer (one message per worker) and one run of each worker between ticks
+    assert max(since_tick) <= 2 * consumer.config.consume_concurrency
+    mq = MessageQueue("PushRunTopic", cluster.broker_name, 0)
+    assert consumer.offsets.snapshot().get(mq) == len(bodies)
