@@ -50,9 +50,10 @@ from typing import Any
 import trio
 
 from rmq.protocol import properties as P
+from rmq.protocol.headers import PullMessageResponseHeader
 from rmq.protocol.message import MessageExt
 
-from .api import PullStatus
+from .api import PullAhead, PullStatus
 from .consumer_base import ConsumerBase, group_by_broker, no_progress
 from .errors import MQClientError, MQClientStateError
 from .ids import wall_clock_ms
@@ -373,57 +374,105 @@ class PushConsumer(ConsumerBase):
                 nursery.cancel_scope.cancel()
 
     async def _pull_loop(self, state: _QueueState) -> None:
+        """Pull the queue while it is ours, within the flow limits. While it has a backlog and
+        the limits leave room for this answer's batch and one more, the next pull is sent
+        before the answer's records are decoded (as the PullConsumer does)."""
         cfg = self.config
         pq, mq = state.pq, state.mq
         orderly_locks = self.orderly and not cfg.broadcasting
-        while not pq.dropped:
-            if pq.msg_count > cfg.pull_threshold_for_queue or pq.msg_size > cfg.pull_threshold_size_for_queue:
-                await trio.sleep(cfg.flow_control_delay)
-                continue
-            if not self.orderly and pq.max_span() > cfg.consume_concurrently_max_span:
-                await trio.sleep(cfg.flow_control_delay)
-                continue
-            if orderly_locks and not pq.locked:
-                await trio.sleep(cfg.pull_error_delay)
-                continue
-            if mq.topic not in self._subs:
-                await trio.sleep(cfg.pull_error_delay)
-                continue
-            pull_start = trio.current_time()
-            try:
-                result = await self.pull(
+        ahead: PullAhead | None = None
+
+        def pull_next(status: str, header: PullMessageResponseHeader) -> None:
+            nonlocal ahead
+            room = 2 * cfg.pull_batch_size
+            if (
+                status == PullStatus.FOUND
+                and header.max_offset > header.next_begin_offset
+                and not self.orderly
+                and not pq.dropped
+                and pq.msg_count + room <= cfg.pull_threshold_for_queue
+                and 2 * pq.msg_size <= cfg.pull_threshold_size_for_queue
+                and pq.max_span() + room <= cfg.consume_concurrently_max_span
+            ):
+                ahead = self.pull_ahead(
                     mq,
-                    state.next_offset,
+                    header.next_begin_offset,
                     max_nums=cfg.pull_batch_size,
                     suspend=cfg.broker_suspend_max_time,
                     timeout=cfg.consumer_timeout_when_suspend,
-                    broker_id=state.broker_id,
+                    broker_id=header.suggest_which_broker_id,
+                    lite=False,
                 )
-            except MQClientError as exc:
-                log.info("pull from %s failed: %s", mq, exc)
-                state.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
-                await self.pull_failed(mq, exc)
-                continue
-            state.broker_id = result.suggest_which_broker_id
-            pq.last_pull_time = trio.current_time()
-            self.counters.pulled(mq.topic, len(result.messages), pq.last_pull_time - pull_start)
-            if pq.dropped:
-                return
-            if result.status == PullStatus.OFFSET_ILLEGAL:
-                log.warning("offset %d of %s is illegal, moving to %d", state.next_offset, mq, result.next_begin_offset)
+
+        try:
+            while not pq.dropped:
+                sent, ahead = ahead, None
+                if sent is None and not await self._may_pull(state, orderly_locks):
+                    continue
+                pull_start = trio.current_time()
+                try:
+                    result = await self.pull(
+                        mq,
+                        state.next_offset,
+                        max_nums=cfg.pull_batch_size,
+                        suspend=cfg.broker_suspend_max_time,
+                        timeout=cfg.consumer_timeout_when_suspend,
+                        broker_id=state.broker_id,
+                        ahead=sent,
+                        before_decode=pull_next,
+                    )
+                except MQClientError as exc:
+                    log.info("pull from %s failed: %s", mq, exc)
+                    if ahead is not None:  # sent before this answer's records proved unreadable
+                        ahead.sent.forget()
+                        ahead = None
+                    state.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
+                    await self.pull_failed(mq, exc)
+                    continue
+                state.broker_id = result.suggest_which_broker_id
+                pq.last_pull_time = trio.current_time()
+                self.counters.pulled(mq.topic, len(result.messages), pq.last_pull_time - pull_start)
+                if pq.dropped:
+                    return
+                if result.status == PullStatus.OFFSET_ILLEGAL:
+                    log.warning(
+                        "offset %d of %s is illegal, moving to %d", state.next_offset, mq, result.next_begin_offset
+                    )
+                    state.next_offset = pq.pulled_to = result.next_begin_offset
+                    self.offsets.update(mq, result.next_begin_offset)
+                    await self.offsets.persist(mq)
+                    continue
+                stuck = no_progress(result, state.next_offset)
                 state.next_offset = pq.pulled_to = result.next_begin_offset
-                self.offsets.update(mq, result.next_begin_offset)
-                await self.offsets.persist(mq)
-                continue
-            stuck = no_progress(result, state.next_offset)
-            state.next_offset = pq.pulled_to = result.next_begin_offset
-            if result.messages:
-                pq.put(result.messages)
-                await self._dispatch(state, result.messages)
-            elif pq.msg_count == 0:  # nothing new, or nothing we want: move the commit along
-                self.offsets.update(mq, pq.commit_offset(), increase_only=True)
-            if stuck:
-                await trio.sleep(cfg.pull_error_delay)
+                if result.messages:
+                    pq.put(result.messages)
+                    await self._dispatch(state, result.messages)
+                elif pq.msg_count == 0:  # nothing new, or nothing we want: move the commit along
+                    self.offsets.update(mq, pq.commit_offset(), increase_only=True)
+                if stuck:
+                    await trio.sleep(cfg.pull_error_delay)
+        finally:
+            if ahead is not None:  # dropped or stopped with a pull out
+                ahead.sent.forget()
+
+    async def _may_pull(self, state: _QueueState, orderly_locks: bool) -> bool:
+        """Whether the flow limits, the queue's lock and the subscription let a pull go now;
+        if not, waits the delay that applies and says no."""
+        cfg = self.config
+        pq = state.pq
+        if pq.msg_count > cfg.pull_threshold_for_queue or pq.msg_size > cfg.pull_threshold_size_for_queue:
+            await trio.sleep(cfg.flow_control_delay)
+            return False
+        if not self.orderly and pq.max_span() > cfg.consume_concurrently_max_span:
+            await trio.sleep(cfg.flow_control_delay)
+            return False
+        if orderly_locks and not pq.locked:
+            await trio.sleep(cfg.pull_error_delay)
+            return False
+        if state.mq.topic not in self._subs:
+            await trio.sleep(cfg.pull_error_delay)
+            return False
+        return True
 
     async def _dispatch(self, state: _QueueState, msgs: list[MessageExt]) -> None:
         if self.orderly:

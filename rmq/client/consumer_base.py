@@ -365,15 +365,24 @@ class ConsumerBase(AsyncService):
         return result
 
     def pull_ahead(
-        self, mq: MessageQueue, offset: int, *, max_nums: int, suspend: float, timeout: float, broker_id: int
+        self,
+        mq: MessageQueue,
+        offset: int,
+        *,
+        max_nums: int,
+        suspend: float,
+        timeout: float,
+        broker_id: int,
+        lite: bool = True,
     ) -> PullAhead | None:
-        """A lite pull of `mq` from `offset`, without a commit, sent now on an open connection
-        (ClientAPI.pull_ahead); None, with nothing sent, when it cannot go without waiting."""
+        """A pull of `mq` from `offset` as `pull` sends it but without a commit, sent now on an
+        open connection (ClientAPI.pull_ahead); None, with nothing sent, when it cannot go
+        without waiting."""
         addr = self.instance.read_addr(mq.broker_name, broker_id)
         if addr is None:
             return None
         sub = self._subs.get(mq.topic) or Subscription.parse(mq.topic, "*")
-        header = self._pull_header(mq, sub, offset, max_nums, suspend, True, 0, addr)
+        header = self._pull_header(mq, sub, offset, max_nums, suspend, lite, 0, addr)
         return self.instance.api.pull_ahead(addr, header, timeout)
 
     def _pull_header(

@@ -361,3 +361,43 @@ async def test_a_handler_that_never_awaits_shares_the_loop(cluster: Cluster) -> 
     assert max(since_tick) <= 2 * consumer.config.consume_concurrency
     mq = MessageQueue("PushRunTopic", cluster.broker_name, 0)
     assert consumer.offsets.snapshot().get(mq) == len(bodies)
+
+
+async def test_pulling_ahead_keeps_within_the_flow_limit(cluster: Cluster) -> None:
+    """Through a backlog the next pull leaves before an answer is decoded, but only while
+    the queue's limit has room for two batches: a handler that holds every message stops the
+    pulls where a pull at a time would have, and all comes through once released."""
+    await cluster.create_topic("PushAheadTopic", queues=1)
+    bodies = [f"m {i:03d}" for i in range(200)]
+    async with Producer("pg_ahead_push", cluster.namesrv_addr) as producer:
+        for start in range(0, len(bodies), 50):
+            await producer.send_batch([Message("PushAheadTopic", b) for b in bodies[start : start + 50]])
+    release = trio.Event()
+    got: list[str] = []
+
+    async def handler(msg: MessageExt) -> None:
+        await release.wait()
+        got.append(msg.body.decode())
+
+    stats = cluster.broker.stats
+    served = stats.get_total
+    consumer = PushConsumer(
+        "cg_ahead_push",
+        cluster.namesrv_addr,
+        handler=handler,
+        consume_from_where=ConsumeFromWhere.FIRST_OFFSET,
+        pull_batch_size=8,
+        pull_threshold_for_queue=40,
+        flow_control_delay=0.05,
+        **FAST,
+    )
+    consumer.subscribe("PushAheadTopic")
+    async with consumer:
+        await wait_until(lambda: stats.get_total - served >= 40)
+        await trio.sleep(0.5)
+        # pulls of 8 go on while at most 40 are held: the sixth batch brings it to 48
+        assert stats.get_total - served == 48
+        release.set()
+        await wait_until(lambda: len(got) >= len(bodies))
+        await trio.sleep(0.3)
+    assert sorted(got) == bodies
