@@ -115,6 +115,26 @@ async def test_pull_consumer_with_credentials(cluster: Cluster, caplog: pytest.L
     assert "No SUB permission for group:GroupDeny, accessKey=RocketMQUser" in caplog.text
 
 
+async def test_pulls_sent_ahead_are_signed(cluster: Cluster, caplog: pytest.LogCaptureFixture) -> None:
+    """Through a backlog the pull consumer sends its next pull before decoding an answer;
+    that pull is signed like any other: no pull fails, all arrives in order."""
+    caplog.set_level(logging.INFO, logger="rmq.client")
+    ns = cluster.namesrv.address
+    await create_topic(cluster, "TopicAhead", queues=1)
+    async with Producer("PG_acl_ahead", ns, access_key=ADMIN[0], secret_key=ADMIN[1]) as producer:
+        await producer.send_batch([Message("TopicAhead", f"ahead {i:02d}") for i in range(40)])
+    got: list[str] = []
+    async with PullConsumer(
+        "GroupPull", ns, access_key=SUB_ONLY[0], secret_key=SUB_ONLY[1], pull_batch_size=4, **FAST
+    ) as consumer:
+        consumer.assign(await consumer.fetch_message_queues("TopicAhead"))
+        with trio.fail_after(LIMIT):
+            while len(got) < 40:
+                got.extend(m.body.decode() for m in await consumer.poll(1.0))
+    assert got == [f"ahead {i:02d}" for i in range(40)]
+    assert "failed" not in caplog.text
+
+
 async def test_producer_without_credentials_is_refused(cluster: Cluster) -> None:
     await create_topic(cluster, "TopicPub")
     async with Producer("PG_acl", cluster.namesrv.address, retry_times=0) as producer:
