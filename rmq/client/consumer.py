@@ -409,7 +409,7 @@ class PushConsumer(ConsumerBase):
                 sent, ahead = ahead, None
                 if sent is None and not await self._may_pull(state, orderly_locks):
                     continue
-                pull_start = trio.current_time()
+                pull_start = trio.current_time() if sent is None else sent.start  # for the pull RT
                 try:
                     result = await self.pull(
                         mq,
