@@ -62,6 +62,7 @@ class PullResult:
     max_offset: int
     suggest_which_broker_id: int
     messages: list[MessageExt]
+    next_pull: PullAhead | None = None  # the next pull, sent already (ConsumerBase.pull's `ahead_if`)
 
 
 @dataclass(slots=True)

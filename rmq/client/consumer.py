@@ -50,7 +50,6 @@ from typing import Any
 import trio
 
 from rmq.protocol import properties as P
-from rmq.protocol.headers import PullMessageResponseHeader
 from rmq.protocol.message import MessageExt
 
 from .api import PullAhead, PullStatus
@@ -380,29 +379,16 @@ class PushConsumer(ConsumerBase):
         cfg = self.config
         pq, mq = state.pq, state.mq
         orderly_locks = self.orderly and not cfg.broadcasting
-        ahead: PullAhead | None = None
+        ahead: PullAhead | None = None  # the next pull, sent already (ConsumerBase.pull)
+        room = 2 * cfg.pull_batch_size  # for the answer's batch and the next
 
-        def pull_next(status: str, header: PullMessageResponseHeader) -> None:
-            nonlocal ahead
-            room = 2 * cfg.pull_batch_size
-            if (
-                status == PullStatus.FOUND
-                and header.max_offset > header.next_begin_offset
-                and not self.orderly
-                and not pq.dropped
+        def ahead_if() -> bool:
+            return (
+                not pq.dropped
                 and pq.msg_count + room <= cfg.pull_threshold_for_queue
                 and 2 * pq.msg_size <= cfg.pull_threshold_size_for_queue
                 and pq.max_span() + room <= cfg.consume_concurrently_max_span
-            ):
-                ahead = self.pull_ahead(
-                    mq,
-                    header.next_begin_offset,
-                    max_nums=cfg.pull_batch_size,
-                    suspend=cfg.broker_suspend_max_time,
-                    timeout=cfg.consumer_timeout_when_suspend,
-                    broker_id=header.suggest_which_broker_id,
-                    lite=False,
-                )
+            )
 
         try:
             while not pq.dropped:
@@ -419,16 +405,14 @@ class PushConsumer(ConsumerBase):
                         timeout=cfg.consumer_timeout_when_suspend,
                         broker_id=state.broker_id,
                         ahead=sent,
-                        before_decode=pull_next,
+                        ahead_if=None if self.orderly else ahead_if,
                     )
                 except MQClientError as exc:
                     log.info("pull from %s failed: %s", mq, exc)
-                    if ahead is not None:  # sent before this answer's records proved unreadable
-                        ahead.sent.forget()
-                        ahead = None
                     state.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
                     await self.pull_failed(mq, exc)
                     continue
+                ahead = result.next_pull
                 state.broker_id = result.suggest_which_broker_id
                 pq.last_pull_time = trio.current_time()
                 self.counters.pulled(mq.topic, len(result.messages), pq.last_pull_time - pull_start)

@@ -30,7 +30,7 @@ from typing import Any
 import trio
 
 from rmq.protocol import properties as P
-from rmq.protocol.headers import PullMessageRequestHeader
+from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from rmq.protocol.message import MessageExt
 
 from .api import (
@@ -324,7 +324,7 @@ class ConsumerBase(AsyncService):
         commit: bool = True,
         lite: bool = False,
         ahead: PullAhead | None = None,
-        before_decode: BeforeDecode | None = None,
+        ahead_if: Callable[[], bool] | None = None,
     ) -> PullResult:
         """One PULL_MESSAGE for `mq` from `offset`, committing the known offset on the way.
 
@@ -334,10 +334,31 @@ class ConsumerBase(AsyncService):
         Messages whose tag the subscription does not want are removed (the broker
         filters by hash only). Raises MQClientError.
 
-        `ahead`: this pull went out already (`pull_ahead`); its answer is taken instead.
-        `before_decode`: as ClientAPI.pull's.
+        Pulling ahead: when the answer brings messages and shows more beyond them, and
+        `ahead_if()` says yes, the next pull (same settings, from the answer's next offset,
+        without a commit) is sent before the answer's records are decoded, and comes back as
+        the result's `next_pull`; the caller passes it as `ahead` to take its answer. A
+        consumer that has caught up never pulls ahead: its early pull would only park at the
+        broker, and its write would delay the message at hand. A next pull sent by a call
+        that then fails is forgotten.
         """
         sub = self._subs.get(mq.topic) or Subscription.parse(mq.topic, "*")
+        next_pull: PullAhead | None = None
+        before_decode: BeforeDecode | None = None
+        if ahead_if is not None:
+            wanted = ahead_if
+
+            def pull_next(status: str, h: PullMessageResponseHeader) -> None:
+                nonlocal next_pull
+                if status != PullStatus.FOUND or h.max_offset <= h.next_begin_offset or not wanted():
+                    return
+                at = self.instance.read_addr(mq.broker_name, h.suggest_which_broker_id)
+                if at is not None:
+                    header = self._pull_header(mq, sub, h.next_begin_offset, max_nums, suspend, lite, 0, at)
+                    next_pull = self.instance.api.pull_ahead(at, header, timeout)
+
+            before_decode = pull_next
+
         if ahead is None:
             addr = self.instance.read_addr(mq.broker_name, broker_id)
             if addr is None:
@@ -355,35 +376,18 @@ class ConsumerBase(AsyncService):
             call = self.instance.api.pull_answer(ahead, before_decode=before_decode)
         try:
             result = await call
-        except (MQConnectError, MQTimeoutError):
-            self.instance.unreachable(addr)  # the next pull tries another broker of the group
+        except BaseException as exc:
+            if next_pull is not None:  # sent before this answer's records proved unreadable
+                next_pull.sent.forget()
+            if isinstance(exc, (MQConnectError, MQTimeoutError)):
+                self.instance.unreachable(addr)  # the next pull tries another broker of the group
             raise
         if sub.tags:
             result.messages = [m for m in result.messages if sub.matches(m.tags)]
         for msg in result.messages:
             self._restore_retry_topic(msg)
+        result.next_pull = next_pull
         return result
-
-    def pull_ahead(
-        self,
-        mq: MessageQueue,
-        offset: int,
-        *,
-        max_nums: int,
-        suspend: float,
-        timeout: float,
-        broker_id: int,
-        lite: bool = True,
-    ) -> PullAhead | None:
-        """A pull of `mq` from `offset` as `pull` sends it but without a commit, sent now on an
-        open connection (ClientAPI.pull_ahead); None, with nothing sent, when it cannot go
-        without waiting."""
-        addr = self.instance.read_addr(mq.broker_name, broker_id)
-        if addr is None:
-            return None
-        sub = self._subs.get(mq.topic) or Subscription.parse(mq.topic, "*")
-        header = self._pull_header(mq, sub, offset, max_nums, suspend, lite, 0, addr)
-        return self.instance.api.pull_ahead(addr, header, timeout)
 
     def _pull_header(
         self,

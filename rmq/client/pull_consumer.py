@@ -25,7 +25,6 @@ from typing import Any
 
 import trio
 
-from rmq.protocol.headers import PullMessageResponseHeader
 from rmq.protocol.message import MessageExt
 
 from .api import PullAhead, PullStatus
@@ -287,20 +286,7 @@ class PullConsumer(ConsumerBase):
         pull would only park at the broker, and its write would delay the message at hand.
         """
         cfg = self.config
-        ahead: PullAhead | None = None
-
-        def pull_next(status: str, header: PullMessageResponseHeader) -> None:
-            nonlocal ahead
-            if status == PullStatus.FOUND and header.max_offset > header.next_begin_offset and q.gen == gen:
-                ahead = self.pull_ahead(
-                    q.mq,
-                    header.next_begin_offset,
-                    max_nums=cfg.pull_batch_size,
-                    suspend=LITE_SUSPEND,
-                    timeout=cfg.consumer_timeout_when_suspend,
-                    broker_id=header.suggest_which_broker_id,
-                )
-
+        ahead: PullAhead | None = None  # the next pull, sent already (ConsumerBase.pull)
         with scope:
             offset = q.next_offset
             while offset < 0:
@@ -321,16 +307,14 @@ class PullConsumer(ConsumerBase):
                             lite=True,
                             broker_id=q.broker_id,
                             ahead=sent,
-                            before_decode=pull_next,
+                            ahead_if=lambda: q.gen == gen,
                         )
                     except MQClientError as exc:
                         log.info("pull from %s failed: %s", q.mq, exc)
-                        if ahead is not None:  # sent before this answer's records proved unreadable
-                            ahead.sent.forget()
-                            ahead = None
                         q.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
                         await self.pull_failed(q.mq, exc)
                         continue
+                    ahead = result.next_pull
                     q.broker_id = result.suggest_which_broker_id
                     if q.gen != gen:
                         return
