@@ -28,7 +28,7 @@ import trio
 from rmq.protocol.message import MessageExt
 
 from .api import PullAhead, PullStatus
-from .consumer_base import ConsumerBase, no_progress
+from .consumer_base import ConsumerBase, after_woken, no_progress
 from .errors import MQClientError, MQClientStateError, MQNoRouteError
 from .instance import ClientInstance
 from .message import MessageQueue, check_topic
@@ -284,6 +284,7 @@ class PullConsumer(ConsumerBase):
         to `poll`, so that the broker reads the next batch while this one is decoded. A
         consumer that has caught up waits for each answer before its next pull: its early
         pull would only park at the broker, and its write would delay the message at hand.
+        It also lets poll's caller take the answer's messages before it writes that pull.
         """
         cfg = self.config
         ahead: PullAhead | None = None  # the next pull, sent already (ConsumerBase.pull)
@@ -324,6 +325,8 @@ class PullConsumer(ConsumerBase):
                     offset = q.next_offset = result.next_begin_offset
                     if result.messages:
                         await self._buf_send.send((q, gen, result.messages))
+                        if ahead is None:
+                            await after_woken()  # poll's caller takes them before the next pull
                     elif stuck:
                         await trio.sleep(cfg.pull_error_delay)
             finally:

@@ -90,3 +90,15 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
                 while not ns.routes.live:
                     await trio.sleep(0.02)
             yield cluster
+
+
+def record_pulls(consumer: Any, events: list[str]) -> None:
+    """Append "pull" to `events` each time `consumer` sends a pull (not one sent ahead)."""
+    api = consumer.instance.api
+    pull = api.pull
+
+    async def recorded_pull(*args: Any, **kwargs: Any) -> Any:
+        events.append("pull")
+        return await pull(*args, **kwargs)
+
+    api.pull = recorded_pull

@@ -9,7 +9,7 @@ from rmq.client import Message, MessageExt, MessageQueue, MQClientError, Produce
 from rmq.client.ids import wall_clock_ms
 from rmq.client.pull_consumer import BUFFERED_BATCHES
 
-from .conftest import FAST, Cluster
+from .conftest import FAST, Cluster, record_pulls
 
 LIMIT = 30
 
@@ -126,3 +126,39 @@ async def test_a_backlog_is_pulled_ahead_in_order(cluster: Cluster) -> None:
         again = await poll_n(consumer, count - 10)
     assert [m.body.decode() for m in first] == [f"m {i:03d}" for i in range(30)]
     assert [m.queue_offset for m in again] == list(range(10, count))
+
+
+async def test_a_caught_up_consumer_hands_messages_over_before_its_next_pull(cluster: Cluster) -> None:
+    """With nothing left to pull, each answer's messages reach poll()'s caller before the
+    next pull is written (that write wakes the broker: ahead of the hand-over, it would
+    delay every message by its cost). Trio orders a pass's tasks at random: 30 rounds in
+    the right order would otherwise happen once in a billion runs."""
+    await cluster.create_topic("PullCaughtUpTopic", queues=1)
+    mq = MessageQueue("PullCaughtUpTopic", cluster.broker_name, 0)
+    events: list[str] = []
+    count = 30
+    async with (
+        Producer("pg_caught_up", cluster.namesrv_addr) as producer,
+        PullConsumer("cg_caught_up", cluster.namesrv_addr, auto_commit=False, **FAST) as consumer,
+    ):
+        record_pulls(consumer, events)
+        consumer.assign([mq])
+
+        async def produce() -> None:
+            for i in range(count):
+                await trio.sleep(0.02)  # the consumer waits in poll() meanwhile
+                await producer.send(Message("PullCaughtUpTopic", f"m {i}"), queue=mq)
+
+        got: list[MessageExt] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            with trio.fail_after(LIMIT):
+                while len(got) < count:
+                    batch = await consumer.poll(timeout=1.0)
+                    if batch:
+                        events.append("polled")
+                        got.extend(batch)
+    assert [m.queue_offset for m in got] == list(range(count))
+    # every pull after a message follows the hand-over of the answer before it
+    first = events.index("polled")
+    assert all(events[i - 1] == "polled" for i in range(first, len(events)) if events[i] == "pull"), events

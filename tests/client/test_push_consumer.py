@@ -22,7 +22,7 @@ from rmq.client import (
     open_push_consumer,
 )
 
-from .conftest import FAST, Cluster
+from .conftest import FAST, Cluster, record_pulls
 
 LIMIT = 30  # seconds: every wait in these tests ends by then
 
@@ -401,3 +401,31 @@ async def test_pulling_ahead_keeps_within_the_flow_limit(cluster: Cluster) -> No
         await wait_until(lambda: len(got) >= len(bodies))
         await trio.sleep(0.3)
     assert sorted(got) == bodies
+
+
+async def test_a_caught_up_consumer_runs_its_handler_before_the_next_pull(cluster: Cluster) -> None:
+    """With nothing left to pull, each answer's messages reach the handler before the next
+    pull is written, as with the PullConsumer (tests/client/test_pull_consumer.py). Here the
+    pull path's own checkpoints (reading the offset to commit) give the workers their turn."""
+    await cluster.create_topic("PushCaughtUpTopic", queues=1)
+    mq = MessageQueue("PushCaughtUpTopic", cluster.broker_name, 0)
+    events: list[str] = []
+    got: list[str] = []
+    count = 30
+
+    def handler(msg: MessageExt) -> None:
+        events.append("handled")
+        got.append(msg.body.decode())
+
+    consumer = PushConsumer("cg_caught_up_push", cluster.namesrv_addr, handler=handler, **FAST)
+    consumer.subscribe("PushCaughtUpTopic")
+    async with Producer("pg_caught_up_push", cluster.namesrv_addr) as producer, consumer:
+        record_pulls(consumer, events)
+        await wait_until(lambda: "pull" in events)
+        for i in range(count):
+            await trio.sleep(0.02)  # the pull waits at the broker meanwhile
+            await producer.send(Message("PushCaughtUpTopic", f"m {i}"), queue=mq)
+        await wait_until(lambda: len(got) >= count)
+    assert got == [f"m {i}" for i in range(count)]
+    first = events.index("handled")  # (pulls before any message may follow each other)
+    assert all(events[i - 1] == "handled" for i in range(first, len(events)) if events[i] == "pull"), events
