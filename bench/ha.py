@@ -74,14 +74,15 @@ def spawn(args: list[str], log: Path) -> subprocess.Popen[str]:
 
 
 def broker(
-    work: Path, namesrv: str, name: str, role: str, port: int, flush: str = "ASYNC_FLUSH"
+    work: Path, namesrv: str, name: str, role: str, port: int, flush: str = "ASYNC_FLUSH", extra: str = ""
 ) -> subprocess.Popen[str]:
+    """A broker process; `extra` is more of its configuration, lines of key=value."""
     conf = work / f"{name}-{role}.conf"
     conf.write_text(
         f"brokerClusterName=BenchCluster\nbrokerName={name}\nbrokerRole={role}\n"
         f"brokerId={1 if role == 'SLAVE' else 0}\n"
         f"namesrvAddr={namesrv}\nbrokerIP1=127.0.0.1\nbindAddress=127.0.0.1\nlistenPort={port}\n"
-        f"storePathRootDir={work / (name + '-' + role)}\nflushDiskType={flush}\n"
+        f"storePathRootDir={work / (name + '-' + role)}\nflushDiskType={flush}\n{extra}"
     )
     return spawn(["broker", "-c", str(conf)], work / f"{name}-{role}.log")
 

@@ -3,6 +3,7 @@
     python bench/latency.py                          # 1,000 msg/s for 10 s, 1 KiB, ASYNC_FLUSH
     python bench/latency.py --rate 1000 --seconds 10 --size 1024 --repeat 3
     python bench/latency.py --flush SYNC_FLUSH
+    python bench/latency.py --busy-poll-micros 300   # the harness's -poll variants
 
 A name server and a broker run as their own processes (`python -m rmq namesrv` / `broker`, a
 fresh store in a temporary directory, one topic, of one queue unless `--queues`). A consumer process polls the
@@ -37,19 +38,24 @@ TOPIC = "BenchLatency"
 STAMP = struct.Struct(">q")
 
 
-async def produce(namesrv: str, rate: float, count: int, size: int) -> None:
+async def produce(namesrv: str, rate: float, count: int, size: int, busy_poll: int) -> None:
     pad = b"x" * (size - STAMP.size)
-    async with Producer("bench_latency_producer", namesrv, send_timeout=30.0) as producer:
+    async with Producer("bench_latency_producer", namesrv, send_timeout=30.0, busy_poll_micros=busy_poll) as producer:
         start = trio.current_time()
         for i in range(count):
             await trio.sleep_until(start + i / rate)
             await producer.send(Message(TOPIC, STAMP.pack(time.monotonic_ns()) + pad))
 
 
-async def consume(namesrv: str, count: int, idle: float) -> None:
+async def consume(namesrv: str, count: int, idle: float, busy_poll: int) -> None:
     """Prints "ready" once polling, then the latencies (ms, in arrival order) as JSON."""
     latencies: list[float] = []
-    consumer = PullConsumer("bench_latency_consumer", namesrv, consume_from_where=ConsumeFromWhere.LAST_OFFSET)
+    consumer = PullConsumer(
+        "bench_latency_consumer",
+        namesrv,
+        consume_from_where=ConsumeFromWhere.LAST_OFFSET,
+        busy_poll_micros=busy_poll,
+    )
     consumer.subscribe(TOPIC)
     async with consumer as running:
         print("ready", flush=True)
@@ -74,17 +80,19 @@ def once(args: argparse.Namespace) -> dict[str, float]:
         ns = f"127.0.0.1:{ns_port}"
         procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
         try:
-            procs.append(broker(work, ns, "bench-latency", "ASYNC_MASTER", port, args.flush))
+            poll = ["--busy-poll-micros", str(args.busy_poll_micros)]
+            extra = f"busyPollMicros={args.busy_poll_micros}\n"
+            procs.append(broker(work, ns, "bench-latency", "ASYNC_MASTER", port, args.flush, extra))
             trio.run(create_topic, ns, f"127.0.0.1:{port}", args.queues)
             count = int(args.rate * args.seconds)
-            consumer = role(["--role", "consume", "-n", ns, "--count", str(count)])
+            consumer = role(["--role", "consume", "-n", ns, "--count", str(count), *poll])
             procs.insert(0, consumer)  # stopped first should anything fail
             assert consumer.stdout is not None
             if consumer.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"the consumer did not start: {consumer.communicate()[1][-2000:]}")
             time.sleep(1.0)  # its first pull parked at the broker
             sending = ["--count", str(count), "--rate", str(args.rate), "--size", str(args.size)]
-            producer = role(["--role", "produce", "-n", ns, *sending])
+            producer = role(["--role", "produce", "-n", ns, *sending, *poll])
             procs.insert(0, producer)
             _, err = producer.communicate(timeout=args.seconds * 3 + 60)
             if producer.returncode:
@@ -127,6 +135,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
     parser.add_argument("--queues", type=int, default=1, help="queues of the topic (default 1)")
     parser.add_argument("--repeat", type=int, default=1, help="runs over fresh processes (default 1)")
+    parser.add_argument(
+        "--busy-poll-micros", type=int, default=0, help="busy polling of broker and clients, µs (default 0: off)"
+    )
     parser.add_argument("--role", choices=("produce", "consume"), help=argparse.SUPPRESS)
     parser.add_argument("-n", dest="namesrv", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -134,12 +145,16 @@ def main(argv: list[str]) -> int:
     if args.size < STAMP.size or args.rate <= 0 or args.seconds <= 0 or args.repeat < 1:
         parser.error("--size must be at least 8, --rate, --seconds and --repeat positive")
     if args.role == "produce":
-        trio.run(produce, args.namesrv, args.rate, args.count, args.size)
+        trio.run(produce, args.namesrv, args.rate, args.count, args.size, args.busy_poll_micros)
         return 0
     if args.role == "consume":
-        trio.run(consume, args.namesrv, args.count, 5.0)
+        trio.run(consume, args.namesrv, args.count, 5.0, args.busy_poll_micros)
         return 0
-    print(f"{args.rate:g} msg/s for {args.seconds:g} s, {args.size} B, {args.flush}, first {args.warmup:g} s left out")
+    polling = f", busy polling {args.busy_poll_micros} µs" if args.busy_poll_micros else ""
+    print(
+        f"{args.rate:g} msg/s for {args.seconds:g} s, {args.size} B, {args.flush}{polling}, "
+        f"first {args.warmup:g} s left out"
+    )
     print(f"{'run':>3} {'load':>5} {'sent':>7} {'recv':>7} {'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7}")
     for k in range(args.repeat):
         load = os.getloadavg()[0]

@@ -623,6 +623,13 @@ class Connection:
                             self._nursery.start_soon(self._worker, decision.run, ctx, command)  # type: ignore[union-attr]
                     else:
                         await self._queue_response(command, decision)
+                if answered and not pending and self._may_write_now:
+                    # The answer to the only request out: its caller goes first (its next
+                    # request is often ready), then the reader, whose next read would find
+                    # nothing and cost two syscalls. Trio runs a pass's tasks in either
+                    # order: two passes.
+                    await trio.lowlevel.checkpoint()
+                    await trio.lowlevel.checkpoint()
         except ProtocolError as exc:
             self._set_reason(f"protocol error: {exc}")
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:

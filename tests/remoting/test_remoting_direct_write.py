@@ -144,6 +144,36 @@ async def test_round_trips_over_tcp_write_directly() -> None:
     assert written == []
 
 
+class ReadLogging(CommandStream):
+    """A CommandStream that notes each read the connection's reader starts."""
+
+    def __init__(self, stream: trio.abc.Stream, events: list[str]) -> None:
+        super().__init__(stream)
+        self.events = events
+
+    async def receive_batch(self) -> list[RemotingCommand]:
+        self.events.append("read")
+        return await super().receive_batch()
+
+
+async def test_a_lone_answer_wakes_its_caller_before_the_reader_reads_again() -> None:
+    """The task an answer wakes runs (and writes its next request) before the reader tries
+    the socket again, a try that mostly finds nothing and costs a recv and an epoll_ctl."""
+    left, right = socket_stream_pair()
+    events: list[str] = []
+    client = Connection(ReadLogging(left, events), remote_address="server")
+    server = Connection(CommandStream(right), echo_dispatcher(), remote_address="client")
+    async with trio.open_nursery() as nursery:
+        await nursery.start(client.run)
+        await nursery.start(server.run)
+        for n in range(10):
+            await client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": n}), 5.0)
+            events.append("answered")
+        client.close()
+        server.close()
+    assert events[:20] == ["read", "answered"] * 10
+
+
 async def test_answers_to_a_pipelined_read_are_left_to_the_writer() -> None:
     """Several requests in one read are a pipeline: none of their answers is written
     directly, so that the writer joins them rather than the first leaving alone."""
