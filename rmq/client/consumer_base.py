@@ -422,15 +422,6 @@ class ConsumerBase(AsyncService):
         )
 
 
-async def after_woken() -> None:
-    """Return once the tasks this one woke have run a step. A caught-up PullConsumer hands
-    an answer's messages over this way before it writes its next pull: that write wakes the
-    broker, and ahead of the hand-over it delays every message by its cost. Trio runs the
-    tasks of a pass in either order, so one checkpoint may come back before them; two cannot."""
-    await trio.lowlevel.checkpoint()
-    await trio.lowlevel.checkpoint()
-
-
 def no_progress(result: PullResult, offset: int) -> bool:
     """A pull from `offset` answered "retry" without moving on: a slave asked for an offset it
     does not have (it lags its master, or starts later) answers PULL_RETRY_IMMEDIATELY with

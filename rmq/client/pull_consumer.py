@@ -26,9 +26,10 @@ from typing import Any
 import trio
 
 from rmq.protocol.message import MessageExt
+from rmq.scheduling import after_woken
 
 from .api import PullAhead, PullStatus
-from .consumer_base import ConsumerBase, after_woken, no_progress
+from .consumer_base import ConsumerBase, no_progress
 from .errors import MQClientError, MQClientStateError, MQNoRouteError
 from .instance import ClientInstance
 from .message import MessageQueue, check_topic
@@ -326,7 +327,9 @@ class PullConsumer(ConsumerBase):
                     if result.messages:
                         await self._buf_send.send((q, gen, result.messages))
                         if ahead is None:
-                            await after_woken()  # poll's caller takes them before the next pull
+                            # poll's caller takes them before the next pull's write, which
+                            # wakes the broker and would delay every message by its cost
+                            await after_woken()
                     elif stuck:
                         await trio.sleep(cfg.pull_error_delay)
             finally:

@@ -66,6 +66,7 @@ from rmq.protocol import (
     RemotingCommand,
     ResponseCode,
 )
+from rmq.scheduling import after_woken
 
 from .abc import RequestContext
 from .dispatcher import EMPTY_DISPATCHER, Dispatcher, Route
@@ -626,10 +627,8 @@ class Connection:
                 if answered and not pending and self._may_write_now:
                     # The answer to the only request out: its caller goes first (its next
                     # request is often ready), then the reader, whose next read would find
-                    # nothing and cost two syscalls. Trio runs a pass's tasks in either
-                    # order: two passes.
-                    await trio.lowlevel.checkpoint()
-                    await trio.lowlevel.checkpoint()
+                    # nothing and cost two syscalls.
+                    await after_woken()
         except ProtocolError as exc:
             self._set_reason(f"protocol error: {exc}")
         except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
