@@ -289,6 +289,10 @@ class PullConsumer(ConsumerBase):
         """
         cfg = self.config
         ahead: PullAhead | None = None  # the next pull, sent already (ConsumerBase.pull)
+
+        def still_ours() -> bool:  # no seek or loss since this task began
+            return q.gen == gen
+
         with scope:
             offset = q.next_offset
             while offset < 0:
@@ -309,7 +313,7 @@ class PullConsumer(ConsumerBase):
                             lite=True,
                             broker_id=q.broker_id,
                             ahead=sent,
-                            ahead_if=lambda: q.gen == gen,
+                            ahead_if=still_ours,
                         )
                     except MQClientError as exc:
                         log.info("pull from %s failed: %s", q.mq, exc)

@@ -101,9 +101,8 @@ def java_string_hashes(pairs: Iterable[tuple[int, str]]) -> list[int]:
     pairs = pairs if isinstance(pairs, (list, tuple)) else list(pairs)
     if len(pairs) >= _COLUMNS_MIN:
         strings = [s for _, s in pairs]
-        joined = "".join(strings)
         n = len(strings[0])
-        if joined.isascii() and 0 < n <= _COLUMNS_MAX_LEN and len(set(map(len, strings))) == 1:
+        if 0 < n <= _COLUMNS_MAX_LEN and len(set(map(len, strings))) == 1 and (joined := "".join(strings)).isascii():
             return _ascii_hashes_by_column([h for h, _ in pairs], joined.encode("ascii"), n)
     out: list[int] = []
     powers, powers_reversed, limit, mul = _POWERS, _POWERS_REVERSED, _POW_LIMIT, operator.mul

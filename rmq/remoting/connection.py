@@ -351,10 +351,7 @@ class Connection:
             raise RemotingTooMuchRequestError(
                 self.remote_address, request.code, f"{len(pending)} requests already await responses"
             )
-        opaque = self._take_opaque()
-        request.opaque = opaque
-        request.flag &= ~(RPC_TYPE | RPC_ONEWAY)
-        frame = request.encode()
+        opaque, frame = self._request_frame(request)
         slot = _Slot(request.code, timeout)
         deadline = self._now() + timeout
         pending[opaque] = slot
@@ -381,10 +378,7 @@ class Connection:
         connection is closed, `max_pending` requests await responses, or the outbox is full."""
         if self._outbox.closed or self._nursery is None or len(self._pending) >= self._max_pending:
             return None
-        opaque = self._take_opaque()
-        request.opaque = opaque
-        request.flag &= ~(RPC_TYPE | RPC_ONEWAY)
-        frame = request.encode()
+        opaque, frame = self._request_frame(request)
         if not self._write_now(frame) and not self._outbox.put_nowait(frame):
             return None
         slot = _Slot(request.code, timeout)
@@ -425,6 +419,11 @@ class Connection:
             return False
         frame = self._oneway_frame(request)
         return self._write_now(frame, unpipelined=True) or self._outbox.put_nowait(frame)
+
+    def _request_frame(self, request: RemotingCommand) -> tuple[int, bytes]:
+        opaque = request.opaque = self._take_opaque()
+        request.flag &= ~(RPC_TYPE | RPC_ONEWAY)
+        return opaque, request.encode()
 
     def _oneway_frame(self, request: RemotingCommand) -> bytes:
         request.opaque = self._take_opaque()
