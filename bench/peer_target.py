@@ -16,31 +16,74 @@ stored it (and flushed it, with SYNC_FLUSH).
 The `-poll` variants have both sides poll for I/O briefly before they sleep
 (rmq.remoting.busypoll: `busyPollMicros` for the broker, `busy_poll_micros` for the client),
 as a user after the lowest latency at one request in flight would set them.
+
+The `-sendbatch` variants replace the harness's sliding window (S2, S3 and S5's preload) by
+RocketMQ's batch send: `window` messages per `Producer.send_batch` call, one request and one
+round trip each, as the harness drives Redis with pipelines of `window` XADDs. A user who
+has many messages at hand sends them this way; the sliding window is what concurrent
+callers of `send` get.
 """
 
 from __future__ import annotations
 
+import array
 import functools
 import os
 import shutil
 import sys
+import time
+from dataclasses import dataclass
 from typing import Any
 
-from harness.core import HOST, ManagedProcess, Target, dist_version, port_free, tcp_ready, wait_until
+from harness.core import (
+    HOST,
+    ManagedProcess,
+    Target,
+    dist_version,
+    lat_to_bytes,
+    make_body,
+    port_free,
+    tcp_ready,
+    wait_until,
+)
 from harness.trioclient import TrioClient
 
 NAMESRV_PORT = 23876  # below 32768: outside the ephemeral range
 BROKER_PORT = 23911  # the broker also binds listenPort - 2 (VIP) and listenPort + 1 (HA)
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUSY_POLL_MICROS = 300  # -poll variants: busyPollMicros of the broker, busy_poll_micros of the client
-FLUSH = {
-    "async-flush": "ASYNC_FLUSH",
-    "sync-flush": "SYNC_FLUSH",
-    "async-flush-batch": "ASYNC_FLUSH",
-    "sync-flush-batch": "SYNC_FLUSH",
-    "async-flush-poll": "ASYNC_FLUSH",
-    "async-flush-batch-poll": "ASYNC_FLUSH",
-    "sync-flush-batch-poll": "SYNC_FLUSH",
+
+
+@dataclass(frozen=True)
+class Variant:
+    flush: str  # the broker's flushDiskType
+    says: str  # what the harness prints as the variant's durability
+    auto_batch: bool = False  # Producer(auto_batch=True): concurrent sends leave as batch requests
+    send_batch: bool = False  # window mode sends `window` messages per Producer.send_batch call
+    busy_poll: bool = False  # broker and clients poll BUSY_POLL_MICROS before they sleep
+
+
+_SYNC = "SYNC_FLUSH: answer after the commit log flush (group commit)"
+_ASYNC = "ASYNC_FLUSH: answer after the page-cache write; flushed in the background"
+_AUTO = "producer auto_batch (concurrent sends coalesced into batch requests)"
+_POLL = "broker and clients busy polling"
+_BATCHES = "window mode: batches of `window` messages per send_batch call (as Redis pipelines them)"
+VARIANTS = {
+    "async-flush": Variant("ASYNC_FLUSH", _ASYNC),
+    "sync-flush": Variant("SYNC_FLUSH", _SYNC),
+    "async-flush-batch": Variant("ASYNC_FLUSH", f"ASYNC_FLUSH, {_AUTO}", auto_batch=True),
+    "sync-flush-batch": Variant("SYNC_FLUSH", f"SYNC_FLUSH, {_AUTO}", auto_batch=True),
+    "async-flush-poll": Variant(
+        "ASYNC_FLUSH", "ASYNC_FLUSH, broker and clients poll 300 µs before sleeping (busy polling)", busy_poll=True
+    ),
+    "async-flush-batch-poll": Variant(
+        "ASYNC_FLUSH", f"ASYNC_FLUSH, producer auto_batch, {_POLL}", auto_batch=True, busy_poll=True
+    ),
+    "sync-flush-batch-poll": Variant(
+        "SYNC_FLUSH", f"SYNC_FLUSH, producer auto_batch, {_POLL}", auto_batch=True, busy_poll=True
+    ),
+    "async-flush-sendbatch": Variant("ASYNC_FLUSH", f"ASYNC_FLUSH, {_BATCHES}", send_batch=True),
+    "sync-flush-sendbatch": Variant("SYNC_FLUSH", f"SYNC_FLUSH, {_BATCHES}", send_batch=True),
 }
 
 
@@ -52,34 +95,14 @@ def _topic(dest: str) -> str:
 
 
 def _busy_poll_micros(variant: str) -> int:
-    return BUSY_POLL_MICROS if variant.endswith("-poll") else 0
-
-
-def _auto_batch(variant: str) -> bool:
-    return "-batch" in variant
+    return BUSY_POLL_MICROS if VARIANTS[variant].busy_poll else 0
 
 
 class RocketMQTarget(Target):
     name = "rocketmq"
-    variants = (
-        "async-flush",
-        "sync-flush",
-        "async-flush-batch",
-        "sync-flush-batch",
-        "async-flush-poll",
-        "async-flush-batch-poll",
-        "sync-flush-batch-poll",
-    )
+    variants = tuple(VARIANTS)
     client_class = "bench.peer_target:RocketMQClient"
-    durability = {
-        "sync-flush": "SYNC_FLUSH: answer after the commit log flush (group commit)",
-        "async-flush": "ASYNC_FLUSH: answer after the page-cache write; flushed in the background",
-        "sync-flush-batch": "SYNC_FLUSH, producer auto_batch (concurrent sends coalesced into batch requests)",
-        "async-flush-batch": "ASYNC_FLUSH, producer auto_batch (concurrent sends coalesced into batch requests)",
-        "async-flush-poll": "ASYNC_FLUSH, broker and clients poll 300 µs before sleeping (busy polling)",
-        "async-flush-batch-poll": "ASYNC_FLUSH, producer auto_batch, broker and clients busy polling",
-        "sync-flush-batch-poll": "SYNC_FLUSH, producer auto_batch, broker and clients busy polling",
-    }
+    durability = {name: v.says for name, v in VARIANTS.items()}
 
     def __init__(self, workdir: str) -> None:
         super().__init__(workdir)
@@ -120,7 +143,7 @@ class RocketMQTarget(Target):
         with open(conf, "w") as f:
             f.write(
                 f"brokerName=bench\nbrokerIP1={HOST}\nlistenPort={BROKER_PORT}\n"
-                f"namesrvAddr={HOST}:{NAMESRV_PORT}\nflushDiskType={FLUSH[variant]}\n"
+                f"namesrvAddr={HOST}:{NAMESRV_PORT}\nflushDiskType={VARIANTS[variant].flush}\n"
                 f"storePathRootDir={store}\nautoCreateTopicEnable=false\n"
                 f"busyPollMicros={_busy_poll_micros(variant)}\n"
             )
@@ -186,7 +209,7 @@ class RocketMQClient(TrioClient):
         self._message, self._send_ok = Message, SendStatus.SEND_OK  # looked up once, not per send
         self._done = trio.Event()
         self.consumer: Any = None
-        batch = _auto_batch(self.cfg["variant"])
+        batch = VARIANTS[self.cfg["variant"]].auto_batch
         self.producer = await self.nursery.start(
             self._hold,
             Producer(
@@ -210,6 +233,30 @@ class RocketMQClient(TrioClient):
         result = await self.producer.send(self._message(_topic(dest), body))
         if result.status is not self._send_ok:
             raise RuntimeError(f"send status {result.status}")
+
+    async def produce_window(self, p: dict[str, Any]) -> dict[str, Any]:
+        """``window`` messages per ``send_batch`` call and round trip in the ``-sendbatch``
+        variants (RocketMQ's batch send: one request, stored and acknowledged together), as
+        the harness drives Redis with pipelines of ``window`` XADDs; each message's latency is
+        its batch's round trip. The other variants keep the harness's sliding window."""
+        if not VARIANTS[self.cfg["variant"]].send_batch:
+            return await super().produce_window(p)
+        message, producer, ok = self._message, self.producer, self._send_ok
+        body, topic, count, window = make_body(p["body_size"]), _topic(p["dest"]), p["count"], p["window"]
+        lat = array.array("d")
+        t0 = time.perf_counter()
+        deadline = t0 + p["seconds"]
+        n = 0
+        while n < count and time.perf_counter() < deadline:
+            k = min(window, count - n)
+            batch = [message(topic, body) for _ in range(k)]
+            sent = time.perf_counter()
+            for result in await producer.send_batch(batch):
+                if result.status is not ok:
+                    raise RuntimeError(f"send status {result.status}")
+            lat.extend([(time.perf_counter() - sent) * 1000.0] * k)
+            n += k
+        return {"count": n, "t_start": t0, "t_end": time.perf_counter(), "lat": lat_to_bytes(lat)}
 
     async def consumer_open(self, dest: str) -> None:
         from rmq.client import ConsumeFromWhere, PullConsumer
