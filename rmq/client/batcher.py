@@ -100,7 +100,17 @@ class AutoBatcher:
         key = (msg.topic, msg.properties.get(P.WAIT) != "false")
         lane = self._lanes.get(key)
         if lane is None:
+            # Nothing of this topic waits or is in flight: it leaves at once, as a plain send,
+            # without a waiter; sends that arrive meanwhile queue in the lane behind it.
             lane = self._lanes[key] = _Lane()
+            lane.in_flight = 1
+            try:
+                return await self._send_batch((msg,), timeout)
+            finally:
+                lane.in_flight -= 1
+                self._wake_head(lane)
+                if not lane.pending and not lane.in_flight and self._lanes.get(key) is lane:
+                    del self._lanes[key]
         # No cancel scope per send (it costs more than the rest of the wait): a batch's
         # request is bounded by the earliest deadline among its messages, and the sends ahead
         # of this one, in order, have deadlines no later than its own when timeouts agree.

@@ -66,6 +66,7 @@ async def test_a_lone_send_is_a_plain_send_and_unbatchable_ones_go_alone(cluster
         first = await producer.send(Message("AutoLone", b"alone"))
         assert first.status is SendStatus.SEND_OK and "," not in first.msg_id
         assert sends_and_messages(cluster, "AutoLone") == (1, 1)
+        assert producer._batcher is not None and not producer._batcher._lanes  # nothing left behind
         # delayed, timer and to-be-compressed messages never ride in a batch (a broker refuses
         # a batch holding a timer message: all its sends would fail)
         delayed = [Message("AutoLone", f"d{i}", delay_level=1) for i in range(5)]
