@@ -54,36 +54,42 @@ PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUSY_POLL_MICROS = 300  # -poll variants: busyPollMicros of the broker, busy_poll_micros of the client
 
 
+_FLUSH_SAYS = {
+    "SYNC_FLUSH": "SYNC_FLUSH: answer after the commit log flush (group commit)",
+    "ASYNC_FLUSH": "ASYNC_FLUSH: answer after the page-cache write; flushed in the background",
+}
+
+
 @dataclass(frozen=True)
 class Variant:
     flush: str  # the broker's flushDiskType
-    says: str  # what the harness prints as the variant's durability
     auto_batch: bool = False  # Producer(auto_batch=True): concurrent sends leave as batch requests
     send_batch: bool = False  # window mode sends `window` messages per Producer.send_batch call
     busy_poll: bool = False  # broker and clients poll BUSY_POLL_MICROS before they sleep
 
+    @property
+    def says(self) -> str:
+        """What the harness prints as the variant's durability."""
+        parts = [_FLUSH_SAYS[self.flush]]
+        if self.auto_batch:
+            parts.append("producer auto_batch (concurrent sends coalesced into batch requests)")
+        if self.send_batch:
+            parts.append("window mode: batches of `window` messages per send_batch call (as Redis pipelines them)")
+        if self.busy_poll:
+            parts.append(f"broker and clients poll {BUSY_POLL_MICROS} µs before sleeping (busy polling)")
+        return ", ".join(parts)
 
-_SYNC = "SYNC_FLUSH: answer after the commit log flush (group commit)"
-_ASYNC = "ASYNC_FLUSH: answer after the page-cache write; flushed in the background"
-_AUTO = "producer auto_batch (concurrent sends coalesced into batch requests)"
-_POLL = "broker and clients busy polling"
-_BATCHES = "window mode: batches of `window` messages per send_batch call (as Redis pipelines them)"
+
 VARIANTS = {
-    "async-flush": Variant("ASYNC_FLUSH", _ASYNC),
-    "sync-flush": Variant("SYNC_FLUSH", _SYNC),
-    "async-flush-batch": Variant("ASYNC_FLUSH", f"ASYNC_FLUSH, {_AUTO}", auto_batch=True),
-    "sync-flush-batch": Variant("SYNC_FLUSH", f"SYNC_FLUSH, {_AUTO}", auto_batch=True),
-    "async-flush-poll": Variant(
-        "ASYNC_FLUSH", "ASYNC_FLUSH, broker and clients poll 300 µs before sleeping (busy polling)", busy_poll=True
-    ),
-    "async-flush-batch-poll": Variant(
-        "ASYNC_FLUSH", f"ASYNC_FLUSH, producer auto_batch, {_POLL}", auto_batch=True, busy_poll=True
-    ),
-    "sync-flush-batch-poll": Variant(
-        "SYNC_FLUSH", f"SYNC_FLUSH, producer auto_batch, {_POLL}", auto_batch=True, busy_poll=True
-    ),
-    "async-flush-sendbatch": Variant("ASYNC_FLUSH", f"ASYNC_FLUSH, {_BATCHES}", send_batch=True),
-    "sync-flush-sendbatch": Variant("SYNC_FLUSH", f"SYNC_FLUSH, {_BATCHES}", send_batch=True),
+    "async-flush": Variant("ASYNC_FLUSH"),
+    "sync-flush": Variant("SYNC_FLUSH"),
+    "async-flush-batch": Variant("ASYNC_FLUSH", auto_batch=True),
+    "sync-flush-batch": Variant("SYNC_FLUSH", auto_batch=True),
+    "async-flush-poll": Variant("ASYNC_FLUSH", busy_poll=True),
+    "async-flush-batch-poll": Variant("ASYNC_FLUSH", auto_batch=True, busy_poll=True),
+    "sync-flush-batch-poll": Variant("SYNC_FLUSH", auto_batch=True, busy_poll=True),
+    "async-flush-sendbatch": Variant("ASYNC_FLUSH", send_batch=True),
+    "sync-flush-sendbatch": Variant("SYNC_FLUSH", send_batch=True),
 }
 
 

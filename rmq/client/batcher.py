@@ -109,8 +109,7 @@ class AutoBatcher:
             finally:
                 lane.in_flight -= 1
                 self._wake_head(lane)
-                if not lane.pending and not lane.in_flight and self._lanes.get(key) is lane:
-                    del self._lanes[key]
+                self._drop_if_idle(key, lane)
         # No cancel scope per send (it costs more than the rest of the wait): a batch's
         # request is bounded by the earliest deadline among its messages, and the sends ahead
         # of this one, in order, have deadlines no later than its own when timeouts agree.
@@ -137,8 +136,7 @@ class AutoBatcher:
             if me.queued:  # timed out or cancelled before it left: it never will
                 lane.pending.remove(me)
                 self._wake_head(lane)
-            if not lane.pending and not lane.in_flight and self._lanes.get(key) is lane:
-                del self._lanes[key]  # (a newer lane of the key may have taken its place)
+            self._drop_if_idle(key, lane)
         if me.error is not None:
             raise me.error
         if me.result is None:
@@ -175,6 +173,12 @@ class AutoBatcher:
             for w in batch[1:]:
                 w.parked.wake()
             self._wake_head(lane)
+
+    def _drop_if_idle(self, key: tuple[str, bool], lane: _Lane) -> None:
+        """Forget `lane` once nothing of it waits or is in flight (unless a newer lane of the
+        key has taken its place)."""
+        if not lane.pending and not lane.in_flight and self._lanes.get(key) is lane:
+            del self._lanes[key]
 
     @staticmethod
     def _wake_head(lane: _Lane) -> None:
