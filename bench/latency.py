@@ -4,6 +4,7 @@
     python bench/latency.py --rate 1000 --seconds 10 --size 1024 --repeat 3
     python bench/latency.py --flush SYNC_FLUSH
     python bench/latency.py --busy-poll-micros 300   # the harness's -poll variants
+    python bench/latency.py --broker-busy-poll-micros 1500   # the broker alone polls
 
 A name server and a broker run as their own processes (`python -m rmq namesrv` / `broker`, a
 fresh store in a temporary directory, one topic, of one queue unless `--queues`). A consumer process polls the
@@ -81,7 +82,10 @@ def once(args: argparse.Namespace) -> dict[str, float]:
         procs = [spawn(["namesrv", "-p", str(ns_port), "--host", "127.0.0.1"], work / "namesrv.log")]
         try:
             poll = ["--busy-poll-micros", str(args.busy_poll_micros)]
-            extra = f"busyPollMicros={args.busy_poll_micros}\n"
+            broker_poll = args.broker_busy_poll_micros
+            if broker_poll is None:
+                broker_poll = args.busy_poll_micros
+            extra = f"busyPollMicros={broker_poll}\n"
             procs.append(broker(work, ns, "bench-latency", "ASYNC_MASTER", port, args.flush, extra))
             trio.run(create_topic, ns, f"127.0.0.1:{port}", args.queues)
             count = int(args.rate * args.seconds)
@@ -138,6 +142,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--busy-poll-micros", type=int, default=0, help="busy polling of broker and clients, µs (default 0: off)"
     )
+    parser.add_argument(
+        "--broker-busy-poll-micros", type=int, help="the broker's busy polling alone, µs (default: --busy-poll-micros)"
+    )
     parser.add_argument("--role", choices=("produce", "consume"), help=argparse.SUPPRESS)
     parser.add_argument("-n", dest="namesrv", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -151,6 +158,8 @@ def main(argv: list[str]) -> int:
         trio.run(consume, args.namesrv, args.count, 5.0, args.busy_poll_micros)
         return 0
     polling = f", busy polling {args.busy_poll_micros} µs" if args.busy_poll_micros else ""
+    if args.broker_busy_poll_micros is not None:
+        polling += f", broker busy polling {args.broker_busy_poll_micros} µs"
     print(
         f"{args.rate:g} msg/s for {args.seconds:g} s, {args.size} B, {args.flush}{polling}, "
         f"first {args.warmup:g} s left out"

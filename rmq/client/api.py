@@ -63,6 +63,7 @@ class PullResult:
     suggest_which_broker_id: int
     messages: list[MessageExt]
     next_pull: PullAhead | None = None  # the next pull, sent already (ConsumerBase.pull's `ahead_if`)
+    delivered: bool = False  # its messages were handed on in the reader (ConsumerBase.pull's `deliver`)
 
 
 @dataclass(slots=True)
@@ -111,13 +112,20 @@ class ClientAPI:
             acl.sign(request.ext_fields, request.body, access_key, secret_key)
         return request
 
-    async def invoke(self, addr: str, request: RemotingCommand, timeout: float | None = None) -> RemotingCommand:
-        """Send and wait; MQTimeoutError / MQConnectError / MQClientError on failure."""
+    async def invoke(
+        self,
+        addr: str,
+        request: RemotingCommand,
+        timeout: float | None = None,
+        on_answer: Callable[[RemotingCommand], None] | None = None,
+    ) -> RemotingCommand:
+        """Send and wait; MQTimeoutError / MQConnectError / MQClientError on failure.
+        `on_answer`: as Connection.invoke."""
         limit = self.timeout if timeout is None else timeout
         self.sign(request)
         start = trio.current_time()
         try:
-            return await self.remoting.invoke(addr, request, limit)
+            return await self.remoting.invoke(addr, request, limit, on_answer)
         except RemotingError as exc:
             raise translate_remoting_error(exc, trio.current_time() - start) from None
         except ProtocolError as exc:
@@ -297,14 +305,40 @@ class ClientAPI:
         timeout: float,
         *,
         before_decode: BeforeDecode | None = None,
+        on_result: Callable[[PullResult], None] | None = None,
     ) -> PullResult:
         """PULL_MESSAGE; messages decoded, bodies inflated, MIN/MAX_OFFSET set.
 
         `before_decode(status, header)`, if given, is called once the answer's status and
-        header are known, before its records are decoded (to `pull_ahead` the next pull)."""
+        header are known, before its records are decoded (to `pull_ahead` the next pull).
+
+        `on_result(result)`, if given, is called with the result before it is returned. The
+        answer is then decoded in the connection's reader as it arrives, and `on_result`
+        runs there too, before this task is woken: a consumer hands the messages to the
+        task polling for them at once, not after the scheduler has come round to this one
+        (on a caught-up consumer that is a pass of the event loop per message, about 30 µs
+        of its latency). What fails there is raised here."""
         request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
-        response = await self.invoke(addr, request, timeout)
-        return self._pull_result(response, addr, before_decode)
+        if on_result is None:
+            response = await self.invoke(addr, request, timeout)
+            return self._pull_result(response, addr, before_decode)
+        done: list[PullResult | Exception] = []
+
+        def decode_in_reader(response: RemotingCommand) -> None:
+            try:
+                result = self._pull_result(response, addr, before_decode)
+                on_result(result)
+            except Exception as exc:  # noqa: BLE001 - raised in the caller's task, below
+                done.append(exc)
+            else:
+                done.append(result)
+
+        response = await self.invoke(addr, request, timeout, on_answer=decode_in_reader)
+        if not done:  # the reader did not call back (it always does): decode here
+            decode_in_reader(response)
+        if isinstance(done[0], Exception):
+            raise done[0]
+        return done[0]
 
     def pull_ahead(self, addr: str, header: H.PullMessageRequestHeader, timeout: float) -> PullAhead | None:
         """PULL_MESSAGE sent now, without waiting, on the open connection to `addr`; its answer

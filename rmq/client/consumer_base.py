@@ -325,6 +325,7 @@ class ConsumerBase(AsyncService):
         lite: bool = False,
         ahead: PullAhead | None = None,
         ahead_if: Callable[[], bool] | None = None,
+        deliver: Callable[[PullResult], bool] | None = None,
     ) -> PullResult:
         """One PULL_MESSAGE for `mq` from `offset`, committing the known offset on the way.
 
@@ -341,8 +342,28 @@ class ConsumerBase(AsyncService):
         consumer that has caught up never pulls ahead: its early pull would only park at the
         broker, and its write would delay the message at hand. A next pull sent by a call
         that then fails is forgotten.
+
+        `deliver(result)`, if given, hands a fresh pull's (not an `ahead` one's) messages on
+        from the connection's reader as the answer arrives (ClientAPI.pull's `on_result`),
+        after the filtering below; it says whether it took them, which the result's
+        `delivered` then tells the caller.
         """
         sub = self._subs.get(mq.topic) or Subscription.parse(mq.topic, "*")
+
+        def filtered(result: PullResult) -> None:
+            if sub.tags:
+                result.messages = [m for m in result.messages if sub.matches(m.tags)]
+            for msg in result.messages:
+                self._restore_retry_topic(msg)
+
+        on_result: Callable[[PullResult], None] | None = None
+        if deliver is not None and ahead is None:
+            hand_on = deliver
+
+            def on_result(result: PullResult) -> None:
+                filtered(result)
+                result.delivered = hand_on(result)
+
         next_pull: PullAhead | None = None
         before_decode: BeforeDecode | None = None
         if ahead_if is not None:
@@ -370,7 +391,7 @@ class ConsumerBase(AsyncService):
             if commit and not self.config.broadcasting:
                 commit_offset = max(await self.offsets.read(mq, ReadType.MEMORY), 0)
             header = self._pull_header(mq, sub, offset, max_nums, suspend, lite, commit_offset, addr)
-            call = self.instance.api.pull(addr, header, timeout, before_decode=before_decode)
+            call = self.instance.api.pull(addr, header, timeout, before_decode=before_decode, on_result=on_result)
         else:
             addr = ahead.addr
             call = self.instance.api.pull_answer(ahead, before_decode=before_decode)
@@ -382,10 +403,8 @@ class ConsumerBase(AsyncService):
             if isinstance(exc, (MQConnectError, MQTimeoutError)):
                 self.instance.unreachable(addr)  # the next pull tries another broker of the group
             raise
-        if sub.tags:
-            result.messages = [m for m in result.messages if sub.matches(m.tags)]
-        for msg in result.messages:
-            self._restore_retry_topic(msg)
+        if on_result is None:
+            filtered(result)
         result.next_pull = next_pull
         return result
 

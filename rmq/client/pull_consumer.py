@@ -28,7 +28,7 @@ import trio
 from rmq.protocol.message import MessageExt
 from rmq.scheduling import after_woken
 
-from .api import PullAhead, PullStatus
+from .api import PullAhead, PullResult, PullStatus
 from .consumer_base import ConsumerBase, no_progress
 from .errors import MQClientError, MQClientStateError, MQNoRouteError
 from .instance import ClientInstance
@@ -286,12 +286,24 @@ class PullConsumer(ConsumerBase):
         consumer that has caught up waits for each answer before its next pull: its early
         pull would only park at the broker, and its write would delay the message at hand.
         It also lets poll's caller take the answer's messages before it writes that pull.
+        Such an answer's messages reach poll() from the connection's reader, as it decodes
+        the answer (`hand_over`), rather than from this task a pass of the event loop later;
+        when poll()'s buffer is full, this task hands them over itself once there is room.
         """
         cfg = self.config
         ahead: PullAhead | None = None  # the next pull, sent already (ConsumerBase.pull)
 
         def still_ours() -> bool:  # no seek or loss since this task began
             return q.gen == gen
+
+        def hand_over(result: PullResult) -> bool:  # in the connection's reader (see pull)
+            if not result.messages or q.gen != gen:
+                return False
+            try:
+                self._buf_send.send_nowait((q, gen, result.messages))
+            except trio.WouldBlock:  # poll() is behind: this task waits for room below
+                return False
+            return True
 
         with scope:
             offset = q.next_offset
@@ -314,6 +326,7 @@ class PullConsumer(ConsumerBase):
                             broker_id=q.broker_id,
                             ahead=sent,
                             ahead_if=still_ours,
+                            deliver=hand_over,
                         )
                     except MQClientError as exc:
                         log.info("pull from %s failed: %s", q.mq, exc)
@@ -329,7 +342,8 @@ class PullConsumer(ConsumerBase):
                     stuck = no_progress(result, offset)
                     offset = q.next_offset = result.next_begin_offset
                     if result.messages:
-                        await self._buf_send.send((q, gen, result.messages))
+                        if not result.delivered:
+                            await self._buf_send.send((q, gen, result.messages))
                         if ahead is None:
                             # poll's caller takes them before the next pull's write, which
                             # wakes the broker and would delay every message by its cost

@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import ssl
 import urllib.parse
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, Self
 
@@ -179,10 +180,17 @@ class RemotingClient:
             self._connections[address] = fresh
             return fresh
 
-    async def invoke(self, address: str, request: RemotingCommand, timeout: float) -> RemotingCommand:
+    async def invoke(
+        self,
+        address: str,
+        request: RemotingCommand,
+        timeout: float,
+        on_answer: Callable[[RemotingCommand], None] | None = None,
+    ) -> RemotingCommand:
         """Send `request` to `address` and wait for the response (connecting if needed).
 
-        `timeout` covers connecting too. Sets `request.opaque`.
+        `timeout` covers connecting too. Sets `request.opaque`. `on_answer`: as
+        Connection.invoke.
 
         Raises:
           RemotingConnectError: cannot connect, or the connection closed while waiting.
@@ -194,7 +202,7 @@ class RemotingClient:
         conn = self._connections.get(address)
         if conn is not None and not conn.closed:  # the common case: an open connection
             try:
-                return await conn.invoke(request, timeout)
+                return await conn.invoke(request, timeout, on_answer)
             except RemotingSendRequestError:
                 pass  # it closed between lookup and send; nothing went out: connect afresh
         deadline = trio.current_time() + timeout
@@ -203,7 +211,7 @@ class RemotingClient:
         if remaining <= 0:
             raise RemotingTimeoutError(address, request.code, timeout)
         try:
-            return await conn.invoke(request, remaining)
+            return await conn.invoke(request, remaining, on_answer)
         except RemotingTimeoutError:
             raise RemotingTimeoutError(address, request.code, timeout) from None
 

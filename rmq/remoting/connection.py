@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import heapq
 import logging
+from collections.abc import Callable
 from typing import Any
 
 import outcome
@@ -110,19 +111,27 @@ class ConnectionStatistics:
 class _Slot:
     """A pending invoke: the task waiting, or the outcome if it came before the wait."""
 
-    __slots__ = ("code", "result", "task", "timeout")
+    __slots__ = ("code", "on_answer", "result", "task", "timeout")
 
-    def __init__(self, code: int, timeout: float) -> None:
+    def __init__(self, code: int, timeout: float, on_answer: Callable[[RemotingCommand], None] | None = None) -> None:
         self.task: Any = None
         self.result: RemotingCommand | RemotingError | None = None
         self.code = code
         self.timeout = timeout
+        self.on_answer = on_answer
 
     def abort(self, _raise_cancel: Any) -> trio.lowlevel.Abort:
         self.task = None
         return trio.lowlevel.Abort.SUCCEEDED
 
     def finish(self, result: RemotingCommand | RemotingError) -> None:
+        on_answer = self.on_answer
+        if on_answer is not None and not isinstance(result, RemotingError):
+            self.on_answer = None  # the slot stays in the deadline heap until its timeout
+            try:
+                on_answer(result)
+            except Exception:  # noqa: BLE001 - the caller's bug must not end the reader
+                log.exception("on_answer of a %d response failed", self.code)
         task = self.task
         if task is None:
             self.result = result
@@ -137,6 +146,7 @@ class _Slot:
         if result is None:
             self.task = trio.lowlevel.current_task()
             return await trio.lowlevel.wait_task_rescheduled(self.abort)  # type: ignore[no-any-return]
+        self.result = None  # not kept while the slot lingers in the deadline heap
         await trio.lowlevel.checkpoint()
         if isinstance(result, RemotingError):
             raise result
@@ -323,10 +333,15 @@ class Connection:
 
     # -- sending ----------------------------------------------------------------------
 
-    async def invoke(self, request: RemotingCommand, timeout: float) -> RemotingCommand:
+    async def invoke(
+        self, request: RemotingCommand, timeout: float, on_answer: Callable[[RemotingCommand], None] | None = None
+    ) -> RemotingCommand:
         """Send `request` and wait for its response.
 
         Sets `request.opaque` (next number of this connection) and clears its flag bits.
+        `on_answer(response)`, if given, runs in the reader as the response arrives, before
+        the waiting task is woken: work that must not wait for the scheduler to come round
+        to that task (it must be quick and must not raise).
 
         Returns:
           The response; its code may be any ResponseCode (SYSTEM_BUSY included): the
@@ -352,7 +367,7 @@ class Connection:
                 self.remote_address, request.code, f"{len(pending)} requests already await responses"
             )
         opaque, frame = self._request_frame(request)
-        slot = _Slot(request.code, timeout)
+        slot = _Slot(request.code, timeout, on_answer)
         deadline = self._now() + timeout
         pending[opaque] = slot
         try:

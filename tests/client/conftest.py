@@ -92,13 +92,17 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
             yield cluster
 
 
-def record_pulls(consumer: Any, events: list[str]) -> None:
-    """Append "pull" to `events` each time `consumer` sends a pull (not one sent ahead)."""
+def record_pulls(consumer: Any, events: list[str], handed: list[bool] | None = None) -> None:
+    """Append "pull" to `events` each time `consumer` sends a pull (not one sent ahead),
+    and to `handed`, for each answer with messages, whether the reader handed them over."""
     api = consumer.instance.api
     pull = api.pull
 
     async def recorded_pull(*args: Any, **kwargs: Any) -> Any:
         events.append("pull")
-        return await pull(*args, **kwargs)
+        result = await pull(*args, **kwargs)
+        if handed is not None and result.messages:
+            handed.append(result.delivered)
+        return result
 
     api.pull = recorded_pull

@@ -6,8 +6,13 @@ import pytest
 import trio
 
 from rmq.client import Message, MessageExt, MessageQueue, MQClientError, Producer, PullConsumer, open_pull_consumer
+from rmq.client.api import ClientAPI, PullResult
 from rmq.client.ids import wall_clock_ms
 from rmq.client.pull_consumer import BUFFERED_BATCHES
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol.headers import PullMessageRequestHeader
+from rmq.remoting import Dispatcher, RemotingClient, RequestContext
+from rmq.remoting.testing import serve_on_loopback
 
 from .conftest import FAST, Cluster, record_pulls
 
@@ -132,16 +137,19 @@ async def test_a_caught_up_consumer_hands_messages_over_before_its_next_pull(clu
     """With nothing left to pull, each answer's messages reach poll()'s caller before the
     next pull is written (that write wakes the broker: ahead of the hand-over, it would
     delay every message by its cost). Trio orders a pass's tasks at random: 30 rounds in
-    the right order would otherwise happen once in a billion runs."""
+    the right order would otherwise happen once in a billion runs. The messages go to
+    poll() from the connection's reader, as it decodes the answer: a pass of the event
+    loop sooner than from the pull task."""
     await cluster.create_topic("PullCaughtUpTopic", queues=1)
     mq = MessageQueue("PullCaughtUpTopic", cluster.broker_name, 0)
     events: list[str] = []
+    handed: list[bool] = []
     count = 30
     async with (
         Producer("pg_caught_up", cluster.namesrv_addr) as producer,
         PullConsumer("cg_caught_up", cluster.namesrv_addr, auto_commit=False, **FAST) as consumer,
     ):
-        record_pulls(consumer, events)
+        record_pulls(consumer, events, handed)
         consumer.assign([mq])
 
         async def produce() -> None:
@@ -162,3 +170,25 @@ async def test_a_caught_up_consumer_hands_messages_over_before_its_next_pull(clu
     # every pull after a message follows the hand-over of the answer before it
     first = events.index("polled")
     assert all(events[i - 1] == "polled" for i in range(first, len(events)) if events[i] == "pull"), events
+    assert handed and all(handed), handed
+
+
+async def test_a_pull_answer_the_reader_cannot_decode_fails_the_pull() -> None:
+    """ClientAPI.pull with `on_result` decodes in the reader; what fails there is raised in
+    the caller, and the connection goes on serving."""
+
+    async def garbled(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = {"suggestWhichBrokerId": "0", "nextBeginOffset": "1", "minOffset": "0", "maxOffset": "1"}
+        return request.make_response(ResponseCode.SUCCESS, ext_fields=header, body=b"\x00\x00\x00\x40 not a record")
+
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.PULL_MESSAGE, garbled)
+    called: list[PullResult] = []
+    async with serve_on_loopback(dispatcher) as server, RemotingClient() as remoting:
+        api = ClientAPI(remoting)
+        header = PullMessageRequestHeader("g", "T", 0, 0)
+        with pytest.raises(MQClientError, match="malformed pull body"):
+            await api.pull(server.address, header, 5.0, on_result=called.append)
+        assert called == []
+        with pytest.raises(MQClientError, match="malformed pull body"):
+            await api.pull(server.address, header, 5.0)  # decoded in the caller's task

@@ -247,6 +247,45 @@ async def test_invoke_nowait_sends_at_once_and_keeps_the_answer(autojump_clock: 
         assert client.statistics().pending == 0
 
 
+async def test_on_answer_runs_in_the_reader_before_the_caller_wakes() -> None:
+    """`on_answer` sees the response as the reader takes it, before the waiting task runs
+    again; the slot, which lingers in the deadline heap until its timeout, lets go of it."""
+    seen: list[tuple[int, bool]] = []
+    woken = False
+
+    async with memory_connection_pair(echo_dispatcher()) as (client, _):
+
+        def on_answer(response: RemotingCommand) -> None:
+            seen.append((response.opaque, woken))
+
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE, body=b"x")
+        response = await client.invoke(request, 10.0, on_answer)
+        woken = True
+        assert seen == [(request.opaque, False)] and response.body == b"x"
+        assert all(slot.on_answer is None for _, _, slot in client._deadlines)
+
+
+async def test_an_on_answer_that_raises_leaves_the_connection_serving(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(response: RemotingCommand) -> None:
+        raise ValueError("a bug in the caller")
+
+    async with memory_connection_pair(echo_dispatcher()) as (client, _):
+        response = await client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE, body=b"1"), 10.0, broken)
+        assert response.body == b"1"
+        again = await client.invoke(RemotingCommand.request(RequestCode.SEND_MESSAGE, body=b"2"), 10.0)
+        assert again.body == b"2" and not client.closed
+    assert "on_answer" in caplog.text
+
+
+async def test_an_answer_taken_late_is_not_kept_by_its_slot(autojump_clock: trio.testing.MockClock) -> None:
+    async with memory_connection_pair(echo_dispatcher()) as (client, _):
+        sent = client.invoke_nowait(RemotingCommand.request(RequestCode.SEND_MESSAGE, body=b"big"), 10.0)
+        assert sent is not None
+        await trio.sleep(1)  # answered, nobody waiting yet
+        assert (await sent.wait()).body == b"big"
+        assert all(slot.result is None for _, _, slot in client._deadlines)
+
+
 async def test_invoke_nowait_times_out_and_forgets(autojump_clock: trio.testing.MockClock) -> None:
     d = Dispatcher()
     d.register(RequestCode.PULL_MESSAGE, _never)
