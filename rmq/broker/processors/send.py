@@ -102,6 +102,7 @@ _PUT_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
 
 
 _TIMER_MARKS = P.property_marks(P.TIMER_KEYS)
+_LATER_KEYS = frozenset((P.DELAY, *P.TIMER_KEYS))  # what `_route_later` may act on
 
 
 def _timer_item(properties: bytes) -> bool:
@@ -296,6 +297,8 @@ class SendProcessor:
     def _route_later(self, dest: Destination, props: dict[str, str]) -> None:
         """Timer and delay-level messages wait in their system topics until due; dead
         letters are never delayed. The timer wins when a message asks for both."""
+        if props.keys().isdisjoint(_LATER_KEYS):  # most messages: no clock read, no lookups
+            return
         broker = self.broker
         if dest.topic.startswith(DLQ_PREFIX):
             props.pop(P.DELAY, None)
