@@ -316,7 +316,7 @@ class ClientAPI:
         answer is then decoded in the connection's reader as it arrives, and `on_result`
         runs there too, before this task is woken: a consumer hands the messages to the
         task polling for them at once, not after the scheduler has come round to this one
-        (on a caught-up consumer that is a pass of the event loop per message, about 30 µs
+        (on a caught-up consumer that is a pass of the event loop per message, about 20 µs
         of its latency). What fails there is raised here."""
         request = RemotingCommand.request(RequestCode.PULL_MESSAGE, header.to_ext())
         if on_result is None:
