@@ -21,7 +21,8 @@ The `-sendbatch` variants replace the harness's sliding window (S2, S3 and S5's 
 RocketMQ's batch send: `window` messages per `Producer.send_batch` call, one request and one
 round trip each, as the harness drives Redis with pipelines of `window` XADDs. A user who
 has many messages at hand sends them this way; the sliding window is what concurrent
-callers of `send` get.
+callers of `send` get. The `-sendbatch-poll` variants do both: what a user who has messages
+at hand and wants the lowest latency for single sends would configure.
 """
 
 from __future__ import annotations
@@ -90,6 +91,8 @@ VARIANTS = {
     "sync-flush-batch-poll": Variant("SYNC_FLUSH", auto_batch=True, busy_poll=True),
     "async-flush-sendbatch": Variant("ASYNC_FLUSH", send_batch=True),
     "sync-flush-sendbatch": Variant("SYNC_FLUSH", send_batch=True),
+    "async-flush-sendbatch-poll": Variant("ASYNC_FLUSH", send_batch=True, busy_poll=True),
+    "sync-flush-sendbatch-poll": Variant("SYNC_FLUSH", send_batch=True, busy_poll=True),
 }
 
 
