@@ -5,6 +5,7 @@
     python bench/latency.py --flush SYNC_FLUSH
     python bench/latency.py --busy-poll-micros 300   # the harness's -poll variants
     python bench/latency.py --broker-busy-poll-micros 1500   # the broker alone polls
+    python bench/latency.py --push                   # a PushConsumer's handler takes them
 
 A name server and a broker run as their own processes (`python -m rmq namesrv` / `broker`, a
 fresh store in a temporary directory, one topic, of one queue unless `--queues`). A consumer process polls the
@@ -32,7 +33,7 @@ import trio
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.ha import broker, free_port, spawn, stop_all
-from rmq.client import ConsumeFromWhere, Message, MQAdmin, Producer, PullConsumer
+from rmq.client import ConsumeFromWhere, Message, MessageExt, MQAdmin, Producer, PullConsumer, PushConsumer
 from rmq.client.admin import TopicConfig
 
 TOPIC = "BenchLatency"
@@ -48,8 +49,11 @@ async def produce(namesrv: str, rate: float, count: int, size: int, busy_poll: i
             await producer.send(Message(TOPIC, STAMP.pack(time.monotonic_ns()) + pad))
 
 
-async def consume(namesrv: str, count: int, idle: float, busy_poll: int) -> None:
+async def consume(namesrv: str, count: int, idle: float, busy_poll: int, push: bool = False) -> None:
     """Prints "ready" once polling, then the latencies (ms, in arrival order) as JSON."""
+    if push:
+        await consume_pushed(namesrv, count, idle, busy_poll)
+        return
     latencies: list[float] = []
     consumer = PullConsumer(
         "bench_latency_consumer",
@@ -66,6 +70,36 @@ async def consume(namesrv: str, count: int, idle: float, busy_poll: int) -> None
             if not msgs:
                 break
             latencies.extend((now - STAMP.unpack_from(m.body)[0]) / 1e6 for m in msgs)
+    print(json.dumps(latencies), flush=True)
+
+
+async def consume_pushed(namesrv: str, count: int, idle: float, busy_poll: int) -> None:
+    """`consume` with a PushConsumer: each latency is taken when the handler is called."""
+    latencies: list[float] = []
+    done = trio.Event()
+    last = [trio.current_time()]
+
+    def handler(msg: MessageExt) -> None:
+        latencies.append((time.monotonic_ns() - STAMP.unpack_from(msg.body)[0]) / 1e6)
+        last[0] = trio.current_time()
+        if len(latencies) >= count:
+            done.set()
+
+    consumer = PushConsumer(
+        "bench_latency_consumer",
+        namesrv,
+        handler=handler,
+        consume_from_where=ConsumeFromWhere.LAST_OFFSET,
+        busy_poll_micros=busy_poll,
+    )
+    consumer.subscribe(TOPIC)
+    async with consumer:
+        print("ready", flush=True)
+        while not done.is_set():
+            with trio.move_on_after(idle):
+                await done.wait()
+            if not done.is_set() and latencies and trio.current_time() - last[0] >= idle:
+                break  # messages stopped coming
     print(json.dumps(latencies), flush=True)
 
 
@@ -89,7 +123,8 @@ def once(args: argparse.Namespace) -> dict[str, float]:
             procs.append(broker(work, ns, "bench-latency", "ASYNC_MASTER", port, args.flush, extra))
             trio.run(create_topic, ns, f"127.0.0.1:{port}", args.queues)
             count = int(args.rate * args.seconds)
-            consumer = role(["--role", "consume", "-n", ns, "--count", str(count), *poll])
+            push = ["--push"] if args.push else []
+            consumer = role(["--role", "consume", "-n", ns, "--count", str(count), *poll, *push])
             procs.insert(0, consumer)  # stopped first should anything fail
             assert consumer.stdout is not None
             if consumer.stdout.readline().strip() != "ready":
@@ -145,6 +180,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--broker-busy-poll-micros", type=int, help="the broker's busy polling alone, µs (default: --busy-poll-micros)"
     )
+    parser.add_argument("--push", action="store_true", help="consume with a PushConsumer (default: PullConsumer)")
     parser.add_argument("--role", choices=("produce", "consume"), help=argparse.SUPPRESS)
     parser.add_argument("-n", dest="namesrv", help=argparse.SUPPRESS)
     parser.add_argument("--count", type=int, help=argparse.SUPPRESS)
@@ -155,9 +191,10 @@ def main(argv: list[str]) -> int:
         trio.run(produce, args.namesrv, args.rate, args.count, args.size, args.busy_poll_micros)
         return 0
     if args.role == "consume":
-        trio.run(consume, args.namesrv, args.count, 5.0, args.busy_poll_micros)
+        trio.run(consume, args.namesrv, args.count, 5.0, args.busy_poll_micros, args.push)
         return 0
-    polling = f", busy polling {args.busy_poll_micros} µs" if args.busy_poll_micros else ""
+    polling = ", PushConsumer" if args.push else ""
+    polling += f", busy polling {args.busy_poll_micros} µs" if args.busy_poll_micros else ""
     if args.broker_busy_poll_micros is not None:
         polling += f", broker busy polling {args.broker_busy_poll_micros} µs"
     print(

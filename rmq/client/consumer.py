@@ -51,8 +51,9 @@ import trio
 
 from rmq.protocol import properties as P
 from rmq.protocol.message import MessageExt
+from rmq.scheduling import after_woken
 
-from .api import PullAhead, PullStatus
+from .api import PullAhead, PullResult, PullStatus
 from .consumer_base import ConsumerBase, group_by_broker, no_progress
 from .errors import MQClientError, MQClientStateError
 from .ids import wall_clock_ms
@@ -375,7 +376,10 @@ class PushConsumer(ConsumerBase):
     async def _pull_loop(self, state: _QueueState) -> None:
         """Pull the queue while it is ours, within the flow limits. While it has a backlog and
         the limits leave room for this answer's batch and one more, the next pull is sent
-        before the answer's records are decoded (as the PullConsumer does)."""
+        before the answer's records are decoded (as the PullConsumer does). When caught up,
+        the answer's messages go to the workers from the connection's reader as it decodes
+        the answer (`hand_over`; this task does it when the workers' channel lacks room), and
+        the workers take them before this task writes the next pull."""
         cfg = self.config
         pq, mq = state.pq, state.mq
         orderly_locks = self.orderly and not cfg.broadcasting
@@ -389,6 +393,20 @@ class PushConsumer(ConsumerBase):
                 and 2 * pq.msg_size <= cfg.pull_threshold_size_for_queue
                 and pq.max_span() + room <= cfg.consume_concurrently_max_span
             )
+
+        def hand_over(result: PullResult) -> bool:  # in the connection's reader (ConsumerBase.pull)
+            msgs = result.messages
+            if self.orderly or pq.dropped or not msgs:
+                return False
+            send = self._consume_send
+            room = send.statistics()
+            if room.current_buffer_used + len(msgs) > room.max_buffer_size:
+                return False  # this task hands them over as the workers make room
+            pq.pulled_to = result.next_begin_offset  # first: a worker's commit covers what was filtered
+            pq.put(msgs)
+            for msg in msgs:
+                send.send_nowait((state, msg))
+            return True
 
         try:
             while not pq.dropped:
@@ -406,12 +424,15 @@ class PushConsumer(ConsumerBase):
                         broker_id=state.broker_id,
                         ahead=sent,
                         ahead_if=None if self.orderly else ahead_if,
+                        deliver=hand_over,
                     )
                 except MQClientError as exc:
                     log.info("pull from %s failed: %s", mq, exc)
                     state.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
                     await self.pull_failed(mq, exc)
                     continue
+                if result.delivered:  # the workers have the messages: their turn first
+                    await after_woken()
                 ahead = result.next_pull
                 state.broker_id = result.suggest_which_broker_id
                 pq.last_pull_time = trio.current_time()
@@ -429,8 +450,13 @@ class PushConsumer(ConsumerBase):
                 stuck = no_progress(result, state.next_offset)
                 state.next_offset = pq.pulled_to = result.next_begin_offset
                 if result.messages:
-                    pq.put(result.messages)
-                    await self._dispatch(state, result.messages)
+                    if not result.delivered:
+                        pq.put(result.messages)
+                        await self._dispatch(state, result.messages)
+                        if ahead is None:
+                            # the workers take them before the next pull's write, which
+                            # wakes the broker and would delay every message by its cost
+                            await after_woken()
                 elif pq.msg_count == 0:  # nothing new, or nothing we want: move the commit along
                     self.offsets.update(mq, pq.commit_offset(), increase_only=True)
                 if stuck:

@@ -405,11 +405,13 @@ async def test_pulling_ahead_keeps_within_the_flow_limit(cluster: Cluster) -> No
 
 async def test_a_caught_up_consumer_runs_its_handler_before_the_next_pull(cluster: Cluster) -> None:
     """With nothing left to pull, each answer's messages reach the handler before the next
-    pull is written, as with the PullConsumer (tests/client/test_pull_consumer.py). Here the
-    pull path's own checkpoints (reading the offset to commit) give the workers their turn."""
+    pull is written, as with the PullConsumer (tests/client/test_pull_consumer.py): the
+    connection's reader hands them to the workers as it decodes the answer, and the pull
+    task lets the workers run before it goes on."""
     await cluster.create_topic("PushCaughtUpTopic", queues=1)
     mq = MessageQueue("PushCaughtUpTopic", cluster.broker_name, 0)
     events: list[str] = []
+    handed: list[bool] = []
     got: list[str] = []
     count = 30
 
@@ -420,7 +422,7 @@ async def test_a_caught_up_consumer_runs_its_handler_before_the_next_pull(cluste
     consumer = PushConsumer("cg_caught_up_push", cluster.namesrv_addr, handler=handler, **FAST)
     consumer.subscribe("PushCaughtUpTopic")
     async with Producer("pg_caught_up_push", cluster.namesrv_addr) as producer, consumer:
-        record_pulls(consumer, events)
+        record_pulls(consumer, events, handed)
         await wait_until(lambda: "pull" in events)
         for i in range(count):
             await trio.sleep(0.02)  # the pull waits at the broker meanwhile
@@ -429,3 +431,4 @@ async def test_a_caught_up_consumer_runs_its_handler_before_the_next_pull(cluste
     assert got == [f"m {i}" for i in range(count)]
     first = events.index("handled")  # (pulls before any message may follow each other)
     assert all(events[i - 1] == "handled" for i in range(first, len(events)) if events[i] == "pull"), events
+    assert handed and all(handed), handed
