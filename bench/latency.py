@@ -49,11 +49,8 @@ async def produce(namesrv: str, rate: float, count: int, size: int, busy_poll: i
             await producer.send(Message(TOPIC, STAMP.pack(time.monotonic_ns()) + pad))
 
 
-async def consume(namesrv: str, count: int, idle: float, busy_poll: int, push: bool = False) -> None:
+async def consume(namesrv: str, count: int, idle: float, busy_poll: int) -> None:
     """Prints "ready" once polling, then the latencies (ms, in arrival order) as JSON."""
-    if push:
-        await consume_pushed(namesrv, count, idle, busy_poll)
-        return
     latencies: list[float] = []
     consumer = PullConsumer(
         "bench_latency_consumer",
@@ -96,10 +93,11 @@ async def consume_pushed(namesrv: str, count: int, idle: float, busy_poll: int) 
     async with consumer:
         print("ready", flush=True)
         while not done.is_set():
-            with trio.move_on_after(idle):
+            quiet_until = last[0] + idle
+            with trio.move_on_at(quiet_until):
                 await done.wait()
-            if not done.is_set() and latencies and trio.current_time() - last[0] >= idle:
-                break  # messages stopped coming
+            if last[0] + idle == quiet_until:  # nothing came for `idle` seconds
+                break
     print(json.dumps(latencies), flush=True)
 
 
@@ -191,7 +189,7 @@ def main(argv: list[str]) -> int:
         trio.run(produce, args.namesrv, args.rate, args.count, args.size, args.busy_poll_micros)
         return 0
     if args.role == "consume":
-        trio.run(consume, args.namesrv, args.count, 5.0, args.busy_poll_micros, args.push)
+        trio.run(consume_pushed if args.push else consume, args.namesrv, args.count, 5.0, args.busy_poll_micros)
         return 0
     polling = ", PushConsumer" if args.push else ""
     polling += f", busy polling {args.busy_poll_micros} µs" if args.busy_poll_micros else ""

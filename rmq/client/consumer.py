@@ -431,9 +431,9 @@ class PushConsumer(ConsumerBase):
                     state.broker_id = MASTER_ID  # ask again where to pull; a lost master's slave serves
                     await self.pull_failed(mq, exc)
                     continue
+                ahead = result.next_pull  # first: forgotten in `finally` should this task end here
                 if result.delivered:  # the workers have the messages: their turn first
                     await after_woken()
-                ahead = result.next_pull
                 state.broker_id = result.suggest_which_broker_id
                 pq.last_pull_time = trio.current_time()
                 self.counters.pulled(mq.topic, len(result.messages), pq.last_pull_time - pull_start)

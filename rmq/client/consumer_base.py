@@ -349,19 +349,12 @@ class ConsumerBase(AsyncService):
         `delivered` then tells the caller.
         """
         sub = self._subs.get(mq.topic) or Subscription.parse(mq.topic, "*")
-
-        def filtered(result: PullResult) -> None:
-            if sub.tags:
-                result.messages = [m for m in result.messages if sub.matches(m.tags)]
-            for msg in result.messages:
-                self._restore_retry_topic(msg)
-
         on_result: Callable[[PullResult], None] | None = None
         if deliver is not None and ahead is None:
             hand_on = deliver
 
             def on_result(result: PullResult) -> None:
-                filtered(result)
+                self._filter(sub, result)
                 result.delivered = hand_on(result)
 
         next_pull: PullAhead | None = None
@@ -404,9 +397,17 @@ class ConsumerBase(AsyncService):
                 self.instance.unreachable(addr)  # the next pull tries another broker of the group
             raise
         if on_result is None:
-            filtered(result)
+            self._filter(sub, result)
         result.next_pull = next_pull
         return result
+
+    def _filter(self, sub: Subscription, result: PullResult) -> None:
+        """Drop the messages whose tag `sub` does not want (the broker filters by hash only)
+        and give retried messages their topic back."""
+        if sub.tags:
+            result.messages = [m for m in result.messages if sub.matches(m.tags)]
+        for msg in result.messages:
+            self._restore_retry_topic(msg)
 
     def _pull_header(
         self,

@@ -334,6 +334,8 @@ class PullConsumer(ConsumerBase):
                         await self.pull_failed(q.mq, exc)
                         continue
                     ahead = result.next_pull
+                    if result.delivered:  # poll's caller has the messages: its turn first
+                        await after_woken()
                     q.broker_id = result.suggest_which_broker_id
                     if q.gen != gen:
                         return
@@ -344,10 +346,10 @@ class PullConsumer(ConsumerBase):
                     if result.messages:
                         if not result.delivered:
                             await self._buf_send.send((q, gen, result.messages))
-                        if ahead is None:
-                            # poll's caller takes them before the next pull's write, which
-                            # wakes the broker and would delay every message by its cost
-                            await after_woken()
+                            if ahead is None:
+                                # poll's caller takes them before the next pull's write, which
+                                # wakes the broker and would delay every message by its cost
+                                await after_woken()
                     elif stuck:
                         await trio.sleep(cfg.pull_error_delay)
             finally:
