@@ -377,8 +377,8 @@ class PushConsumer(ConsumerBase):
         """Pull the queue while it is ours, within the flow limits. While it has a backlog and
         the limits leave room for this answer's batch and one more, the next pull is sent
         before the answer's records are decoded (as the PullConsumer does). When caught up,
-        the answer's messages go to the workers from the connection's reader as it decodes
-        the answer (`hand_over`; this task does it when the workers' channel lacks room), and
+        the answer's messages go to idle workers from the connection's reader as it decodes
+        the answer (`hand_over`; this task queues them when too few workers wait), and
         the workers take them before this task writes the next pull."""
         cfg = self.config
         pq, mq = state.pq, state.mq
@@ -399,9 +399,12 @@ class PushConsumer(ConsumerBase):
             if self.orderly or pq.dropped or not msgs:
                 return False
             send = self._consume_send
-            room = send.statistics()
-            if room.current_buffer_used + len(msgs) > room.max_buffer_size:
-                return False  # this task hands them over as the workers make room
+            idle = send.statistics()
+            if idle.current_buffer_used or idle.tasks_waiting_receive < len(msgs):
+                # only straight to idle workers, one message each: queued behind busy ones,
+                # a run of theirs could take them in the same scheduler pass as a run of
+                # buffered ones, and hold the loop twice as long; this task queues them
+                return False
             pq.pulled_to = result.next_begin_offset  # first: a worker's commit covers what was filtered
             pq.put(msgs)
             for msg in msgs:
