@@ -5,6 +5,7 @@
     python bench/latency.py --flush SYNC_FLUSH
     python bench/latency.py --busy-poll-micros 300   # the harness's -poll variants
     python bench/latency.py --broker-busy-poll-micros 1500   # the broker alone polls
+    python bench/latency.py --consumer-busy-poll-micros 2000 # the consumer alone polls
     python bench/latency.py --push                   # a PushConsumer's handler takes them
 
 A name server and a broker run as their own processes (`python -m rmq namesrv` / `broker`, a
@@ -37,6 +38,8 @@ from rmq.client import ConsumeFromWhere, Message, MessageExt, MQAdmin, Producer,
 from rmq.client.admin import TopicConfig
 
 TOPIC = "BenchLatency"
+PRELOAD_TOPIC = "BenchLatencyPreload"
+FIRST_WAIT = 120.0  # seconds the consumer waits for the first message (the producer starts later)
 STAMP = struct.Struct(">q")
 
 
@@ -47,6 +50,14 @@ async def produce(namesrv: str, rate: float, count: int, size: int, busy_poll: i
         for i in range(count):
             await trio.sleep_until(start + i / rate)
             await producer.send(Message(TOPIC, STAMP.pack(time.monotonic_ns()) + pad))
+
+
+async def preload(namesrv: str, count: int, size: int) -> None:
+    """`count` messages into another topic as fast as batches of 64 go (S3's shape, before S4)."""
+    body = b"x" * size
+    async with Producer("bench_latency_preload", namesrv, send_timeout=30.0) as producer:
+        for start in range(0, count, 64):
+            await producer.send_batch([Message(PRELOAD_TOPIC, body) for _ in range(min(64, count - start))])
 
 
 async def consume(namesrv: str, count: int, idle: float, busy_poll: int) -> None:
@@ -62,7 +73,7 @@ async def consume(namesrv: str, count: int, idle: float, busy_poll: int) -> None
     async with consumer as running:
         print("ready", flush=True)
         while len(latencies) < count:
-            msgs = await running.poll(idle)
+            msgs = await running.poll(idle if latencies else FIRST_WAIT)
             now = time.monotonic_ns()
             if not msgs:
                 break
@@ -93,10 +104,10 @@ async def consume_pushed(namesrv: str, count: int, idle: float, busy_poll: int) 
     async with consumer:
         print("ready", flush=True)
         while not done.is_set():
-            quiet_until = last[0] + idle
-            with trio.move_on_at(quiet_until):
+            waited_from = last[0]
+            with trio.move_on_at(waited_from + (idle if latencies else FIRST_WAIT)):
                 await done.wait()
-            if last[0] + idle == quiet_until:  # nothing came for `idle` seconds
+            if last[0] == waited_from:  # nothing came in the wait
                 break
     print(json.dumps(latencies), flush=True)
 
@@ -119,15 +130,23 @@ def once(args: argparse.Namespace) -> dict[str, float]:
                 broker_poll = args.busy_poll_micros
             extra = f"busyPollMicros={broker_poll}\n"
             procs.append(broker(work, ns, "bench-latency", "ASYNC_MASTER", port, args.flush, extra))
-            trio.run(create_topic, ns, f"127.0.0.1:{port}", args.queues)
+            trio.run(create_topic, ns, f"127.0.0.1:{port}", TOPIC, args.queues)
+            if args.preload:
+                trio.run(create_topic, ns, f"127.0.0.1:{port}", PRELOAD_TOPIC, 1)
             count = int(args.rate * args.seconds)
             push = ["--push"] if args.push else []
-            consumer = role(["--role", "consume", "-n", ns, "--count", str(count), *poll, *push])
+            consumer_poll = args.consumer_busy_poll_micros
+            if consumer_poll is None:
+                consumer_poll = args.busy_poll_micros
+            consuming = ["--count", str(count), "--busy-poll-micros", str(consumer_poll), *push]
+            consumer = role(["--role", "consume", "-n", ns, *consuming])
             procs.insert(0, consumer)  # stopped first should anything fail
             assert consumer.stdout is not None
             if consumer.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"the consumer did not start: {consumer.communicate()[1][-2000:]}")
             time.sleep(1.0)  # its first pull parked at the broker
+            if args.preload:
+                trio.run(preload, ns, args.preload, args.size)
             sending = ["--count", str(count), "--rate", str(args.rate), "--size", str(args.size)]
             producer = role(["--role", "produce", "-n", ns, *sending, *poll])
             procs.insert(0, producer)
@@ -151,13 +170,13 @@ def once(args: argparse.Namespace) -> dict[str, float]:
     return {"sent": count, "received": len(latencies), **quantiles}
 
 
-async def create_topic(ns: str, broker: str, queues: int) -> None:
+async def create_topic(ns: str, broker: str, topic: str, queues: int) -> None:
     async with MQAdmin(ns, timeout=10) as admin:
-        await admin.create_topic(broker, TopicConfig(TOPIC, read_queue_nums=queues, write_queue_nums=queues))
+        await admin.create_topic(broker, TopicConfig(topic, read_queue_nums=queues, write_queue_nums=queues))
         with trio.fail_after(30):  # until the name server has the route
             while True:
                 try:
-                    await admin.topic_route(TOPIC)
+                    await admin.topic_route(topic)
                     return
                 except Exception:  # noqa: BLE001 - not registered yet
                     await trio.sleep(0.1)
@@ -178,6 +197,17 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--broker-busy-poll-micros", type=int, help="the broker's busy polling alone, µs (default: --busy-poll-micros)"
     )
+    parser.add_argument(
+        "--consumer-busy-poll-micros",
+        type=int,
+        help="the consumer's busy polling alone, µs (default: --busy-poll-micros)",
+    )
+    parser.add_argument(
+        "--preload",
+        type=int,
+        default=0,
+        help="messages sent in batches to another topic just before (the harness's S3 comes before S4)",
+    )
     parser.add_argument("--push", action="store_true", help="consume with a PushConsumer (default: PullConsumer)")
     parser.add_argument("--role", choices=("produce", "consume"), help=argparse.SUPPRESS)
     parser.add_argument("-n", dest="namesrv", help=argparse.SUPPRESS)
@@ -195,6 +225,10 @@ def main(argv: list[str]) -> int:
     polling += f", busy polling {args.busy_poll_micros} µs" if args.busy_poll_micros else ""
     if args.broker_busy_poll_micros is not None:
         polling += f", broker busy polling {args.broker_busy_poll_micros} µs"
+    if args.consumer_busy_poll_micros is not None:
+        polling += f", consumer busy polling {args.consumer_busy_poll_micros} µs"
+    if args.preload:
+        polling += f", after {args.preload:,} messages preloaded"
     print(
         f"{args.rate:g} msg/s for {args.seconds:g} s, {args.size} B, {args.flush}{polling}, "
         f"first {args.warmup:g} s left out"
