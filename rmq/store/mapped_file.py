@@ -21,6 +21,7 @@ from itertools import islice
 from .errors import StoreError
 
 _HAS_PWRITE = hasattr(os, "pwrite")  # not on Windows
+HEAD_LAST = 4  # bytes a pwrite writes after the rest: a record's size, an entry's magic (see pwrite)
 
 
 class MappedFile:
@@ -142,6 +143,14 @@ class MappedFile:
         """Write ``data`` at ``pos`` with pwrite, through a descriptor kept until
         ``appends_done`` or ``close``. Does not move ``wrote``.
 
+        The first ``HEAD_LAST`` bytes go last. A write to a file stops short, page by page,
+        when the process is killed during it (the kernel checks for a fatal signal between
+        pages), which would leave the start of a record or DLedger entry with zeros or old bytes
+        after it. The first four bytes of a record are its size and of an entry its magic, so
+        a write cut short leaves zeros there, where the appends end (the space beyond them is
+        zeros), and recovery stops before it rather than taking in a torn record whose body
+        CRC still holds.
+
         Raises:
             OSError: the write failed (disk full, I/O error); some of it may be written.
         """
@@ -154,6 +163,12 @@ class MappedFile:
                 raise StoreError(f"{self.path} is closed")
             fd = self._write_fd = os.open(self.path, os.O_RDWR)
         view = memoryview(data)
+        if len(view) > HEAD_LAST:
+            self._pwrite_all(fd, view[HEAD_LAST:], pos + HEAD_LAST)
+            view = view[:HEAD_LAST]
+        self._pwrite_all(fd, view, pos)
+
+    def _pwrite_all(self, fd: int, view: memoryview, pos: int) -> None:
         while view:
             n = os.pwrite(fd, view, pos)
             if n <= 0:

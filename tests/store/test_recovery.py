@@ -61,6 +61,32 @@ def test_torn_tail_recovers_to_last_good_record(open_store, tmp_path: Path) -> N
     assert _bodies(store)[-1] == b"after"
 
 
+def test_a_write_cut_short_by_a_kill_is_not_taken_in(open_store, monkeypatch) -> None:
+    """A killed process's pwrite stops between pages; the record's size, written last, is
+    still zero, so recovery ends before it even when its body (and body CRC) got written."""
+    store = open_store()
+    _fill(store, 30)
+    end = store.max_phy_offset
+    real_pwrite = os.pwrite
+    calls: list[int] = []
+
+    def killed_during(fd: int, data, pos: int) -> int:  # writes all but the tail, then dies
+        calls.append(pos)
+        real_pwrite(fd, bytes(data)[:-12], pos)
+        raise OSError("killed")
+
+    monkeypatch.setattr(os, "pwrite", killed_during)
+    r = store.put_message("T", 0, b"torn-" * 100, properties={"UNIQ_KEY": "U-torn", "KEYS": "k-torn"})
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    assert not r.ok
+    assert calls == [end + 4]  # the record's first four bytes were to go last
+    crash(store)
+    store = open_store()
+    assert store.max_phy_offset == end
+    assert _bodies(store) == [b"message-%d" % i for i in range(30)]
+    assert store.query_message("T", "U-torn").records == []
+
+
 def test_garbage_tail_is_cut_and_zeroed(open_store, tmp_path: Path) -> None:
     root = tmp_path / "store"
     store = open_store()
