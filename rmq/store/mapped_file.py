@@ -21,6 +21,7 @@ from itertools import islice
 from .errors import StoreError
 
 _HAS_PWRITE = hasattr(os, "pwrite")  # not on Windows
+_PAGE = mmap.PAGESIZE
 HEAD_LAST = 4  # bytes a pwrite writes after the rest: a record's size, an entry's magic (see pwrite)
 
 
@@ -143,13 +144,13 @@ class MappedFile:
         """Write ``data`` at ``pos`` with pwrite, through a descriptor kept until
         ``appends_done`` or ``close``. Does not move ``wrote``.
 
-        The first ``HEAD_LAST`` bytes go last. A write to a file stops short, page by page,
-        when the process is killed during it (the kernel checks for a fatal signal between
-        pages), which would leave the start of a record or DLedger entry with zeros or old bytes
-        after it. The first four bytes of a record are its size and of an entry its magic, so
-        a write cut short leaves zeros there, where the appends end (the space beyond them is
-        zeros), and recovery stops before it rather than taking in a torn record whose body
-        CRC still holds.
+        When ``data`` spans pages, its first ``HEAD_LAST`` bytes go last. A write to a file
+        stops short when the process is killed during it (the kernel checks for a fatal signal
+        between pages), which would leave the start of a record or DLedger entry with zeros
+        or old bytes after it. The first four bytes of a record are its size and of an entry
+        its magic, so a write cut short leaves zeros there, where the appends end (the space
+        beyond them is zeros), and recovery stops before it rather than taking in a torn
+        record whose body CRC still holds. Within one page a write is whole or not at all.
 
         Raises:
             OSError: the write failed (disk full, I/O error); some of it may be written.
@@ -163,7 +164,8 @@ class MappedFile:
                 raise StoreError(f"{self.path} is closed")
             fd = self._write_fd = os.open(self.path, os.O_RDWR)
         view = memoryview(data)
-        if len(view) > HEAD_LAST:
+        if len(view) > HEAD_LAST and pos // _PAGE != (pos + len(view) - 1) // _PAGE:
+            # within one page a write is whole or not at all: no need for two
             self._pwrite_all(fd, view[HEAD_LAST:], pos + HEAD_LAST)
             view = view[:HEAD_LAST]
         self._pwrite_all(fd, view, pos)
