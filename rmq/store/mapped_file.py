@@ -25,6 +25,18 @@ _PAGE = mmap.PAGESIZE
 HEAD_LAST = 4  # bytes a pwrite writes after the rest: a record's size, an entry's magic (see pwrite)
 
 
+def _copy_head_last(mm: mmap.mmap, pos: int, data: bytes | bytearray | memoryview) -> None:
+    """Copy ``data`` into the mapping at ``pos``, its first ``HEAD_LAST`` bytes last: a copy
+    cut short by a kill leaves them as they were (zeros past the appends), as with pwrite."""
+    n = len(data)
+    if n > HEAD_LAST:
+        view = memoryview(data)
+        mm[pos + HEAD_LAST : pos + n] = view[HEAD_LAST:]
+        mm[pos : pos + HEAD_LAST] = view[:HEAD_LAST]
+    else:
+        mm[pos : pos + n] = data
+
+
 class MappedFile:
     """A store file of ``size`` bytes at ``path`` holding the offsets ``start .. start+size``.
 
@@ -151,12 +163,13 @@ class MappedFile:
         its magic, so a write cut short leaves zeros there, where the appends end (the space
         beyond them is zeros), and recovery stops before it rather than taking in a torn
         record whose body CRC still holds. Within one page a write is whole or not at all.
+        Writes through the mapping (``write``, ``write_at``) put the head last too.
 
         Raises:
             OSError: the write failed (disk full, I/O error); some of it may be written.
         """
         if not _HAS_PWRITE:  # Windows: through the mapping
-            self.mm[pos : pos + len(data)] = data
+            _copy_head_last(self.mm, pos, data)
             return
         fd = self._write_fd
         if fd < 0:
@@ -207,7 +220,7 @@ class MappedFile:
         if self._appending:
             self.pwrite(pos, data)
         else:
-            self.mm[pos:end] = data
+            _copy_head_last(self.mm, pos, data)
         self.wrote = max(self.wrote, end)
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
@@ -221,7 +234,7 @@ class MappedFile:
         if mm is not None:
             if self._pool is not None:
                 self._pool.touch(self)
-            mm[pos : pos + len(data)] = data
+            _copy_head_last(mm, pos, data)
             return
         fd = os.open(self.path, os.O_RDWR)
         try:

@@ -14,7 +14,7 @@ import pytest
 from rmq.protocol.message import Message, decode_record
 from rmq.store import FlushDiskType, MessageStore, PutMessageStatus
 from rmq.store.dledger_log import DLedgerLog
-from rmq.store.mapped_file import MappedFile, MapPool
+from rmq.store.mapped_file import HEAD_LAST, MappedFile, MapPool, _copy_head_last
 from rmq.store.mapped_file_queue import MappedFileQueue
 
 from .conftest import small_config
@@ -206,3 +206,26 @@ def test_a_failed_commitlog_write_refuses_the_append_and_the_next_one_takes_its_
         assert got.queue_offsets == [0, 1]
     finally:
         store.close()
+
+
+class _CopyOrder(bytearray):
+    """A buffer that notes where each slice copied into it starts."""
+
+    starts: list[int]
+
+    def __setitem__(self, key, value):  # type: ignore[no-untyped-def]
+        self.starts.append(key.start)
+        super().__setitem__(key, value)
+
+
+def test_a_copy_into_the_mapping_writes_its_head_last() -> None:
+    """As with pwrite: a copy cut short by a kill leaves a record's size (an entry's magic)
+    as it was, zeros past the appends, so recovery does not take the torn rest in."""
+    buf = _CopyOrder(32)
+    buf.starts = []
+    _copy_head_last(buf, 8, b"SIZE" + b"rest of the record")  # type: ignore[arg-type]
+    assert buf.starts == [8 + HEAD_LAST, 8]
+    assert bytes(buf[8:30]) == b"SIZErest of the record"
+    buf.starts = []
+    _copy_head_last(buf, 0, b"abc")  # type: ignore[arg-type]
+    assert buf.starts == [0] and bytes(buf[:3]) == b"abc"
