@@ -177,6 +177,11 @@ class BrokerCollector(Collector):
                 "CommitLog bytes not yet dispatched to consume queues and index",
                 store.dispatch_behind,
             ),
+            (
+                "rocketmq_storage_dispatch_stopped",
+                "1 when dispatch stopped at CommitLog bytes that are no record (see the broker log)",
+                int(store.dispatcher.stalled is not None),
+            ),
         ):
             family = GaugeMetricFamily(name, doc, labels=names)
             family.add_metric(values, value)

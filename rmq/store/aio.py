@@ -565,10 +565,12 @@ class AsyncMessageStore:
 
     async def wait_dispatched(self, offset: int | None = None) -> None:
         """Wait until records below ``offset`` (default: everything written so far) are in
-        their consume queues."""
+        their consume queues, or dispatch has stopped at bytes that are no record."""
         store = self.store
         target = store.max_phy_offset if offset is None else offset
         while store.dispatcher.reput_offset < target and store.dispatch_behind > 0:
+            if store.dispatcher.stalled is not None:
+                return  # nothing past the bad bytes is dispatched (see Dispatcher.stalled)
             self._reput_wanted.set()
             await self._reput_done.wait()
 

@@ -134,7 +134,7 @@ class CommitLog:
         phy = int.from_bytes(mf.mm[pos + _PHY_POS : pos + _PHY_END], "big", signed=True)
         return size if phy == mf.start + pos else None
 
-    def append_replica(self, offset: int, data: bytes | memoryview, next_record: int) -> int:
+    def append_replica(self, offset: int, data: bytes | memoryview, next_record: int) -> tuple[int, int]:
         """Append an HA master's bytes verbatim at ``offset`` (the slave's side).
 
         ``offset`` must be the write position, or a file boundary when the log is empty
@@ -142,7 +142,8 @@ class CommitLog:
         ``next_record`` is where the next record header is due (the write position after
         recovery); the new bytes are checked record header by record header from there, and
         written only if every complete header is one this log could hold at that place.
-        Returns the new ``next_record``.
+        Returns the new ``next_record`` and where the whole records end (a chunk may end inside
+        a record, whose header is then known but not its body: dispatch must stop before it).
 
         Raises:
             StoreError: the bytes do not continue this log (it diverged from the master's),
@@ -150,7 +151,7 @@ class CommitLog:
             OSError: a new file cannot be created.
         """
         if not data:
-            return next_record
+            raise ValueError("no replica data to append")
         last = self.files.last()
         if last is None:
             if offset % self.file_size:
@@ -166,7 +167,7 @@ class CommitLog:
         if end > last.size:
             raise StoreError(f"replica data at {offset} of {len(data)} bytes crosses the end of file {last.path}")
         last.pwrite(pos, data)  # chunks of many records: one write costs less than faults
-        cursor = next_record - last.start
+        cursor = whole = next_record - last.start
         while cursor < end:
             step = self._boundary_step(last, cursor, end)
             if step is None:
@@ -177,8 +178,10 @@ class CommitLog:
             if step == 0:
                 break
             cursor += step
+            if cursor <= end:
+                whole = cursor
         last.wrote = end
-        return last.start + cursor
+        return last.start + cursor, last.start + whole
 
     # --- reading --------------------------------------------------------------------------
 

@@ -14,14 +14,18 @@ from typing import Protocol
 from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
+    MESSAGE_MAGIC_CODE,
+    MESSAGE_MAGIC_CODE_V2,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
     parse_record,
+    peek_size_and_magic,
 )
 
 from .commitlog import CommitLog
 from .consume_queue import ConsumeQueue, ConsumeQueueTable
+from .formats import BLANK
 from .index import IndexService
 
 log = logging.getLogger("rmq.store.dispatch")
@@ -30,6 +34,7 @@ SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _NOT_DISPATCHED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _MAX_PENDING = 256 * 1024  # bytes of consume queue entries held in memory per queue
 _INDEX_AFTER = 256  # records whose index entries may wait for the end of a dispatch pass
+_MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
 
 
 class ArrivalListener(Protocol):
@@ -80,6 +85,10 @@ class Dispatcher:
         # Dispatch stops here when set: a DLedger member's CommitLog may hold a leader's
         # appends that a majority does not have yet, and consumers must not see those.
         self.limit: int | None = commitlog.dispatch_limit
+        # Why dispatch cannot go past ``reput_offset`` (a record there is not one), or None.
+        # Dispatch never skips bytes it cannot read: the records after them would reach no
+        # consumer, though they may have been acknowledged.
+        self.stalled: str | None = None
         self._tags_codes: dict[str, int] = {}
 
     @property
@@ -146,20 +155,26 @@ class Dispatcher:
             stop = min(end, file_end)
             while offset < stop and done != limit:
                 pos = offset - base
+                if offset + BLANK.size > end:
+                    break  # not even a header yet: a replica's chunk ended here
+                size, magic = peek_size_and_magic(mm, pos)
+                if magic in _MESSAGE_MAGICS and end < offset + size <= file_end:
+                    # A record still arriving (a replica's chunk ended inside it): not yet. Parsing
+                    # it now would read the zeros past the chunk as its properties.
+                    break
                 try:
                     fields, _, _, topic, props_at, rec_end = parse_record(mm, pos)
                 except ProtocolError as exc:
                     step = cl.non_record_step(mf, pos)  # a blank (or a DLedger entry header)
                     if step is None:
-                        # Our own log should never hold this. Skip what the log knows to be
-                        # damaged (a DLedger entry), else the file, rather than spin.
+                        # A DLedger entry that holds no record of ours (a bare member's APPEND)
+                        # is skipped whole; anything else stops dispatch here, loudly.
                         step = cl.bad_record_step(mf, pos)
-                        if step is not None:
-                            log.error("undecodable CommitLog record at %d (%s); skipping the rest of its DLedger "
-                                      "entry, %d bytes", offset, exc, step)  # fmt: skip
-                        else:
-                            log.error("undecodable CommitLog record at %d (%s); skipping to next file", offset, exc)
-                            step = mf.size - pos
+                        if step is None:
+                            self._stall(offset, str(exc))
+                            break
+                        log.warning("no CommitLog record at %d (%s); skipping the rest of its DLedger entry, "
+                                    "%d bytes", offset, exc, step)  # fmt: skip
                     offset = self.reput_offset = offset + step
                     if offset >= file_end:
                         break
@@ -201,6 +216,10 @@ class Dispatcher:
                 offset = self.reput_offset = offset + size
                 self.last_timestamp = store_ts
                 done += 1
+            if offset < stop:
+                break  # stopped inside the file: a record not complete yet, or a stall
+        if done and self.stalled is not None:
+            self.stalled = None  # moved on (the bytes were rewritten: a replica resent them)
         self.dispatched_total += done
         try:
             if done and listener is not None:
@@ -216,6 +235,13 @@ class Dispatcher:
             if indexing:
                 self._index(indexing)
         return done
+
+    def _stall(self, offset: int, reason: str) -> None:
+        reason = f"no valid CommitLog record at offset {offset}: {reason}"
+        if self.stalled != reason:
+            log.error("DISPATCH STOPPED: %s. Consumers see nothing stored from there on until the "
+                      "record is repaired; the CommitLog is left as it is.", reason)  # fmt: skip
+        self.stalled = reason
 
     def _index(self, records: list[tuple[str, int, int, int, str | None, str | None]]) -> None:
         """Index `records` (topic, offset, store timestamp, sysFlag, KEYS, UNIQ_KEY) and empty the list."""

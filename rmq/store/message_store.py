@@ -552,10 +552,14 @@ class MessageStore:
         """
         if self._closed:
             raise StoreError("store is closed")
+        if not data:
+            return
         empty = not self.commitlog.files.files
-        self._replica_next = self.commitlog.append_replica(offset, data, self._replica_next)
-        if empty and data:
+        self._replica_next, whole = self.commitlog.append_replica(offset, data, self._replica_next)
+        if empty:
             self.dispatcher.reput_offset = offset
+        # A chunk may end inside a record: dispatch stops at the last whole one.
+        self.dispatcher.limit = whole
         self._stats.put_message_size_total += len(data)
 
     def reset_queue_offsets(self) -> None:

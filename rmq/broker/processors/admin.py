@@ -350,6 +350,7 @@ class AdminProcessor:
             "queryThreadPoolQueueHeadWaitTimeMills": "0",
             "pageCacheLockTimeMills": "0",
             "dispatchBehindBytes": str(store.dispatch_behind),
+            "dispatchStopped": store.dispatcher.stalled or "",
             "earliestMessageTimeStamp": str(max(store.get_earliest_message_time(), 0)),
             "startAcceptSendRequestTimeStamp": str(int(broker.boot_time * 1000)),
             "commitLogDiskRatio": f"{disk_ratio:.4f}",

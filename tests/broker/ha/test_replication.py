@@ -68,6 +68,28 @@ async def test_slave_copies_the_master_byte_for_byte(tmp_path: Path, namesrv: Na
         slave.shutdown()
 
 
+async def test_a_slave_far_behind_gets_chunks_ending_inside_records_and_dispatches_every_one(
+    tmp_path: Path, namesrv: NamesrvServer
+) -> None:
+    """The master cuts chunks at haTransferBatchSize wherever that falls; a slave that has to
+    catch up gets many that end inside a record, and must still queue every record."""
+    async with trio.open_nursery() as nursery:
+        master = await start(nursery, tmp_path / "m", namesrv, haTransferBatchSize="1000")
+        async with Producer("PG", namesrv=namesrv.address) as producer:
+            for i in range(300):
+                await producer.send(Message("Behind", b"v" * (100 + 37 * (i % 50)), keys=f"k{i}", tags=f"t{i % 3}"))
+        slave = await start(nursery, tmp_path / "s", namesrv, brokerRole="SLAVE", brokerId="1")
+        await caught_up(master, slave, timeout=30)
+        assert slave.message_store.dispatcher.stalled is None
+        for q in range(4):
+            want = master.message_store.queues.get_or_create("Behind", q)
+            got = slave.message_store.queues.get_or_create("Behind", q)
+            assert got.max_offset == want.max_offset > 0
+            assert [got.entry(i) for i in range(got.max_offset)] == [want.entry(i) for i in range(want.max_offset)]
+        master.shutdown()
+        slave.shutdown()
+
+
 async def test_sync_master_answers_after_the_slave_acks(tmp_path: Path, namesrv: NamesrvServer) -> None:
     async with trio.open_nursery() as nursery:
         master = await start(nursery, tmp_path / "m", namesrv, brokerRole="SYNC_MASTER", syncFlushTimeout="1000")
