@@ -79,6 +79,8 @@ NOTIFY_TIMEOUT = 3.0  # seconds to queue a NOTIFY_CONSUMER_IDS_CHANGED on one co
 UNREGISTER_TIMEOUT = 3.0  # seconds the shutdown waits for the name servers
 SHUTDOWN_GRACE = 2.0  # seconds connections get to finish in-flight requests
 MAX_IN_FLIGHT = 16384  # per connection: a consumer parks one pull per queue it owns
+FIND_MASTER_INTERVAL = 1.0  # seconds between a DLedger follower's registrations to learn its master
+FIND_MASTER_TRIES = 30
 
 
 def _memory_budget(percent: int) -> int:
@@ -110,6 +112,14 @@ class BrokerController:
     """
 
     def __init__(self, config: BrokerConfig, *, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+        if config.enable_d_leger_commit_log:
+            # A DLedger member is a follower until its group elects it and it has caught up
+            # (_dledger_role): brokerRole and brokerId from the file do not apply, and a member
+            # that acted as a master before it knew its role would acknowledge sends it then
+            # loses when it follows its leader.
+            config = config.replace(
+                broker_role=BrokerRole.SLAVE, broker_id=slave_id(config.d_leger_self_id, list(config.dledger_peers))
+            )
         self.config = config
         self.tls = BrokerTls.from_config(config)  # ConfigError if a certificate cannot be loaded
         self.clock_ms = clock_ms
@@ -142,6 +152,7 @@ class BrokerController:
         self._stop = trio.Event()
         self._stopped = trio.Event()
         self._clock_jumped = trio.Event()
+        self._leader_changed = trio.Event()  # a DLedger follower's leader changed
         self._owned: Any = None
 
     def __repr__(self) -> str:
@@ -228,8 +239,17 @@ class BrokerController:
             self.store.awaited = self.waiters.awaited
         if dledger is not None:
             self.dledger = DLedgerCommitLog(
-                self.store, dledger, self._dledger_role, preferred_leader=config.preferred_leader_id
+                self.store,
+                dledger,
+                self._dledger_role,
+                preferred_leader=config.preferred_leader_id,
+                on_follow=self._dledger_follows,
             )
+            # Set before any port opens: every send waits for its group's commit, and one the
+            # member cannot replicate (it does not lead) is refused, never acknowledged alone.
+            self.store.replication = self.dledger
+            self.store.sync_replication = True
+            self.store.replica_wait_always = True
         failure: OSError | None = None
         try:
             async with (
@@ -306,9 +326,7 @@ class BrokerController:
         if self.dledger is not None:
             self.slave_sync = SlaveSynchronize(self, client)
             await nursery.start(self.slave_sync.run)
-            self.store.replication = self.dledger
-            self.store.sync_replication = True
-            self.store.replica_wait_always = True
+            nursery.start_soon(self._find_master)
             await nursery.start(self.dledger.run)
             return
         if config.is_slave:
@@ -378,12 +396,43 @@ class BrokerController:
                 log.info("topic %s taken from the store (%d queues)", topic, max(queue_ids) + 1)
 
     def _registered(self, master_addr: str | None, ha_addr: str | None) -> None:
-        self.master_addr = master_addr or ""
+        before, self.master_addr = self.master_addr, master_addr or ""
         if isinstance(self.ha, HAClient):
             known = bool(self.ha.master_addr)
             self.ha.update_master(master_addr, ha_addr)
             if not known and self.ha.master_addr and self.slave_sync is not None:
                 self.slave_sync.trigger()
+        elif self.dledger is not None and self.slave_sync is not None and self.config.is_slave:
+            # a DLedger follower learns its master here: copy its metadata now, not in 10 s
+            if self.master_addr and self.master_addr != before and self.master_addr != self.address:
+                self.slave_sync.trigger()
+
+    def _dledger_follows(self) -> None:
+        """The DLedger member follows a leader it did not follow before: the master the name
+        servers named may be gone, so ask them again until they name the new one
+        (``_find_master``), and copy its metadata then (``_registered``)."""
+        self.master_addr = ""
+        self._leader_changed.set()
+
+    async def _find_master(self) -> None:
+        """After a change of leader a DLedger follower re-registers every FIND_MASTER_INTERVAL
+        (at most FIND_MASTER_TRIES times) until it has copied the metadata of the master the
+        name servers name: the new leader registers only once it has caught up, and until
+        then they may name the old one."""
+        while True:
+            await self._leader_changed.wait()
+            self._leader_changed = trio.Event()
+            sync = self.slave_sync
+            assert sync is not None
+            synced = sync.rounds
+            for _ in range(FIND_MASTER_TRIES):
+                if not self.config.is_slave or sync.rounds > synced or self._leader_changed.is_set():
+                    break
+                if self.registration is not None:
+                    self.registration.trigger()
+                await trio.sleep(FIND_MASTER_INTERVAL)
+                if self.master_addr and self.master_addr != self.address:
+                    sync.trigger()
 
     def _server_config(self, port: int) -> ServerConfig:
         return ServerConfig(

@@ -80,6 +80,8 @@ class DLedgerCommitLog(Replication):
         preferred_leader: preferredLeaderId, "" for none.
         on_role: told ``True`` when this member starts serving as the group's master and
             ``False`` when it stops (or starts as a follower).
+        on_follow: told when this member, not the master, follows a leader it did not follow
+            before (it starts as nobody's follower).
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class DLedgerCommitLog(Replication):
         on_role: Callable[[bool], None],
         *,
         preferred_leader: str = "",
+        on_follow: Callable[[], None] | None = None,
     ) -> None:
         self.astore = astore
         self.store = astore.store
@@ -106,6 +109,8 @@ class DLedgerCommitLog(Replication):
         )
         view.on_full = self.propose_pending  # an entry full before the proposer ran
         self._on_role = on_role
+        self._on_follow = on_follow
+        self._following: str | None = None  # the leader this member last followed
         self.preferred_leader = preferred_leader  # preferredLeaderId: leadership goes there
         self.master = False  # serving writes (leader, caught up)
         self.applied_index = min(self.dlog.committed_index, self.dlog.end_index)  # dispatchable up to here
@@ -159,6 +164,11 @@ class DLedgerCommitLog(Replication):
                 del overrides[offset]
             self.astore.fail_replica_waits()
             self._on_role(False)
+        core = self.node.core
+        leader = None if core.is_leader else core.leader_id
+        if leader and leader != self._following and self._on_follow is not None:
+            self._on_follow()
+        self._following = leader
         self._wake.set()
 
     def _on_rebuild(self) -> None:

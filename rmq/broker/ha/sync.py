@@ -51,7 +51,7 @@ class SlaveSynchronize:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         task_status.started()
         with trio.move_on_after(FIRST_SYNC):
-            await trio.sleep_forever()
+            await self._wake.wait()  # or sooner, when the master becomes known (trigger)
         while True:
             if self.master_addr:
                 await self.sync_all()

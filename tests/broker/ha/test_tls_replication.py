@@ -54,8 +54,10 @@ async def test_sync_master_and_slave_replicate_over_tls(tmp_path: Path, caplog: 
                 assert result.status.value == "SEND_OK"  # the slave acked it over the TLS HA port
         assert slave.message_store.max_phy_offset == master.message_store.max_phy_offset > 0
         assert master.ha.runtime_info()["inSyncSlaveNums"] == 1
+        rounds = slave.slave_sync.rounds
+        slave.slave_sync.trigger()
         with trio.fail_after(15):  # the slave copies the master's metadata over TLS too
-            while slave.slave_sync.rounds == 0:
+            while slave.slave_sync.rounds == rounds:
                 await trio.sleep(0.05)
         assert slave.topics.get("TlsHa") is not None
 
