@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from rmq.client import Message, MessageQueue, MQTimeoutError, Producer
+from rmq.client import Message, MessageQueue, MQClientError, MQTimeoutError, Producer, SendResult
 from rmq.client.config import ClientConfig
 from rmq.client.instance import ROUTE_RETRY_INTERVAL, ClientInstance
 from rmq.namesrv.register_body import RegisterBody, encode_register_body
@@ -30,6 +30,8 @@ SEND_TIMEOUT = 1.0
 # after the first send times out, the next one is answered by then; without a refresh it
 # would wait for the 30 s route poll
 FOLLOW_UP = 2.0
+
+SendResultOrError = SendResult | MQClientError
 
 
 class HungBroker:
@@ -115,6 +117,48 @@ async def test_after_a_timeout_the_next_send_goes_where_the_route_now_says(tmp_p
             assert result.message_queue.broker_name == moved_to
             assert producer.instance.master_addr(moved_to) == real.address
             assert took < FOLLOW_UP, f"the next send took {took:.2f} s after the timeout"
+        real.shutdown()
+
+
+@pytest.mark.parametrize("moved_to", ["broker-b", "broker-a"], ids=["another group", "a new master of the group"])
+async def test_a_send_waiting_on_the_hung_broker_moves_when_the_route_does(tmp_path: Path, moved_to: str) -> None:
+    """The route moves only while the next send already waits on the hung broker (the
+    election ends after the first timeout): that send is given up and sent again where the
+    route now says, long before its own timeout."""
+    async with (
+        loopback_namesrv() as ns,
+        hung_broker() as hung,
+        RemotingClient() as by_hand,
+        trio.open_nursery() as nursery,
+    ):
+        await register_by_hand(by_hand, ns.address, hung.address, "broker-a")
+        async with Producer("pg_late", ns.address, send_timeout=SEND_TIMEOUT) as producer:
+            with pytest.raises(MQTimeoutError):
+                await producer.send(Message(TOPIC, b"to the hung one"))
+            second: list[SendResultOrError] = []
+
+            async def send_again() -> None:
+                try:
+                    second.append(await producer.send(Message(TOPIC, b"to the new one"), timeout=3 * SEND_TIMEOUT))
+                except MQClientError as exc:
+                    second.append(exc)
+
+            received = hung.received
+            nursery.start_soon(send_again)
+            with trio.fail_after(SEND_TIMEOUT):
+                while hung.received == received:  # the second send waits on the hung broker
+                    await trio.sleep(0.01)
+            real = await start_broker(nursery, tmp_path / "real", ns, brokerName=moved_to)
+            await serve_topic(by_hand, ns, real.address)
+            registered = trio.current_time()
+            with trio.fail_after(3 * SEND_TIMEOUT):
+                while not second:
+                    await trio.sleep(0.01)
+            took = trio.current_time() - registered
+            (result,) = second
+            assert isinstance(result, SendResult), result
+            assert result.status.value == "SEND_OK" and result.message_queue.broker_name == moved_to
+            assert took < FOLLOW_UP, f"answered {took:.2f} s after the new route"
         real.shutdown()
 
 
