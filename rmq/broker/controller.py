@@ -299,6 +299,8 @@ class BrokerController:
             self.topics.wrapper,
             register_period(config.register_name_server_period),
             on_registered=self._registered,
+            # the name server orders a DLedger group's registrations by term (registration.py)
+            state_version=lambda: self.dledger.node.core.term if self.dledger is not None else None,
         )
         await nursery.start(self.registration.run)
         if self.acl is not None:

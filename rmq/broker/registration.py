@@ -2,9 +2,17 @@
 
 The broker registers with every name server at start, then every
 `registerNameServerPeriod` (clamped to 10..60 s as RocketMQ does), and at once whenever
-its topic table changes (`trigger`). Name servers never talk to each other, so each
-gets the same request, concurrently. A name server that does not answer is logged and
-tried again next round; it never stops the broker.
+its topic table or its role changes (`trigger`). Name servers never talk to each other, so
+each gets the same request, concurrently. A name server that does not answer SUCCESS is
+logged and asked again soon: after RETRY_FIRST seconds, doubling up to the period, until
+it does. A new master is so in every name server's routes within a second or two of one
+answering again, rather than a period later; nothing of this ever stops the broker.
+
+A DLedger member sends its Raft term as `dataVersion.stateVersion` (the field RocketMQ 5
+brokers fill with their controller's master epoch): the name server refuses a brokerId
+registration from an address while another one holds that id with a greater stateVersion,
+so a deposed leader's late registration cannot displace the master elected after it
+(route_info.py).
 """
 
 from __future__ import annotations
@@ -27,6 +35,7 @@ from rmq.remoting import RemotingClient, RemotingError
 log = logging.getLogger("rmq.broker.registration")
 
 REGISTER_TIMEOUT = 6.0  # registerBrokerTimeoutMills
+RETRY_FIRST = 0.5  # seconds before a name server that did not answer SUCCESS is asked again
 
 
 def register_period(period_ms: int) -> float:
@@ -46,6 +55,8 @@ class Registration:
       period: seconds between rounds.
       on_registered: told (masterAddr, haServerAddr) from each successful registration's
         answer; a slave learns its master there.
+      state_version: callable returning the dataVersion.stateVersion to send (a DLedger
+        member's term), read with `identity`; None or returning None: none is sent.
     """
 
     def __init__(
@@ -56,6 +67,7 @@ class Registration:
         topic_wrapper: Callable[[], dict[str, Any]],
         period: float,
         on_registered: Callable[[str | None, str | None], None] | None = None,
+        state_version: Callable[[], int | None] | None = None,
     ) -> None:
         self._client = client
         self.namesrv_addrs = namesrv_addrs
@@ -63,30 +75,53 @@ class Registration:
         self._topic_wrapper = topic_wrapper
         self._period = period
         self._on_registered = on_registered
+        self._state_version = state_version
         self._wake = trio.Event()
         self.rounds = 0  # completed registration rounds, for tests and statistics
+        self.unconfirmed: tuple[str, ...] = ()  # name servers whose last answer was not SUCCESS
 
     def trigger(self) -> None:
         """Register again now (after a topic change). Safe to call from sync code."""
         self._wake.set()
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Register now, report started, then keep registering until cancelled."""
+        """Register now, report started, then keep registering until cancelled: every
+        period and when triggered with every name server, and in between with the ones
+        that have not answered SUCCESS yet (see the module docstring)."""
         self._wake = trio.Event()
+        last_round = trio.current_time()
         await self.register_all()
         task_status.started()
+        retry = RETRY_FIRST
         while True:
-            with trio.move_on_after(self._period):
+            wake_at = last_round + self._period
+            if self.unconfirmed:
+                wake_at = min(wake_at, trio.current_time() + retry)
+            with trio.move_on_at(wake_at):
                 await self._wake.wait()
             # a change during the round below sets the new event: another round follows
+            triggered = self._wake.is_set()
             self._wake = trio.Event()
-            await self.register_all()
+            if triggered or not self.unconfirmed or trio.current_time() >= last_round + self._period:
+                last_round = trio.current_time()
+                retry = RETRY_FIRST
+                await self.register_all()
+            else:
+                retry = min(retry * 2, self._period)
+                await self.register_all(self.unconfirmed)
 
-    async def register_all(self) -> None:
+    async def register_all(self, namesrv_addrs: tuple[str, ...] | None = None) -> None:
+        """One registration with every name server (or those of `namesrv_addrs`), at once;
+        afterwards `unconfirmed` lists the ones that did not answer SUCCESS."""
         if not self.namesrv_addrs:
             return
+        targets = self.namesrv_addrs if namesrv_addrs is None else namesrv_addrs
         name, addr, cluster, ha_addr, broker_id = self._identity()
-        body = json_body.dumps({"filterServerList": [], "topicConfigSerializeWrapper": self._topic_wrapper()})
+        wrapper = self._topic_wrapper()
+        state = None if self._state_version is None else self._state_version()
+        if state is not None:
+            wrapper = {**wrapper, "dataVersion": {**wrapper["dataVersion"], "stateVersion": state}}
+        body = json_body.dumps({"filterServerList": [], "topicConfigSerializeWrapper": wrapper})
         header = RegisterBrokerRequestHeader(
             broker_name=name,
             broker_addr=addr,
@@ -96,10 +131,12 @@ class Registration:
             compressed=False,
             body_crc32=zlib.crc32(body) & 0x7FFFFFFF,
         )
+        confirmed: set[str] = set()
         async with trio.open_nursery() as nursery:
-            for namesrv in self.namesrv_addrs:
+            for namesrv in targets:
                 request = RemotingCommand.request(RequestCode.REGISTER_BROKER, header.to_ext(), body)
-                nursery.start_soon(self._send, namesrv, request, "register", self._client)
+                nursery.start_soon(self._send, namesrv, request, "register", self._client, confirmed)
+        self.unconfirmed = tuple(a for a in targets if a not in confirmed)
         self.rounds += 1
 
     async def unregister_all(self, client: RemotingClient | None = None) -> None:
@@ -118,7 +155,14 @@ class Registration:
                 request = RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header.to_ext())
                 nursery.start_soon(self._send, namesrv, request, "unregister", client or self._client)
 
-    async def _send(self, namesrv: str, request: RemotingCommand, what: str, client: RemotingClient) -> None:
+    async def _send(
+        self,
+        namesrv: str,
+        request: RemotingCommand,
+        what: str,
+        client: RemotingClient,
+        confirmed: set[str] | None = None,
+    ) -> None:
         try:
             response = await client.invoke(namesrv, request, REGISTER_TIMEOUT)
         except RemotingError as exc:
@@ -128,6 +172,8 @@ class Registration:
             log.warning("%s with name server %s refused: code %d %s", what, namesrv, response.code, response.remark)
         else:
             log.debug("%s with name server %s OK", what, namesrv)
+            if confirmed is not None:
+                confirmed.add(namesrv)
             if self._on_registered is not None and what == "register":
                 ext = response.ext_fields
                 self._on_registered(ext.get("masterAddr") or None, ext.get("haServerAddr") or None)

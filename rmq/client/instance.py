@@ -20,6 +20,11 @@ An address that refuses a connection or does not answer is avoided for reads for
 UNREACHABLE_FOR seconds (a dead master stays in the name server's route until its
 connection closes or it expires), and a failed pull refreshes the topic's route at once
 (`route_failed`, at most once a second per topic) instead of at the next 30 s poll.
+
+Such a refresh runs in the instance's nursery (`refresh_route_soon`), not in the task that
+asked for it: a send whose deadline has passed when its broker times out still gets the
+route fetched for the next send, rather than a refresh cancelled at its first await that
+used up the once-a-second slot all the same.
 """
 
 from __future__ import annotations
@@ -99,7 +104,9 @@ class ClientInstance:
         self.ssl_context = tls_context(config.tls)  # None: plain TCP; MQClientError for a bad certificate
         self.routes: dict[str, TopicRoute] = {}
         self.brokers: dict[str, BrokerData] = {}
-        self._route_retried: dict[str, float] = {}
+        self._route_retried: dict[str, float] = {}  # topic → when its last refresh after a failure began
+        self.refreshes: dict[str, trio.Event] = {}  # topic → set when its refresh under way ends
+        self._nursery: trio.Nursery | None = None
         self._unreachable: dict[str, float] = {}  # address → until when reads avoid it
         self.broker_versions: dict[str, int] = {}
         self._ns_index = random.randrange(len(self.namesrv)) if self.namesrv else 0
@@ -145,11 +152,13 @@ class ClientInstance:
             self._api = ClientAPI(remoting, timeout=self.config.request_timeout, credentials=self.config.credentials)
             try:
                 async with trio.open_nursery() as nursery:
+                    self._nursery = nursery
                     nursery.start_soon(self._route_loop)
                     nursery.start_soon(self._heartbeat_loop)
                     try:
                         yield nursery
                     finally:
+                        self._nursery = None
                         nursery.cancel_scope.cancel()
             finally:
                 self._api = None
@@ -230,17 +239,43 @@ class ClientInstance:
         return bd.master_addr if bd is not None else None
 
     async def route_failed(self, topic: str) -> None:
-        """A call to a broker of `topic` failed: fetch its route again now, at most once per
-        ROUTE_RETRY_INTERVAL, so that a dead master's queues move to its slave (or a new
-        master) without waiting for the 30 s poll."""
+        """A call to a broker of `topic` failed: fetch its route again now (see
+        `refresh_route_soon`) and wait for that refresh. Cancelling the wait leaves the
+        refresh running."""
+        await self.refresh_route_soon(topic).wait()
+
+    def refresh_route_soon(self, topic: str) -> trio.Event:
+        """Fetch the route of `topic` in the instance's nursery, at most once per
+        ROUTE_RETRY_INTERVAL, so that a dead or hung master's queues move to its slave (or a
+        new master) without waiting for the 30 s poll. Returns an event set when the refresh
+        started now, or the one already under way, has ended (changed routes are stored and
+        the members told by then); an event already set when none runs (one began less than
+        ROUTE_RETRY_INTERVAL ago, or the instance is not running).
+
+        The refresh is bounded by the request timeout per name server, not by the caller's
+        deadline: the slot it takes is never spent on a refresh that was cancelled.
+        """
+        refresh = self.refreshes.get(topic)
+        if refresh is not None:
+            return refresh
+        refresh = trio.Event()
         now = trio.current_time()
-        if now - self._route_retried.get(topic, -ROUTE_RETRY_INTERVAL) < ROUTE_RETRY_INTERVAL:
-            return
+        if self._nursery is None or now - self._route_retried.get(topic, -ROUTE_RETRY_INTERVAL) < ROUTE_RETRY_INTERVAL:
+            refresh.set()
+            return refresh
         self._route_retried[topic] = now
+        self.refreshes[topic] = refresh
+        self._nursery.start_soon(self._refresh_route, topic, refresh)
+        return refresh
+
+    async def _refresh_route(self, topic: str, done: trio.Event) -> None:
         try:
             await self.update_route(topic)
         except MQClientError as exc:
             log.info("route refresh of %s after a failure failed: %s", topic, exc)
+        finally:
+            del self.refreshes[topic]
+            done.set()
 
     def broker_addr(self, broker_name: str, broker_id: int = MASTER_ID) -> str | None:
         """Address of `broker_id` of `broker_name`, else its master, else any of its brokers."""

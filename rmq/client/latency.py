@@ -54,6 +54,9 @@ class LatencyFaultTolerance:
         self._clock = clock
         self._items: dict[str, _FaultItem] = {}
         self._worst = itertools.count()
+        # no broker is unavailable from then on (may overstate it: a cheap test for the
+        # send path, before any per-broker lookup)
+        self.unavailable_until = float("-inf")
 
     def update(self, broker_name: str, latency: float, *, isolation: bool = False, now: float | None = None) -> None:
         """Record a send to `broker_name` that took `latency` s (failed if `isolation`), ending
@@ -61,6 +64,8 @@ class LatencyFaultTolerance:
         duration = not_available_duration(ISOLATION_LATENCY if isolation else latency)
         end = self._clock() if now is None else now
         self._items[broker_name] = _FaultItem(broker_name, latency, end + duration)
+        if duration and end + duration > self.unavailable_until:
+            self.unavailable_until = end + duration
 
     def is_available(self, broker_name: str, now: float | None = None) -> bool:
         item = self._items.get(broker_name)

@@ -19,6 +19,12 @@ broker.
   on another broker, `retry_times` (2) more times, all within one `send_timeout`.
 * Fault avoidance: every attempt's latency is recorded; brokers that were slow or
   failed are skipped for a while (latency.py).
+* After a failed attempt the topic's route is fetched again at once, in the instance's
+  nursery: a timeout uses up the send's time, and the next send still finds the new
+  master (a DLedger election) or the other brokers. A send left with only brokers that
+  failed lately waits for a refresh under way, and while it waits on such a broker (a hung
+  master) the route is fetched every second; should it name another master, or a broker
+  that has not failed, the send is given up there and retried on it.
 * Ordered sends pick the queue with a selector and are never moved to another queue.
 
 `send_async` runs the send in the producer's nursery and reports through a callback;
@@ -44,9 +50,9 @@ from rmq.protocol.message import encode_batch_body
 
 from .batcher import AutoBatcher, batchable
 from .config import ProducerConfig
-from .errors import MQClientError, MQClientStateError, MQNoRouteError, MQTimeoutError, is_retriable
+from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRouteError, MQTimeoutError, is_retriable
 from .ids import UniqueIdGenerator, wall_clock_ms
-from .instance import ClientInstance
+from .instance import ROUTE_RETRY_INTERVAL, ClientInstance
 from .latency import LatencyFaultTolerance
 from .message import (
     RETRY_PREFIX,
@@ -210,6 +216,13 @@ class Producer(AsyncService):
         info = self._publish.get(topic)
         if info is None or info.route == route:
             return
+        if self._faults is not None:
+            # a group whose master moved (an election, a restart elsewhere) is judged afresh:
+            # the failures on record were its old master's
+            for bd in route.broker_datas:
+                old = info.route.broker(bd.broker_name)
+                if old is not None and bd.master_addr not in (None, old.master_addr):
+                    self._faults.remove(bd.broker_name)
         # also when it has no queue left: a group whose master is gone has none (sends only
         # ever go to masters), and the next send asks the name servers again
         self._publish[topic] = PublishInfo(topic, route)
@@ -427,7 +440,12 @@ class Producer(AsyncService):
                 if not info.queues:
                     raise MQNoRouteError(out.topic, self.instance.namesrv, "no writable queue")
                 queue = selector(info.queues, msg, arg)
-            return await self._attempt(out, queue, deadline, start, oneway, now)
+            try:
+                return await self._attempt(out, queue, deadline, start, oneway, now)
+            except MQClientError as exc:
+                if is_retriable(exc):  # no retry elsewhere, but the next send finds a moved master
+                    self.instance.refresh_route_soon(out.topic)
+                raise
         attempts = 1 if oneway else 1 + self.config.retry_times
         last_broker: str | None = None
         last_error: MQClientError | None = None
@@ -444,18 +462,37 @@ class Producer(AsyncService):
                 mq = info.select(last_broker, self._faults, now)
             except IndexError:
                 raise MQNoRouteError(out.topic, self.instance.namesrv, "no writable queue") from None
+            watched = False
+            faults = self._faults
+            if faults is not None and faults.unavailable_until > now and not faults.is_available(mq.broker_name, now):
+                # only brokers that failed lately are left (a hung master, its group's election
+                # under way): see what the route says first, and while waiting for the answer
+                refresh = self.instance.refreshes.get(out.topic)
+                if refresh is not None:
+                    with trio.move_on_at(deadline):
+                        await refresh.wait()
+                    now = trio.current_time()
+                    info = self._publish.get(out.topic, info)
+                    mq = self._select(info, last_broker, now)
+                watched = not faults.is_available(mq.broker_name, now)
             last_broker = mq.broker_name
             try:
-                result = await self._attempt(out, mq, deadline, start, oneway, now)
+                if watched:
+                    result = await self._attempt_watching_route(out, mq, deadline, start, oneway, now)
+                else:
+                    result = await self._attempt(out, mq, deadline, start, oneway, now)
             except MQClientError as exc:
                 if not is_retriable(exc):
                     raise
                 log.info("send to %s failed, %s", mq, exc)
                 last_error = exc
                 # the master may have moved (a DLedger group elected another): ask again now
-                # rather than at the next periodic refresh
-                with trio.move_on_after(max(0.0, deadline - trio.current_time())):
-                    await self.instance.route_failed(out.topic)
+                # rather than at the next periodic refresh. The refresh runs in the instance's
+                # nursery: when this send's time is up (a timeout uses all of it) it still
+                # serves the next send.
+                refreshed = self.instance.refresh_route_soon(out.topic)
+                with trio.move_on_at(deadline):
+                    await refreshed.wait()
                 now = None
                 continue
             if (
@@ -474,6 +511,65 @@ class Producer(AsyncService):
             addr = self.instance.master_addr(last_broker) if last_broker else None
             raise MQTimeoutError(addr or str(last_broker), elapsed, "send")
         raise last_error
+
+    def _select(self, info: PublishInfo, last_broker: str | None, now: float) -> MessageQueue:
+        try:
+            return info.select(last_broker, self._faults, now)
+        except IndexError:
+            raise MQNoRouteError(info.topic, self.instance.namesrv, "no writable queue") from None
+
+    async def _attempt_watching_route(
+        self, out: _Outgoing, mq: MessageQueue, deadline: float, start: float, oneway: bool, now: float | None
+    ) -> SendResult | None:
+        """`_attempt` on a broker that failed lately, made because no other is left. While it
+        waits, the topic's route is fetched every ROUTE_RETRY_INTERVAL; once it names another
+        master for the broker (its DLedger group elected one) or offers a broker that has not
+        failed lately, the attempt is given up for a retry there: raises MQConnectError."""
+        addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            return await self._attempt(out, mq, deadline, start, oneway, now)
+        better: str | None = None
+        done = False
+        result: SendResult | None = None
+        error: MQClientError | None = None
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                nonlocal better
+                while better is None:
+                    await self.instance.refresh_route_soon(out.topic).wait()
+                    better = self._better_than(out.topic, mq.broker_name, addr)
+                    if better is None:
+                        await trio.sleep(ROUTE_RETRY_INTERVAL)
+                nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            try:  # the outcome leaves after the nursery, so that it is not wrapped in a group
+                result = await self._attempt(out, mq, deadline, start, oneway, now)
+                done = True
+            except MQClientError as exc:
+                error = exc
+            finally:
+                nursery.cancel_scope.cancel()
+        if error is not None:
+            raise error
+        if done:
+            return result
+        raise MQConnectError(addr, f"given up for {better}, which the route now offers")
+
+    def _better_than(self, topic: str, broker_name: str, addr: str) -> str | None:
+        """Where a send waiting on `addr`, the master of `broker_name` that failed lately, would
+        go now: the group's new master, or a broker of the topic that has not failed lately."""
+        master = self.instance.master_addr(broker_name)
+        if master is not None and master != addr:
+            return master
+        info = self._publish.get(topic)
+        if info is None or self._faults is None:
+            return None
+        for name in {q.broker_name for q in info.queues} - {broker_name}:
+            if self._faults.is_available(name):
+                return self.instance.master_addr(name)
+        return None
 
     async def _attempt(
         self, out: _Outgoing, mq: MessageQueue, deadline: float, start: float, oneway: bool, now: float | None

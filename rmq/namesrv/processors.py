@@ -110,6 +110,11 @@ def register_broker(state: NamesrvState, request: RemotingCommand, channel: Hash
         body.filter_servers,
         channel,
     )
+    if result.refused is not None:
+        # a deposed master's late registration, typically: the answer says so in its log
+        log.warning("register from %s (%s, id %d) refused: %s", header.broker_addr, header.broker_name,
+                    header.broker_id, result.refused)  # fmt: skip
+        return _error(request, result.refused)
     if not known:
         log.info(
             "new broker registered: %s (%s, id %d, cluster %s, HA %s)",

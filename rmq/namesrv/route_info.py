@@ -10,6 +10,14 @@ Tables, as RocketMQ's RouteInfoManager keeps them:
 - `filter_servers`: broker address → filter server addresses (RocketMQ 4.x leftovers;
   kept so routes carry the same `filterServerTable` field)
 
+One broker id of a group has one address, the one that registered it last, with one
+exception: a registration is refused while another address holds that id, is live, and
+registered with a greater `dataVersion.stateVersion` (the DLedger term, for our DLedger
+brokers; the controller's master epoch, for RocketMQ 5 brokers; absent counts as 0, so 4.x
+brokers and plain master/slave groups keep "the last one wins"). A deposed DLedger leader's
+late brokerId-0 registration thus cannot displace the master its group elected after it.
+A refused registration changes nothing, not even the registrant's liveness.
+
 Every method runs to completion without awaiting, so callers on the Trio thread see
 each change as atomic. Time comes from the injected `clock` (seconds, monotonic), so
 tests drive expiry without sleeping. Route and cluster answers come back as
@@ -38,6 +46,11 @@ class DataVersion:
     timestamp: int = 0
     counter: int = 0
     state_version: int | None = None  # 5.x brokers send it; 4.x ones do not
+
+    @property
+    def state(self) -> int:
+        """stateVersion for ordering registrations: 0 when absent, as RocketMQ reads it."""
+        return self.state_version or 0
 
     @classmethod
     def from_json(cls, obj: Any) -> DataVersion:
@@ -148,6 +161,7 @@ class RegisterResult:
 
     master_addr: str | None = None
     ha_server_addr: str | None = None
+    refused: str | None = None  # why the registration was not taken (nothing changed)
 
 
 class RouteInfoManager:
@@ -180,7 +194,14 @@ class RouteInfoManager:
         A master's topic configs replace its QueueData when its data version changed or
         this is its first registration; topics the broker no longer has are kept until
         DELETE_TOPIC_IN_NAMESRV or the broker group goes away, as in RocketMQ.
+
+        Refused (`RegisterResult.refused` says why; nothing changes) while another live
+        address holds `broker_id` of the group with a greater stateVersion: see the module
+        docstring.
         """
+        refused = self._newer_holder(broker_name, broker_id, broker_addr, data_version)
+        if refused is not None:
+            return RegisterResult(refused=refused)
         self.clusters.setdefault(cluster, set()).add(broker_name)
         first = False
         data = self.brokers.get(broker_name)
@@ -219,6 +240,20 @@ class RouteInfoManager:
                     return RegisterResult(master_addr=master_addr, ha_server_addr=master.ha_server_addr)
         return RegisterResult()
 
+    def _newer_holder(self, broker_name: str, broker_id: int, broker_addr: str, version: DataVersion) -> str | None:
+        """Why `broker_addr` may not take `broker_id` of `broker_name` now, or None if it may."""
+        data = self.brokers.get(broker_name)
+        holder = None if data is None else data.broker_addrs.get(broker_id)
+        if holder is None or holder == broker_addr:
+            return None
+        live = self.live.get(holder)
+        if live is None or live.data_version.state <= version.state:
+            return None
+        return (
+            f"brokerId {broker_id} of {broker_name} is held by {holder} at stateVersion "
+            f"{live.data_version.state}, newer than this registration's {version.state}"
+        )
+
     def _update_queue_data(self, broker_name: str, config: TopicConfig) -> None:
         queues = self.topics.setdefault(config.topic_name, {})
         queues[broker_name] = QueueData(
@@ -230,13 +265,17 @@ class RouteInfoManager:
         )
 
     def unregister_broker(self, cluster: str, broker_addr: str, broker_name: str, broker_id: int) -> None:
-        """Remove one broker (UNREGISTER_BROKER); an emptied group takes its queues with it."""
+        """Remove one broker (UNREGISTER_BROKER); an emptied group takes its queues with it.
+
+        The id goes only if `broker_addr` holds it: a deposed master that stops before it
+        learnt of its successor must not take the successor's id 0 with it."""
         self.live.pop(broker_addr, None)
         self.filter_servers.pop(broker_addr, None)
         data = self.brokers.get(broker_name)
         if data is None:
             return
-        data.broker_addrs.pop(broker_id, None)
+        if data.broker_addrs.get(broker_id) == broker_addr:
+            del data.broker_addrs[broker_id]
         if data.broker_addrs:
             return
         del self.brokers[broker_name]

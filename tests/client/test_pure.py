@@ -26,7 +26,7 @@ from rmq.client.message import (
 )
 from rmq.client.process_queue import ProcessQueue
 from rmq.client.producer import Producer
-from rmq.client.route import PublishInfo, TopicRoute
+from rmq.client.route import BrokerData, PublishInfo, TopicRoute
 from rmq.client.selector import java_hash, select_by_hash
 from rmq.client.subscription import Subscription
 from rmq.protocol import body as B
@@ -247,6 +247,35 @@ def test_fault_avoidance_with_the_callers_clock_reading() -> None:
     assert not faults.is_available("a", 129.0) and faults.is_available("a", 130.0)
     assert all(info.select(faults=faults, now=129.0).broker_name == "b" for _ in range(10))
     assert {info.select(faults=faults, now=130.0).broker_name for _ in range(10)} == {"a", "b"}
+
+
+def test_a_failure_is_visible_to_the_send_paths_cheap_test() -> None:
+    """`unavailable_until` lets the send path skip the per-broker lookup while every broker is
+    fine; it never says "all fine" while one is avoided."""
+    faults = LatencyFaultTolerance(lambda: pytest.fail("the caller gave the time"))
+    faults.update("a", 0.02, now=100.0)  # fast: avoided for no time
+    assert faults.unavailable_until < 100.0
+    faults.update("a", 0.6, now=100.0)  # slow: avoided 30 s
+    faults.update("b", 0.02, now=110.0)
+    assert faults.unavailable_until == 130.0 and not faults.is_available("a", 129.0)
+
+
+def test_a_group_whose_master_moved_is_judged_afresh() -> None:
+    """A route naming a new master for a group (a DLedger election) clears the group's
+    failures, which were its old master's; other groups keep theirs."""
+    producer = Producer("pg_moved", "127.0.0.1:1")
+    assert producer._faults is not None
+    info = _two_broker_info()
+    producer._publish["T"] = info
+    producer._faults.update("a", 3.0, isolation=True, now=100.0)
+    producer._faults.update("b", 3.0, isolation=True, now=100.0)
+    moved = TopicRoute(
+        info.route.queue_datas,
+        (BrokerData("a", "C", {0: "h:9"}), *[bd for bd in info.route.broker_datas if bd.broker_name == "b"]),
+    )
+    producer.on_route("T", moved)
+    assert producer._faults.is_available("a", 101.0) and not producer._faults.is_available("b", 101.0)
+    assert producer._publish["T"].route == moved
 
 
 # --- subscriptions, process queue, errors, config -----------------------------------------

@@ -118,6 +118,74 @@ def test_promoted_slave_keeps_one_id_per_address(routes: RouteInfoManager) -> No
     assert routes.brokers["broker-a"].broker_addrs == {0: A1}
 
 
+def term(n: int | None, counter: int = 1) -> DataVersion:
+    """A registration's data version carrying stateVersion `n` (None: a 4.x broker's, without)."""
+    return DataVersion(timestamp=1, counter=counter, state_version=n)
+
+
+# Each step: (address, broker id, stateVersion, refused?) then the group's ids after it.
+# A0 led in term 4; A1 was elected in term 5 while A0 was paused.
+FAILOVERS = {
+    "deposed leader's late registration": [
+        (A0, 0, 4, False, {0: A0, 1: A1}),
+        (A1, 0, 5, False, {0: A1}),  # A1 takes id 0 (and leaves its slave id)
+        (A0, 0, 4, True, {0: A1}),  # A0's registration from before it heard of term 5
+        (A0, 1, 5, False, {0: A1, 1: A0}),  # A0 as a slave: id 0 stays A1's
+        (A0, 0, 4, True, {0: A1, 1: A0}),  # delayed once more: A0 keeps its slave id too
+    ],
+    "new leader's registration after the old one's": [
+        (A0, 0, 4, False, {0: A0, 1: A1}),
+        (A0, 0, 4, False, {0: A0, 1: A1}),  # A0's late one arrives first: nothing new
+        (A1, 0, 5, False, {0: A1}),
+        (A0, 1, 5, False, {0: A1, 1: A0}),
+    ],
+    "4.x brokers (no stateVersion): an operator swaps the roles": [
+        (A0, 0, None, False, {0: A0, 1: A1}),
+        (A1, 0, None, False, {0: A1}),  # the old master is still live: the last one wins
+        (A0, 1, None, False, {0: A1, 1: A0}),
+    ],
+    "equal stateVersions: the last one wins": [
+        (A0, 0, 3, False, {0: A0, 1: A1}),
+        (A1, 0, 3, False, {0: A1}),
+        (A0, 0, 3, False, {0: A0}),
+    ],
+    "a 4.x broker cannot displace a master with a stateVersion while it lives": [
+        (A0, 0, 2, False, {0: A0, 1: A1}),
+        (A1, 0, None, True, {0: A0, 1: A1}),
+    ],
+}
+
+
+@pytest.mark.parametrize("steps", FAILOVERS.values(), ids=FAILOVERS.keys())
+def test_a_stale_registration_never_displaces_a_newer_master(
+    routes: RouteInfoManager, clock: FakeClock, steps: list[tuple[str, int, int | None, bool, dict[int, str]]]
+) -> None:
+    first = steps[0][2]  # A0 the master, A1 its slave
+    reg(routes, A0, configs=topics(("T", 4, 4, 6)), version=term(first))
+    reg(routes, A1, broker_id=1, version=term(first))
+    for i, (addr, broker_id, state, refused, ids) in enumerate(steps):
+        clock.now += 1
+        before = dict(routes.live)
+        result = reg(routes, addr, broker_id=broker_id, version=term(state, counter=2 + i))
+        assert (result.refused is not None) is refused, (i, result)
+        assert routes.brokers["broker-a"].broker_addrs == ids, i
+        route = routes.pickup_topic_route("T")
+        assert route is not None and route["brokerDatas"][0]["brokerAddrs"] == dict(sorted(ids.items()))
+        if refused:
+            assert routes.live == before, "a refused registration changes nothing"
+            assert result.refused is not None and f"held by {ids[broker_id]}" in result.refused
+
+
+def test_a_newer_masters_id_is_free_again_once_it_is_gone(routes: RouteInfoManager) -> None:
+    """Only a live holder counts: once the newer master's connection closed (or it expired),
+    an older stateVersion may take its id (a group restarted from older stores)."""
+    reg(routes, A1, configs=topics(("T", 4, 4, 6)), version=term(9), channel="c1")
+    assert reg(routes, A0, version=term(3)).refused is not None
+    routes.on_channel_closed("c1")
+    assert reg(routes, A0, version=term(3)).refused is None
+    assert routes.brokers["broker-a"].broker_addrs == {0: A0}
+
+
 @pytest.mark.parametrize(
     ("unregister", "brokers", "clusters", "topic_list"),
     [
@@ -154,6 +222,16 @@ def test_unregister_last_broker_of_a_group_drops_its_queues(routes: RouteInfoMan
     assert routes.clusters == {"DefaultCluster": {"broker-b"}}
     routes.unregister_broker("DefaultCluster", B0, "broker-b", 0)
     assert (routes.clusters, routes.brokers, routes.topics, routes.live) == ({}, {}, {}, {})
+
+
+def test_unregister_takes_an_id_only_from_the_address_holding_it(routes: RouteInfoManager) -> None:
+    """A deposed master stopping before it learnt of its successor unregisters as id 0: the
+    successor keeps id 0, and the group its queues."""
+    reg(routes, A0, configs=topics(("T", 4, 4, 6)), version=term(4))
+    reg(routes, A1, version=term(5))
+    routes.unregister_broker("DefaultCluster", A0, "broker-a", 0)
+    assert routes.brokers["broker-a"].broker_addrs == {0: A1}
+    assert A0 not in routes.live and routes.all_topics() == ["T"]
 
 
 def test_unregister_unknown_broker_is_harmless(routes: RouteInfoManager) -> None:

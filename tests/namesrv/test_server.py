@@ -15,7 +15,7 @@ import trustme
 
 from rmq.namesrv import NamesrvServer
 from rmq.namesrv.config import ConfigError
-from rmq.namesrv.register_body import RegisterBody, encode_compressed
+from rmq.namesrv.register_body import RegisterBody, encode_compressed, encode_register_body
 from rmq.namesrv.route_info import DataVersion, TopicConfig
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
@@ -155,6 +155,44 @@ async def test_connection_close_drops_the_broker_at_once(namesrv: NamesrvServer,
     client.close_connection(namesrv.address)
     await wait_until(lambda: not namesrv.routes.live)
     assert (namesrv.routes.brokers, namesrv.routes.topics) == ({}, {})
+
+
+async def test_a_deposed_masters_late_registration_is_refused(namesrv: NamesrvServer, client: RemotingClient) -> None:
+    """A DLedger group: A led in term 4, B was elected in term 5 while A was paused. A's
+    registration as brokerId 0, written in term 4, reaches the name server after B's: it is
+    answered SYSTEM_ERROR and the route keeps B as the master, also once A registers as a slave."""
+    a, b = "127.0.0.1:40911", "127.0.0.1:40921"
+
+    def registration(addr: str, broker_id: int, term: int | None, counter: int) -> RemotingCommand:
+        version = DataVersion(timestamp=1700000000000, counter=counter, state_version=term)
+        body = encode_register_body(RegisterBody(version, {"TopicTest": TopicConfig("TopicTest", 4, 4, 6)}, []))
+        return register_request(body, broker_addr=addr, broker_id=broker_id)
+
+    async def master() -> str:
+        response = await client.invoke(namesrv.address, route_request("TopicTest"), 3)
+        addrs = json_body.loads(response.body)["brokerDatas"][0]["brokerAddrs"]
+        return str(addrs.get("0") or addrs.get(0))
+
+    late = registration(a, 0, 4, 7)  # written while A still led
+    async with RemotingClient() as from_b:
+        assert (await client.invoke(namesrv.address, registration(a, 0, 4, 6), 3)).code == ResponseCode.SUCCESS
+        assert (await from_b.invoke(namesrv.address, registration(b, 2, 4, 1), 3)).code == ResponseCode.SUCCESS
+        assert (await from_b.invoke(namesrv.address, registration(b, 0, 5, 2), 3)).code == ResponseCode.SUCCESS
+        assert await master() == b
+        refused = await client.invoke(namesrv.address, late, 3)
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+        assert f"held by {b} at stateVersion 5" in (refused.remark or "")
+        assert await master() == b
+        as_slave = await client.invoke(namesrv.address, registration(a, 1, 5, 8), 3)
+        assert as_slave.code == ResponseCode.SUCCESS
+        assert as_slave.ext_fields["masterAddr"] == b
+        assert namesrv.routes.brokers["broker-a"].broker_addrs == {0: b, 1: a}
+        # a broker without stateVersion (4.x) takes a master's id only once that one is gone
+        refused = await client.invoke(namesrv.address, register_request(broker_addr=a), 3)
+        assert refused.code == ResponseCode.SYSTEM_ERROR
+    await wait_until(lambda: b not in namesrv.routes.live)
+    assert (await client.invoke(namesrv.address, register_request(broker_addr=a), 3)).code == ResponseCode.SUCCESS
+    assert await master() == a
 
 
 async def test_expiry_after_120_s_of_silence(
