@@ -24,17 +24,42 @@ T = TypeVar("T")
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Replace `path` with `data`, keeping the old content in `<path>.bak`."""
+    """Replace `path` with `data`, keeping the old content in `<path>.bak`.
+
+    Returns once the new content and its name are on disk (file and directory synced).
+    Raises OSError when a step fails; `path` then holds the old content or the new, whole.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
     if path.exists():
         with contextlib.suppress(OSError):
             shutil.copyfile(path, path.with_name(path.name + ".bak"))
     os.replace(tmp, path)
+    _fsync_directory(path.parent)  # the rename itself survives a power cut only once its directory is synced
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """os.write until every byte is written: a write may take fewer bytes than offered."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(f"write took {written} bytes")
+        view = view[written:]
+
+
+def _fsync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def read_json(path: Path, decode: Callable[[object], T]) -> T | None:
