@@ -9,7 +9,8 @@ What `serve` does, in order: load topics, offsets and subscription groups; open 
 message store (recovering it if the last run crashed); rebuild the delay-level, timer and
 transaction state from it; start the store's tasks, the main server (listenPort), the
 VIP server (listenPort - 2), registration with every name server, client housekeeping
-(expiry scan, statistics), offset persistence, delayed and timer delivery and the
+(expiry scan, statistics), the metadata writers (topics and groups within 0.1 s of a
+change, offsets within 5 s, each in a worker thread), delayed and timer delivery and the
 transaction check-back; report started. With `aclEnable=true` the ACL file is read first
 (a broken one stops the start) and watched for changes while serving. With
 `listenPort=0` the port is picked by the OS and the registered address uses the port
@@ -57,7 +58,6 @@ from .dledger.node import NodeConfig
 from .ha.master import HAService
 from .ha.slave import HAClient
 from .ha.sync import SlaveSynchronize
-from .jsonfile import write_atomic
 from .long_polling import PullWaiters
 from .offsets import ConsumerOffsetManager
 from .processors import build_dispatcher
@@ -73,7 +73,6 @@ from .transaction import TransactionService
 
 log = logging.getLogger("rmq.broker")
 
-OFFSET_PERSIST_INTERVAL = 5.0  # seconds (flushConsumerOffsetInterval)
 CLIENT_SCAN_INTERVAL = 10.0  # seconds (ClientHousekeepingService)
 NOTIFY_TIMEOUT = 3.0  # seconds to queue a NOTIFY_CONSUMER_IDS_CHANGED on one connection
 UNREGISTER_TIMEOUT = 3.0  # seconds the shutdown waits for the name servers
@@ -285,7 +284,8 @@ class BrokerController:
             await nursery.start(self.acl.watch)
         nursery.start_soon(self.waiters.run)  # parked pulls' deadlines
         nursery.start_soon(self._housekeeping)
-        nursery.start_soon(self._persist_offsets_loop)
+        for table in (self.topics, self.subscriptions, self.offsets):
+            nursery.start_soon(table.writer.run)
         if self.dledger is None and not config.is_slave:  # a slave copies its master's deliveries
             await nursery.start(self._master_services)
 
@@ -550,17 +550,6 @@ class BrokerController:
             if today != day:
                 day = today
                 self.stats.new_day()
-
-    async def _persist_offsets_loop(self) -> None:
-        while True:
-            await trio.sleep(OFFSET_PERSIST_INTERVAL)
-            data = self.offsets.take_snapshot()
-            if data is not None:
-                try:
-                    await trio.to_thread.run_sync(write_atomic, self.offsets.path, data)
-                except OSError as exc:
-                    self.offsets.dirty = True
-                    log.error("cannot write %s: %s", self.offsets.path, exc)
 
 
 class _Arrivals:
