@@ -394,6 +394,8 @@ class BrokerController:
             shutdown_grace=SHUTDOWN_GRACE,
             tls_mode=self.tls.mode,
             ssl_context=self.tls.server_context,
+            max_connections=self.config.server_max_connections,
+            max_connections_per_address=self.config.server_max_connections_per_address,
         )
 
     async def _start_servers(self, nursery: trio.Nursery) -> None:
