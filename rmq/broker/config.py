@@ -216,6 +216,7 @@ class BrokerConfig:
     acl_enable: bool = False
     rocketmq_home: str = ""  # "" = $ROCKETMQ_HOME
     acl_plain_file: str = ""  # "" = <rocketmqHome>/conf/plain_acl.yml; relative paths are under rocketmqHome
+    acl_require_signed_request_code: bool = False  # rmq's own: the signature must cover the code (docs/security.md)
 
     # metrics (RocketMQ 5.x's keys; docs/operations.md "Metrics")
     metrics_exporter_type: str = "DISABLE"  # DISABLE or PROM (a Prometheus endpoint)

@@ -209,7 +209,9 @@ class BrokerController:
         if config.busy_poll_micros:  # asked for: this process's loop polls before it sleeps
             busypoll.install(config.busy_poll_micros)
         if config.acl_enable and config.acl_file is not None:
-            self.acl = PlainAcl(config.acl_file, clock_ms=self.clock_ms)  # AclConfigError (a ValueError)
+            self.acl = PlainAcl(  # AclConfigError (a ValueError)
+                config.acl_file, clock_ms=self.clock_ms, require_signed_code=config.acl_require_signed_request_code
+            )
         self.topics.load()
         self.offsets.load()
         self.subscriptions.load()

@@ -114,6 +114,9 @@ BROKER = {
     "aclEnable": "Check every request against plain_acl.yml (ACL 1.0, docs/security.md).",
     "rocketmqHome": "RocketMQ home; the ACL file is <rocketmqHome>/conf/plain_acl.yml. Default: $ROCKETMQ_HOME.",
     "aclPlainFile": "The ACL file instead of <rocketmqHome>/conf/plain_acl.yml; a relative path is under rocketmqHome.",
+    "aclRequireSignedRequestCode": "rmq's own: refuse a signed request unless its signature covers its request code "
+    "(the RequestCode field rmq's clients sign), so a captured request cannot be replayed under another code. "
+    "RocketMQ's own clients do not sign it: leave off while they connect (docs/security.md).",
     "metricsExporterType": "PROM serves Prometheus metrics (docs/operations.md, Metrics); DISABLE does not.",
     "metricsPromExporterHost": "Address of the metrics endpoint. Default: brokerIP1.",
     "metricsPromExporterPort": "Port of the metrics endpoint (GET /metrics); 0 picks a free port.",
