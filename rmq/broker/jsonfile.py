@@ -161,14 +161,14 @@ class CoalescingWriter:
 
     async def _write(self) -> bool:
         upto = self._changes
-        pieces = []
-        turns = Turns()
-        for piece in self._snapshot():
-            pieces.append(piece)
-            await turns.take()
         try:
+            pieces = []
+            turns = Turns()
+            for piece in self._snapshot():
+                pieces.append(piece)
+                await turns.take()
             await trio.to_thread.run_sync(write_atomic, self.path, b"".join(pieces))
-        except OSError as exc:
+        except (OSError, ValueError, TypeError) as exc:  # a table that cannot be encoded must not stop the broker
             log.error("cannot write %s (tried again in %g s): %s", self.path, RETRY_AFTER_FAILURE, exc)
             return False
         else:

@@ -128,3 +128,23 @@ def test_flush_writes_now(tmp_path: Path) -> None:
     table.writer.flush()
     assert not table.writer.dirty
     assert body.loads((tmp_path / "t.json").read_bytes()) == {"a": 1}
+
+
+async def test_a_table_that_cannot_be_encoded_is_logged_and_the_writer_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setattr(jsonfile, "RETRY_AFTER_FAILURE", 0.05)
+    table = Table(tmp_path / "t.json", delay=0.01)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(table.writer.run)
+        table.rows["bad"] = object()  # type: ignore[assignment]
+        table.writer.changed()
+        with trio.fail_after(10):
+            await table.writer.written()
+        assert any("cannot write" in r.getMessage() for r in caplog.records)
+        del table.rows["bad"]
+        table.set("a", 1)
+        with trio.fail_after(10):
+            await table.writer.written()
+        assert body.loads((tmp_path / "t.json").read_bytes()) == {"a": 1}
+        nursery.cancel_scope.cancel()
