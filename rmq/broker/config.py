@@ -119,6 +119,8 @@ class BrokerConfig:
     ha_listen_port: int = 0  # 0 = listen_port + 1
     vip_channel_enable: bool = True  # serve listen_port - 2 as RocketMQ's fast channel
     server_channel_max_idle_time_seconds: int = 120
+    server_max_connections: int = 10_000  # per port (main, VIP); 0 = no limit
+    server_max_connections_per_address: int = 0  # per port and client IP; 0 = no limit
     busy_poll_micros: int = 0  # rmq's own: µs the event loop polls before it sleeps (remoting/busypoll.py); 0 = off
 
     # replication (master/slave HA, PROTOCOL.md 9)
@@ -214,6 +216,7 @@ class BrokerConfig:
     acl_enable: bool = False
     rocketmq_home: str = ""  # "" = $ROCKETMQ_HOME
     acl_plain_file: str = ""  # "" = <rocketmqHome>/conf/plain_acl.yml; relative paths are under rocketmqHome
+    acl_require_signed_request_code: bool = False  # rmq's own: the signature must cover the code (docs/security.md)
 
     # metrics (RocketMQ 5.x's keys; docs/operations.md "Metrics")
     metrics_exporter_type: str = "DISABLE"  # DISABLE or PROM (a Prometheus endpoint)
@@ -346,6 +349,9 @@ class BrokerConfig:
             raise bad("listenPort", f"{self.listen_port} is not a port number")
         if self.vip_channel_enable and 0 < self.listen_port < 3:
             raise bad("listenPort", f"{self.listen_port} leaves no room for the VIP port (listenPort - 2)")
+        for name in ("server_max_connections", "server_max_connections_per_address"):
+            if getattr(self, name) < 0:
+                raise bad(_camel(name), "must be >= 0 (0 = no limit)")
         if not 0 <= self.busy_poll_micros <= 10_000:
             raise bad("busyPollMicros", f"{self.busy_poll_micros} is not in 0..10000 µs")
         if not (0 <= self.ha_listen_port <= 65535):

@@ -9,7 +9,8 @@ What `serve` does, in order: load topics, offsets and subscription groups; open 
 message store (recovering it if the last run crashed); rebuild the delay-level, timer and
 transaction state from it; start the store's tasks, the main server (listenPort), the
 VIP server (listenPort - 2), registration with every name server, client housekeeping
-(expiry scan, statistics), offset persistence, delayed and timer delivery and the
+(expiry scan, statistics), the metadata writers (topics and groups within 0.1 s of a
+change, offsets within 5 s, each in a worker thread), delayed and timer delivery and the
 transaction check-back; report started. With `aclEnable=true` the ACL file is read first
 (a broken one stops the start) and watched for changes while serving. With
 `listenPort=0` the port is picked by the OS and the registered address uses the port
@@ -57,7 +58,6 @@ from .dledger.node import NodeConfig
 from .ha.master import HAService
 from .ha.slave import HAClient
 from .ha.sync import SlaveSynchronize
-from .jsonfile import write_atomic
 from .long_polling import PullWaiters
 from .offsets import ConsumerOffsetManager
 from .processors import build_dispatcher
@@ -73,7 +73,6 @@ from .transaction import TransactionService
 
 log = logging.getLogger("rmq.broker")
 
-OFFSET_PERSIST_INTERVAL = 5.0  # seconds (flushConsumerOffsetInterval)
 CLIENT_SCAN_INTERVAL = 10.0  # seconds (ClientHousekeepingService)
 NOTIFY_TIMEOUT = 3.0  # seconds to queue a NOTIFY_CONSUMER_IDS_CHANGED on one connection
 UNREGISTER_TIMEOUT = 3.0  # seconds the shutdown waits for the name servers
@@ -221,7 +220,9 @@ class BrokerController:
         if config.busy_poll_micros:  # asked for: this process's loop polls before it sleeps
             busypoll.install(config.busy_poll_micros)
         if config.acl_enable and config.acl_file is not None:
-            self.acl = PlainAcl(config.acl_file, clock_ms=self.clock_ms)  # AclConfigError (a ValueError)
+            self.acl = PlainAcl(  # AclConfigError (a ValueError)
+                config.acl_file, clock_ms=self.clock_ms, require_signed_code=config.acl_require_signed_request_code
+            )
         self.topics.load()
         self.offsets.load()
         self.subscriptions.load()
@@ -307,7 +308,8 @@ class BrokerController:
             await nursery.start(self.acl.watch)
         nursery.start_soon(self.waiters.run)  # parked pulls' deadlines
         nursery.start_soon(self._housekeeping)
-        nursery.start_soon(self._persist_offsets_loop)
+        for table in (self.topics, self.subscriptions, self.offsets):
+            nursery.start_soon(table.writer.run)
         if self.dledger is None and not config.is_slave:  # a slave copies its master's deliveries
             await nursery.start(self._master_services)
 
@@ -445,6 +447,8 @@ class BrokerController:
             shutdown_grace=SHUTDOWN_GRACE,
             tls_mode=self.tls.mode,
             ssl_context=self.tls.server_context,
+            max_connections=self.config.server_max_connections,
+            max_connections_per_address=self.config.server_max_connections_per_address,
         )
 
     async def _start_servers(self, nursery: trio.Nursery) -> None:
@@ -601,17 +605,6 @@ class BrokerController:
             if today != day:
                 day = today
                 self.stats.new_day()
-
-    async def _persist_offsets_loop(self) -> None:
-        while True:
-            await trio.sleep(OFFSET_PERSIST_INTERVAL)
-            data = self.offsets.take_snapshot()
-            if data is not None:
-                try:
-                    await trio.to_thread.run_sync(write_atomic, self.offsets.path, data)
-                except OSError as exc:
-                    self.offsets.dirty = True
-                    log.error("cannot write %s: %s", self.offsets.path, exc)
 
 
 class _Arrivals:

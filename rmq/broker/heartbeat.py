@@ -8,9 +8,13 @@ subscription string with Java's String.hashCode, never taken from the client.
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.protocol import body
 from rmq.protocol.errors import RemoteProtocolError
 from rmq.protocol.properties import java_string_hash
 
@@ -117,32 +121,148 @@ def parse_heartbeat(obj: Any) -> HeartbeatData:
     """A HEART_BEAT body (already JSON-parsed) → HeartbeatData; RemoteProtocolError if malformed."""
     if not isinstance(obj, dict):
         raise RemoteProtocolError("heartbeat body is not a JSON object")
-    client_id = obj.get("clientID")
-    if not isinstance(client_id, str) or not client_id:
+    consumers = tuple(parse_consumer(item) for item in _list(obj.get("consumerDataSet"), "consumerDataSet"))
+    producers = tuple(parse_producer(item) for item in _list(obj.get("producerDataSet"), "producerDataSet"))
+    return HeartbeatData(_client_id(obj.get("clientID")), consumers, producers)
+
+
+def read_heartbeat(data: bytes) -> Generator[None, None, HeartbeatData]:
+    """Parse a HEART_BEAT body in steps: yields after each consumer or producer, returns the
+    HeartbeatData (StopIteration.value). A caller that may pause at a yield keeps a
+    heartbeat naming thousands of groups from holding the event loop in one piece.
+    RemoteProtocolError if malformed.
+
+    A body that is plain JSON is decoded one array item at a time; any other (fastjson's
+    dialect) is decoded whole, then parsed in the same steps.
+    """
+    try:
+        return (yield from _read(_plain_members(data)))
+    except _NotPlain:
+        obj = body.loads(data)
+        if not isinstance(obj, dict):
+            raise RemoteProtocolError("heartbeat body is not a JSON object") from None
+        return (yield from _read(_members_of(obj)))
+
+
+def _read(members: Iterator[tuple[str, Any]]) -> Generator[None, None, HeartbeatData]:
+    other: dict[str, Any] = {}
+    consumers: list[ConsumerData] = []
+    producers: list[str] = []
+    for key, value in members:
+        if key == "consumerDataSet[]":
+            consumers.append(parse_consumer(value))
+            yield
+        elif key == "producerDataSet[]":
+            producers.append(parse_producer(value))
+            yield
+        else:
+            other[key] = value
+    for key in _ARRAYS:
+        _list(other.get(key), key)  # not an array: null (none) or an error
+    return HeartbeatData(_client_id(other.get("clientID")), tuple(consumers), tuple(producers))
+
+
+class _NotPlain(Exception):
+    """The body is not one plain JSON object with each key once."""
+
+
+_ARRAYS = ("consumerDataSet", "producerDataSet")
+_WS = re.compile(r"[ \t\n\r]*")
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _members_of(obj: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(key, value) for each member of `obj`; the items of its arrays one at a time, as
+    ("consumerDataSet[]", item)."""
+    for key, value in obj.items():
+        if key in _ARRAYS and isinstance(value, list):
+            for item in value:
+                yield key + "[]", item
+        else:
+            yield key, value
+
+
+def _plain_members(data: bytes) -> Iterator[tuple[str, Any]]:
+    """_members_of(the object `data` holds), decoded as it goes. _NotPlain when `data` is not
+    one plain JSON object with each key once (then body.loads, which reads fastjson's
+    dialect too, has the last word)."""
+    try:
+        yield from _decode_members(data)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        raise _NotPlain from None
+
+
+def _decode_members(data: bytes) -> Iterator[tuple[str, Any]]:
+    text = data.decode("utf-8")
+    scrub = body.has_surrogate_escape(text)
+    seen: set[str] = set()
+
+    def value_at(pos: int) -> tuple[Any, int]:
+        value, end = _raw_decode(text, pos)
+        return (body.scrub_surrogates(value) if scrub else value), _skip(text, end)
+
+    pos = _skip(text, 0)
+    if text[pos : pos + 1] != "{":
+        raise ValueError("not an object")
+    pos = _skip(text, pos + 1)
+    while text[pos : pos + 1] != "}":
+        key, pos = value_at(pos)
+        if not isinstance(key, str) or key in seen or text[pos : pos + 1] != ":":
+            raise ValueError("not a member")
+        seen.add(key)
+        pos = _skip(text, pos + 1)
+        if key in _ARRAYS and text[pos : pos + 1] == "[":
+            pos = _skip(text, pos + 1)
+            while text[pos : pos + 1] != "]":
+                item, pos = value_at(pos)
+                yield key + "[]", item
+                if text[pos : pos + 1] == ",":
+                    pos = _skip(text, pos + 1)
+                elif text[pos : pos + 1] != "]":
+                    raise ValueError("bad array")
+            pos = _skip(text, pos + 1)
+        else:
+            value, pos = value_at(pos)
+            yield key, value
+        if text[pos : pos + 1] == ",":
+            pos = _skip(text, pos + 1)
+        elif text[pos : pos + 1] != "}":
+            raise ValueError("bad object")
+    if _skip(text, pos + 1) != len(text):
+        raise ValueError("trailing characters")
+
+
+def _skip(text: str, pos: int) -> int:
+    """The position of the first non-blank character at or after `pos`."""
+    return _WS.match(text, pos).end()  # type: ignore[union-attr]  # the pattern matches anywhere
+
+
+def parse_consumer(item: Any) -> ConsumerData:
+    """One item of consumerDataSet; RemoteProtocolError if malformed."""
+    if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):
+        raise RemoteProtocolError(f"bad consumer data {item!r:.200}")
+    subs = tuple(SubscriptionData.from_json(s) for s in _list(item.get("subscriptionDataSet"), "subscriptionDataSet"))
+    return ConsumerData(
+        item["groupName"],
+        _enum(item.get("consumeType"), CONSUME_TYPES, "consumeType", "CONSUME_PASSIVELY"),
+        _enum(item.get("messageModel"), MESSAGE_MODELS, "messageModel", "CLUSTERING"),
+        _enum(item.get("consumeFromWhere"), CONSUME_FROM_WHERE, "consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
+        subs,
+        item.get("unitMode") is True,
+    )
+
+
+def parse_producer(item: Any) -> str:
+    """One item of producerDataSet → the producer group; RemoteProtocolError if malformed."""
+    if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):
+        raise RemoteProtocolError(f"bad producer data {item!r:.200}")
+    return str(item["groupName"])
+
+
+def _client_id(value: Any) -> str:
+    if not isinstance(value, str) or not value:
         raise RemoteProtocolError("heartbeat body has no clientID")
-    consumers = []
-    for item in _list(obj.get("consumerDataSet"), "consumerDataSet"):
-        if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):
-            raise RemoteProtocolError(f"bad consumer data {item!r}")
-        subs = tuple(
-            SubscriptionData.from_json(s) for s in _list(item.get("subscriptionDataSet"), "subscriptionDataSet")
-        )
-        consumers.append(
-            ConsumerData(
-                item["groupName"],
-                _enum(item.get("consumeType"), CONSUME_TYPES, "consumeType", "CONSUME_PASSIVELY"),
-                _enum(item.get("messageModel"), MESSAGE_MODELS, "messageModel", "CLUSTERING"),
-                _enum(item.get("consumeFromWhere"), CONSUME_FROM_WHERE, "consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
-                subs,
-                item.get("unitMode") is True,
-            )
-        )
-    producers = []
-    for item in _list(obj.get("producerDataSet"), "producerDataSet"):
-        if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):
-            raise RemoteProtocolError(f"bad producer data {item!r}")
-        producers.append(item["groupName"])
-    return HeartbeatData(client_id, tuple(consumers), tuple(producers))
+    return value
 
 
 def _list(value: Any, what: str) -> list[Any]:

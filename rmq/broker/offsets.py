@@ -2,29 +2,33 @@
 
 Offsets are consume-queue indexes: the next message a group will read. The file uses
 fastjson's unquoted integer keys, so a Java broker can read our store and we can read
-its. The controller persists the table every 5 s (when something changed) and on stop.
+its. `writer` (jsonfile.CoalescingWriter, run by the controller) writes the table within
+5 s of a change (RocketMQ's flushConsumerOffsetInterval), in a worker thread; the
+controller writes it once more on stop.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rmq.protocol import body
 
-from .jsonfile import read_json, write_atomic
+from .jsonfile import CoalescingWriter, encode_members, read_json
 
 log = logging.getLogger("rmq.broker.offsets")
 
 SEPARATOR = "@"
+WRITE_DELAY = 5.0  # seconds (flushConsumerOffsetInterval): offsets change with every pull
 
 
 class ConsumerOffsetManager:
     def __init__(self, config_dir: Path) -> None:
         self.path = config_dir / "consumerOffset.json"
         self._table: dict[str, dict[int, int]] = {}
-        self.dirty = False
+        self.writer = CoalescingWriter(self.path, self._snapshot, delay=WRITE_DELAY)
 
     # -- persistence ----------------------------------------------------------------------
 
@@ -42,18 +46,20 @@ class ConsumerOffsetManager:
 
     def encode(self) -> bytes:
         """The file and GET_ALL_CONSUMER_OFFSET body, in fastjson's dialect."""
-        return body.dumps({"offsetTable": self._table}, legacy=True)
+        return _encode(self._table)
 
     def persist(self) -> None:
-        write_atomic(self.path, self.encode())
-        self.dirty = False
+        """Write the file now, on this thread (shutdown). Raises OSError."""
+        self.writer.flush()
 
-    def take_snapshot(self) -> bytes | None:
-        """Encoded table if it changed since the last snapshot, for a write in a worker thread."""
-        if not self.dirty:
-            return None
-        self.dirty = False
-        return self.encode()
+    @property
+    def dirty(self) -> bool:
+        return self.writer.dirty
+
+    def _snapshot(self) -> Iterator[bytes]:
+        """The file's content as pieces. The keys are copied now; each entry is encoded with
+        its offsets when its turn comes (newer ones, if they moved meanwhile)."""
+        return _pieces(dict(self._table))
 
     def sync_from_master(self, obj: Any) -> None:
         """A slave takes its master's offsets (GET_ALL_CONSUMER_OFFSET body), as RocketMQ's
@@ -64,7 +70,7 @@ class ConsumerOffsetManager:
             raise ValueError(f"bad consumer offsets from master: {exc}") from None
         if table != self._table:
             self._table = table
-            self.dirty = True
+            self.writer.changed()
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -72,7 +78,7 @@ class ConsumerOffsetManager:
         queues = self._table.setdefault(f"{topic}{SEPARATOR}{group}", {})
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
-            self.dirty = True
+            self.writer.changed()
 
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 when the group never committed one for this queue."""
@@ -103,9 +109,19 @@ class ConsumerOffsetManager:
     def remove_topic(self, topic: str) -> None:
         for key in [k for k in self._table if k.partition(SEPARATOR)[0] == topic]:
             del self._table[key]
-            self.dirty = True
+            self.writer.changed()
 
     def remove_group(self, group: str) -> None:
         for key in [k for k in self._table if k.partition(SEPARATOR)[2] == group]:
             del self._table[key]
-            self.dirty = True
+            self.writer.changed()
+
+
+def _pieces(table: dict[str, dict[int, int]]) -> Iterator[bytes]:
+    yield b'{"offsetTable":'
+    yield from encode_members(table.items(), legacy=True)
+    yield b"}"
+
+
+def _encode(table: dict[str, dict[int, int]]) -> bytes:
+    return body.dumps({"offsetTable": table}, legacy=True)

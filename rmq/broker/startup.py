@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import signal
 import sys
@@ -98,6 +99,11 @@ async def _serve(broker: BrokerController, signals: AsyncIterator[int], scope: t
             tip += f" and name server is {';'.join(config.namesrv_addr)}"
         print(tip, flush=True)
         print(f"The store path is {config.store_path_root_dir}", flush=True)
+        # What start-up made lives as long as the process: frozen, a full collection (set off
+        # by a burst of new objects, a big heartbeat) no longer walks it on the event loop
+        # (30-45 ms a collection, measured, before).
+        gc.collect()
+        gc.freeze()
         async for signum in signals:
             log.info("%s received, shutting down", signal.Signals(signum).name)
             break

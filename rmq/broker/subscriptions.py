@@ -1,7 +1,8 @@
 """Subscription groups: per consumer group settings, persisted in config/subscriptionGroup.json.
 
 A group is created on first use when `autoCreateSubscriptionGroup` is on (the default),
-as RocketMQ's SubscriptionGroupManager does on heartbeat and pull.
+as RocketMQ's SubscriptionGroupManager does on heartbeat and pull. Changes mark the file
+for `writer` (jsonfile.CoalescingWriter), which the controller runs.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from typing import Any
 from rmq.protocol import body
 
 from .config import BrokerConfig
-from .jsonfile import read_json, write_atomic
-from .topics import DataVersion, wall_ms
+from .jsonfile import CoalescingWriter, encode_members, read_json
+from .topics import WRITE_DELAY, DataVersion, wall_ms
 
 log = logging.getLogger("rmq.broker.subscriptions")
 
@@ -93,6 +94,7 @@ class SubscriptionGroupManager:
         self._table: dict[str, SubscriptionGroupConfig] = {}
         for name in BUILTIN_GROUPS:
             self._table[name] = SubscriptionGroupConfig(name, consume_broadcast_enable=name != "TOOLS_CONSUMER")
+        self.writer = CoalescingWriter(self.path, self._snapshot, delay=WRITE_DELAY)
 
     def load(self) -> None:
         loaded = read_json(self.path, self._decode)
@@ -108,13 +110,15 @@ class SubscriptionGroupManager:
 
     def wrapper(self) -> dict[str, Any]:
         """SubscriptionGroupWrapper: the file and GET_ALL_SUBSCRIPTIONGROUP_CONFIG body."""
-        return {
-            "dataVersion": self.data_version.to_json(),
-            "subscriptionGroupTable": {name: g.to_json() for name, g in sorted(self._table.items())},
-        }
+        return _wrapper(self.data_version.to_json(), self._table)
+
+    def _snapshot(self) -> Iterator[bytes]:
+        """The file's content as pieces, from a copy taken now (configs are frozen)."""
+        return _pieces(self.data_version.to_json(), dict(self._table))
 
     def persist(self) -> None:
-        write_atomic(self.path, body.dumps(self.wrapper()))
+        """Write the file now, on this thread (shutdown). Raises OSError."""
+        self.writer.flush()
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         return self._table.get(group)
@@ -154,9 +158,23 @@ class SubscriptionGroupManager:
             return False
         self._table = table
         self.data_version.load(version)
-        self.persist()
+        self.writer.changed()
         return True
 
     def _changed(self) -> None:
         self.data_version.next_version()
-        self.persist()
+        self.writer.changed()
+
+
+def _pieces(version: dict[str, int], table: dict[str, SubscriptionGroupConfig]) -> Iterator[bytes]:
+    """body.dumps(_wrapper(version, table)), a group at a time."""
+    yield b'{"dataVersion":' + body.dumps(version) + b',"subscriptionGroupTable":'
+    yield from encode_members(sorted(table.items()))
+    yield b"}"
+
+
+def _wrapper(version: dict[str, int], table: dict[str, SubscriptionGroupConfig]) -> dict[str, Any]:
+    return {
+        "dataVersion": version,
+        "subscriptionGroupTable": {name: g.to_json() for name, g in sorted(table.items())},
+    }

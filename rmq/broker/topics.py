@@ -3,7 +3,8 @@
 Mirrors RocketMQ's TopicConfigManager: built-in topics, auto-creation from a template
 topic (TBW102) on first send, retry/DLQ topics created on demand, and a DataVersion
 that tells the name server when the table changed. Every change calls `on_change`,
-which the controller wires to an immediate re-registration with the name servers.
+which the controller wires to an immediate re-registration with the name servers, and
+marks the file for `writer` (jsonfile.CoalescingWriter), which the controller runs.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ from typing import Any
 from rmq.protocol import body
 
 from .config import BrokerConfig
-from .jsonfile import read_json, write_atomic
+from .jsonfile import CoalescingWriter, encode_members, read_json
 
 log = logging.getLogger("rmq.broker.topics")
+
+# Seconds a change waits for others to share its write: a burst (a heartbeat naming many
+# new groups, a producer's first sends to many topics) becomes one write.
+WRITE_DELAY = 0.1
 
 # PermName bits (PROTOCOL.md 7)
 PERM_PRIORITY = 8
@@ -153,7 +158,7 @@ def wall_ms() -> int:
 
 
 class TopicConfigManager:
-    """The topic table. Synchronous; every mutation persists and calls `on_change`."""
+    """The topic table. Synchronous; every mutation calls `on_change` and `writer.changed()`."""
 
     def __init__(
         self,
@@ -169,6 +174,7 @@ class TopicConfigManager:
         self._table: dict[str, TopicConfig] = {}
         self._system_topics = set(_SYSTEM_TOPICS)
         self._add_builtin_topics()
+        self.writer = CoalescingWriter(self.path, self._snapshot, delay=WRITE_DELAY)
 
     def _add_builtin_topics(self) -> None:
         c = self._config
@@ -213,18 +219,20 @@ class TopicConfigManager:
         return body.dumps(self.wrapper())
 
     def persist(self) -> None:
-        write_atomic(self.path, self.encode())
+        """Write the file now, on this thread (start and shutdown). Raises OSError."""
+        self.writer.flush()
 
     def wrapper(self) -> dict[str, Any]:
         """TopicConfigSerializeWrapper: what GET_ALL_TOPIC_CONFIG and REGISTER_BROKER send."""
-        return {
-            "dataVersion": self.data_version.to_json(),
-            "topicConfigTable": {name: tc.to_json() for name, tc in sorted(self._table.items())},
-        }
+        return _wrapper(self.data_version.to_json(), self._table)
+
+    def _snapshot(self) -> Iterator[bytes]:
+        """The file's content as pieces, from a copy taken now (configs are frozen)."""
+        return _pieces(self.data_version.to_json(), dict(self._table))
 
     def _changed(self) -> None:
         self.data_version.next_version()
-        self.persist()
+        self.writer.changed()
         self.on_change()
 
     def sync_from_master(self, obj: Any) -> bool:
@@ -240,7 +248,7 @@ class TopicConfigManager:
         self._add_builtin_topics()
         self._table.update(table)
         self.data_version.load(version)
-        self.persist()
+        self.writer.changed()
         self.on_change()
         return True
 
@@ -311,3 +319,17 @@ class TopicConfigManager:
         log.info("deleted topic %s", topic)
         self._changed()
         return True
+
+
+def _pieces(version: dict[str, int], table: dict[str, TopicConfig]) -> Iterator[bytes]:
+    """body.dumps(_wrapper(version, table)), a topic at a time."""
+    yield b'{"dataVersion":' + body.dumps(version) + b',"topicConfigTable":'
+    yield from encode_members(sorted(table.items()))
+    yield b"}"
+
+
+def _wrapper(version: dict[str, int], table: dict[str, TopicConfig]) -> dict[str, Any]:
+    return {
+        "dataVersion": version,
+        "topicConfigTable": {name: tc.to_json() for name, tc in sorted(table.items())},
+    }

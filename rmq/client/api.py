@@ -95,7 +95,8 @@ class ClientAPI:
 
     With `credentials` (access key, secret key) every request sent through `invoke` and
     `invoke_oneway` is signed first (ACL 1.0, rmq.protocol.acl), to brokers and name
-    servers alike, as RocketMQ's AclClientRPCHook does.
+    servers alike, as RocketMQ's AclClientRPCHook does, its code included (RequestCode,
+    which a broker with aclRequireSignedRequestCode=true requires).
     """
 
     def __init__(
@@ -106,10 +107,10 @@ class ClientAPI:
         self.credentials = credentials
 
     def sign(self, request: RemotingCommand) -> RemotingCommand:
-        """Add AccessKey and Signature to `request` when the client has credentials."""
+        """Add AccessKey, RequestCode and Signature to `request` when the client has credentials."""
         if self.credentials is not None:
             access_key, secret_key = self.credentials
-            acl.sign(request.ext_fields, request.body, access_key, secret_key)
+            acl.sign(request.ext_fields, request.body, access_key, secret_key, code=request.code)
         return request
 
     async def invoke(

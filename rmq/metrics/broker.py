@@ -30,6 +30,7 @@ from rmq.broker.stats import (
 
 from .exporter import MetricsExporter
 from .latency import RpcLatency, cumulative
+from .remoting import connection_metrics
 
 if TYPE_CHECKING:
     from rmq.broker.controller import BrokerController
@@ -52,6 +53,7 @@ class BrokerCollector(Collector):
         yield from self.latency.collect(const)
         yield from self._consumers(const)
         yield from self._connections(const)
+        yield from connection_metrics(getattr(self.broker, "_servers", ()), const)
         yield from self._store(const)
         yield from self._broker(const)
 

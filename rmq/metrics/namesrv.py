@@ -1,7 +1,8 @@
 """NamesrvCollector: the name server's metrics, read from its route tables when scraped.
 
 RocketMQ 5.x's name server exports rocketmq_rpc_latency; the route-table gauges
-(rocketmq_topic_number, rocketmq_broker_number, rocketmq_cluster_number) are ours. Every
+(rocketmq_topic_number, rocketmq_broker_number, rocketmq_cluster_number) and the
+connection series (remoting.py) are ours. Every
 series carries node_type="nameserver" and node_id (the listen address).
 """
 
@@ -17,6 +18,7 @@ from prometheus_client.registry import Collector
 
 from .exporter import MetricsExporter
 from .latency import RpcLatency
+from .remoting import connection_metrics
 
 if TYPE_CHECKING:
     from rmq.namesrv.server import NamesrvServer
@@ -30,6 +32,7 @@ class NamesrvCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         const = {"node_type": "nameserver", "node_id": self.server.listen_address}
         yield from self.latency.collect(const)
+        yield from connection_metrics([self.server.remoting], const)
         routes = self.server.routes
         for name, doc, value in (
             ("rocketmq_topic_number", "Topics in the route table", len(routes.topics)),

@@ -45,6 +45,9 @@ class NamesrvConfig:
       order_message_enable: answer routes with `orderTopicConf` from the
         ORDER_TOPIC_CONFIG KV namespace (`orderMessageEnable`; off by default as in RocketMQ).
       idle_timeout: close connections idle this long (`serverChannelMaxIdleTimeSeconds`).
+      max_connections: connections held at once (`serverMaxConnections`; 0: no limit).
+      max_connections_per_address: connections held at once from one IP address
+        (`serverMaxConnectionsPerAddress`; 0: no limit).
       tls_mode: "disabled", "permissive" or "enforcing" (`tls.server.mode`).
       tls_cert_path, tls_key_path: PEM files for TLS (`tls.server.certPath`,
         `tls.server.keyPath`); needed unless NamesrvServer gets an ssl_context.
@@ -69,6 +72,8 @@ class NamesrvConfig:
     broker_expiry: float = 120.0
     order_message_enable: bool = False
     idle_timeout: float = 120.0
+    max_connections: int = 10_000
+    max_connections_per_address: int = 0
     tls_mode: str = "disabled"
     tls_cert_path: str | None = None
     tls_key_path: str | None = None
@@ -89,6 +94,9 @@ class NamesrvConfig:
         for name in ("scan_interval", "broker_expiry", "idle_timeout"):
             if getattr(self, name) <= 0:
                 raise ConfigError(name, f"must be positive, got {getattr(self, name)}")
+        for name in ("max_connections", "max_connections_per_address"):
+            if getattr(self, name) < 0:
+                raise ConfigError(name, f"must be >= 0 (0: no limit), got {getattr(self, name)}")
         if self.first_scan_delay < 0:
             raise ConfigError("first_scan_delay", f"must not be negative, got {self.first_scan_delay}")
         if self.metrics_exporter_type not in ("DISABLE", "PROM"):
@@ -188,6 +196,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str], bool]] =
     "brokerChannelExpiredTime": ("broker_expiry", _millis, _show_millis, True),
     "orderMessageEnable": ("order_message_enable", _bool, _show_bool, True),
     "serverChannelMaxIdleTimeSeconds": ("idle_timeout", lambda t: float(int(t)), _show_seconds, False),
+    "serverMaxConnections": ("max_connections", int, str, False),
+    "serverMaxConnectionsPerAddress": ("max_connections_per_address", int, str, False),
     "tls.server.mode": ("tls_mode", str.lower, str, False),
     "tls.server.certPath": ("tls_cert_path", _optional(str), str, False),
     "tls.server.keyPath": ("tls_key_path", _optional(str), str, False),

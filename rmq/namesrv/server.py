@@ -182,4 +182,6 @@ def _server_config(config: NamesrvConfig, ssl_context: ssl.SSLContext | None) ->
         ssl_context=ssl_context,
         idle_timeout=config.idle_timeout,
         ws_port=config.websocket_port,
+        max_connections=config.max_connections,
+        max_connections_per_address=config.max_connections_per_address,
     )

@@ -15,6 +15,13 @@ text, which is what the command codec turns them into.
 
 Keys are ordered as Java's TreeMap orders Strings (UTF-16 code units); for the ASCII header
 names every client uses, that is plain byte order, which is also what the C++ std::map uses.
+
+The content leaves out the request code (and opaque, flag, version, remark): a captured
+signed request can be sent again under another code with the same fields, and passes. Our
+clients therefore also put the code in the `RequestCode` field, which the signature then
+covers; a broker with `aclRequireSignedRequestCode=true` requires it to be the request's
+code (`signed_code_error`). A RocketMQ broker signs and checks every field, so it accepts
+the extra one.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ SIGNATURE = "Signature"
 SECURITY_TOKEN = "SecurityToken"
 ONS_CHANNEL = "OnsChannel"  # the C++ client's extra signed field
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"  # added by the broker side of queries; never signed
+REQUEST_CODE = "RequestCode"  # ours: the request's code, so that the signature covers it
 
 #: Fields a verifier leaves out of the signed content (PlainAccessValidator.parse).
 VERIFY_EXCLUDES = frozenset({SIGNATURE, UNIQUE_KEY_QUERY})
@@ -67,13 +75,18 @@ def sign(
     access_key: str,
     secret_key: str,
     security_token: str | None = None,
+    *,
+    code: int | None = None,
 ) -> str:
     """Sign a request's fields in place, as AclClientRPCHook.doBeforeRequest does: set
-    AccessKey (and SecurityToken), then Signature over everything else. Returns it."""
+    AccessKey (and SecurityToken, and with `code` our RequestCode), then Signature over
+    everything else. Returns it."""
     ext_fields.pop(SIGNATURE, None)
     ext_fields[ACCESS_KEY] = access_key
     if security_token is not None:
         ext_fields[SECURITY_TOKEN] = security_token
+    if code is not None:
+        ext_fields[REQUEST_CODE] = str(code)
     signature = calc_signature(signing_content(ext_fields, body), secret_key)
     ext_fields[SIGNATURE] = signature
     return signature
@@ -82,6 +95,17 @@ def sign(
 def verify_content(ext_fields: Mapping[str, str], body: bytes | None) -> bytes:
     """What a broker signs to check a received request (Signature and _UNIQUE_KEY_QUERY left out)."""
     return signing_content(ext_fields, body, exclude=VERIFY_EXCLUDES)
+
+
+def signed_code_error(ext_fields: Mapping[str, str], code: int) -> str | None:
+    """Why the request's RequestCode field (covered by its signature) does not vouch for
+    `code`, the code it arrived with; None when it does."""
+    signed = ext_fields.get(REQUEST_CODE)
+    if signed is None:
+        return f"the request code is not signed: no {REQUEST_CODE} field"
+    if signed != str(code):
+        return f"the signed request code {signed} is not the request's code {code}"
+    return None
 
 
 def signature_matches(content: bytes, secret_key: str, signature: str | None) -> bool:

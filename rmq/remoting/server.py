@@ -19,6 +19,11 @@ skips the grace and stops everything at once.
 A handler never lets an exception out: a peer's bad bytes close that connection with
 one log line, and even a bug in a handler is logged and contained, so one connection
 cannot bring the server down.
+
+Limits: a connection accepted while the server holds `max_connections` (or its address
+holds `max_connections_per_address`) is closed at once, before the TLS handshake, and
+counted in `refused`; a WARNING says so at most once a minute per address. Every accepted
+connection counts until its handler ends, handshakes included.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import dataclasses
 import functools
 import logging
 import ssl
+from collections import OrderedDict
 from collections.abc import Callable
 
 import trio
@@ -46,6 +52,12 @@ log = logging.getLogger("rmq.remoting.server")
 
 ConnectionHook = Callable[[Connection], None]
 _CLOSE_TIMEOUT = 1.0
+REFUSAL_LOG_INTERVAL = 60.0  # seconds between two WARNINGs about refusing one address
+_REFUSAL_LOG_ADDRESSES = 4096  # addresses remembered for that, oldest forgotten first
+
+# Why a connection was refused: the keys of RemotingServer.refused.
+SERVER_LIMIT = "server_limit"
+ADDRESS_LIMIT = "address_limit"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -65,6 +77,8 @@ class ServerConfig:
       shutdown_grace: seconds connections get to finish in-flight work on shutdown.
       ws_port: also accept RocketMQ over WebSocket on this port (0: a free port;
         None: no WebSocket listener); ws_path is the one path accepted there.
+      max_connections: connections held at once, WebSocket ones included (0: no limit).
+      max_connections_per_address: connections held at once from one IP address (0: no limit).
     """
 
     host: str = "0.0.0.0"
@@ -79,6 +93,8 @@ class ServerConfig:
     shutdown_grace: float = 5.0
     ws_port: int | None = None
     ws_path: str = DEFAULT_WS_PATH
+    max_connections: int = 0
+    max_connections_per_address: int = 0
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535 or (self.ws_port is not None and not 0 <= self.ws_port <= 65535):
@@ -95,6 +111,8 @@ class ServerConfig:
             raise ValueError("outbox_size and max_in_flight must be >= 1")
         if not self.ws_path.startswith("/"):
             raise ValueError("ws_path must start with '/'")
+        if self.max_connections < 0 or self.max_connections_per_address < 0:
+            raise ValueError("max_connections and max_connections_per_address must be >= 0 (0: no limit)")
 
 
 class RemotingServer(Service):
@@ -127,6 +145,10 @@ class RemotingServer(Service):
         self.port: int | None = None
         self.ws_port: int | None = None
         self._connections: dict[str, Connection] = {}
+        self._held = 0  # accepted and not yet closed, handshakes included
+        self._held_by_host: dict[str, int] = {}
+        self.refused: dict[str, int] = {SERVER_LIMIT: 0, ADDRESS_LIMIT: 0}
+        self._refusals_logged: OrderedDict[str, tuple[float, int]] = OrderedDict()  # host → (when, since)
         self._accept_nursery: trio.Nursery | None = None
         self._serving = False
         self._shutting_down = False
@@ -152,6 +174,11 @@ class RemotingServer(Service):
             return None
         scheme = "ws" if self.config.tls_mode is TlsMode.DISABLED else "wss"
         return f"{scheme}://{self.address.rpartition(':')[0]}:{self.ws_port}{self.config.ws_path}"
+
+    @property
+    def connection_count(self) -> int:
+        """Connections held now: accepted and not closed, those still in a handshake included."""
+        return self._held
 
     @property
     def connections(self) -> list[Connection]:
@@ -230,6 +257,58 @@ class RemotingServer(Service):
 
     async def _handle(self, raw: trio.SocketStream, *, websocket: bool) -> None:
         remote, local = _addresses(raw)
+        host = remote.rpartition(":")[0] or remote
+        refusal = self._over_limit(host)
+        if refusal is not None:
+            self._refuse(raw, remote, host, refusal)
+            return
+        self._held += 1
+        self._held_by_host[host] = self._held_by_host.get(host, 0) + 1
+        try:
+            await self._handle_held(raw, remote, local, websocket=websocket)
+        finally:
+            self._held -= 1
+            left = self._held_by_host.pop(host) - 1
+            if left:
+                self._held_by_host[host] = left
+
+    def _over_limit(self, host: str) -> str | None:
+        cfg = self.config
+        if cfg.max_connections and self._held >= cfg.max_connections:
+            return SERVER_LIMIT
+        if cfg.max_connections_per_address and self._held_by_host.get(host, 0) >= cfg.max_connections_per_address:
+            return ADDRESS_LIMIT
+        return None
+
+    def _refuse(self, raw: trio.SocketStream, remote: str, host: str, reason: str) -> None:
+        """Close at once (no handshake, nothing read) and count it; log it at most once a
+        REFUSAL_LOG_INTERVAL per address, with how many went unlogged."""
+        self.refused[reason] += 1
+        try:
+            raw.socket.close()  # synchronous: a refusal costs no task switch and holds nothing
+        except OSError:
+            pass
+        now = trio.current_time()
+        last, since = self._refusals_logged.get(host, (-REFUSAL_LOG_INTERVAL, 0))
+        if now - last < REFUSAL_LOG_INTERVAL:
+            self._refusals_logged[host] = (last, since + 1)
+            return
+        self._refusals_logged[host] = (now, 0)
+        self._refusals_logged.move_to_end(host)
+        if len(self._refusals_logged) > _REFUSAL_LOG_ADDRESSES:
+            self._refusals_logged.popitem(last=False)
+        cfg = self.config
+        if reason == SERVER_LIMIT:
+            why = f"the server holds {self._held} connections, its limit (serverMaxConnections)"
+        else:
+            why = (
+                f"{host} holds {cfg.max_connections_per_address} connections, the limit per address "
+                "(serverMaxConnectionsPerAddress)"
+            )
+        more = f"; {since} more refused since the last report" if since else ""
+        log.warning("refused connection from %s: %s%s", remote, why, more)
+
+    async def _handle_held(self, raw: trio.SocketStream, remote: str, local: str, *, websocket: bool) -> None:
         cfg = self.config
         idle_timeout = cfg.idle_timeout
         served = False

@@ -28,6 +28,10 @@ BROKER = {
     "haListenPort": "Port a master accepts its slaves on; 0 = listenPort + 1.",
     "vipChannelEnable": "Also serve the VIP port (listenPort - 2) that Java clients before 4.5.1 send to.",
     "serverChannelMaxIdleTimeSeconds": "Connections idle this long are closed.",
+    "serverMaxConnections": "rmq's own: connections the main port (and the VIP port, each) holds at once; one more "
+    "is closed at once, logged and counted (docs/operations.md, Connection limits). A client that sends and never "
+    "reads holds up to about 5 MB. 0: no limit.",
+    "serverMaxConnectionsPerAddress": "rmq's own: connections one client IP address may hold on a port; 0: no limit.",
     "busyPollMicros": "rmq's own: microseconds the event loop polls for I/O before it sleeps, while its sleeps "
     "are short (back-to-back requests), e.g. 300. It about halves the round trip at one request in flight, "
     "for CPU; a little above the gap between messages at a steady rate (1000 at 1,000 msg/s) keeps the broker "
@@ -110,6 +114,9 @@ BROKER = {
     "aclEnable": "Check every request against plain_acl.yml (ACL 1.0, docs/security.md).",
     "rocketmqHome": "RocketMQ home; the ACL file is <rocketmqHome>/conf/plain_acl.yml. Default: $ROCKETMQ_HOME.",
     "aclPlainFile": "The ACL file instead of <rocketmqHome>/conf/plain_acl.yml; a relative path is under rocketmqHome.",
+    "aclRequireSignedRequestCode": "rmq's own: refuse a signed request unless its signature covers its request code "
+    "(the RequestCode field rmq's clients sign), so a captured request cannot be replayed under another code. "
+    "RocketMQ's own clients do not sign it: leave off while they connect (docs/security.md).",
     "metricsExporterType": "PROM serves Prometheus metrics (docs/operations.md, Metrics); DISABLE does not.",
     "metricsPromExporterHost": "Address of the metrics endpoint. Default: brokerIP1.",
     "metricsPromExporterPort": "Port of the metrics endpoint (GET /metrics); 0 picks a free port.",
@@ -123,6 +130,9 @@ NAMESRV = {
     "brokerChannelExpiredTime": "Milliseconds without a registration after which a broker is dropped.",
     "orderMessageEnable": "Return ORDER_TOPIC_CONFIG with routes.",
     "serverChannelMaxIdleTimeSeconds": "Connections idle this long are closed.",
+    "serverMaxConnections": "rmq's own: connections held at once; one more is closed at once, logged and counted "
+    "(docs/operations.md, Connection limits). 0: no limit.",
+    "serverMaxConnectionsPerAddress": "rmq's own: connections one client IP address may hold; 0: no limit.",
     "tls.server.mode": "disabled, permissive (plain text and TLS) or enforcing (TLS only).",
     "tls.server.certPath": "PEM certificate for TLS.",
     "tls.server.keyPath": "PEM private key for TLS.",

@@ -12,6 +12,7 @@ timer deadlines) follows Trio's clock, so virtual seconds pass for both alike.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
-from rmq.protocol import RemotingCommand
+from rmq.protocol import RemotingCommand, RequestCode
 from rmq.remoting import RemotingClient
 
 SMALL_STORE = {
@@ -83,6 +84,36 @@ def calm_clock() -> Iterator[None]:
         clock.autojump_threshold = 0
 
 
+# Operator changes the broker answers once a worker thread has written them to disk.
+WRITTEN_BEFORE_ANSWER = frozenset(
+    {
+        RequestCode.UPDATE_AND_CREATE_TOPIC,
+        RequestCode.DELETE_TOPIC_IN_BROKER,
+        RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
+        RequestCode.DELETE_SUBSCRIPTIONGROUP,
+    }
+)
+
+
+@contextlib.contextmanager
+def still_clock() -> Iterator[None]:
+    """Under autojump_clock, keep virtual time still while this block runs.
+
+    For a call whose answer waits on a worker thread (a disk write): autojump would move
+    the clock while the thread works, up to the next deadline, which may be the call's own
+    timeout. Nothing the call needs waits on virtual time.
+    """
+    clock = trio.lowlevel.current_clock()
+    if not isinstance(clock, trio.testing.MockClock) or clock.autojump_threshold == math.inf:
+        yield
+        return
+    threshold, clock.autojump_threshold = clock.autojump_threshold, math.inf
+    try:
+        yield
+    finally:
+        clock.autojump_threshold = threshold
+
+
 class Cluster:
     """One name server and one broker; `client` speaks the raw protocol to both."""
 
@@ -138,7 +169,8 @@ class Cluster:
         timeout: float = 5.0,
     ) -> RemotingCommand:
         request = RemotingCommand.request(code, ext, body)
-        return await self.client.invoke(addr or self.broker.address, request, timeout)
+        with still_clock() if code in WRITTEN_BEFORE_ANSWER else contextlib.nullcontext():
+            return await self.client.invoke(addr or self.broker.address, request, timeout)
 
 
 def trio_wall_clock() -> Callable[[], int]:

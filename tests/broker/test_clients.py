@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from rmq.broker.client_manager import ClientManager
-from rmq.broker.heartbeat import ConsumerData, SubscriptionData, parse_heartbeat
+from rmq.broker.heartbeat import ConsumerData, HeartbeatData, SubscriptionData, parse_heartbeat, read_heartbeat
 from rmq.broker.rebalance_lock import RebalanceLockManager
 from rmq.protocol import RemoteProtocolError
 from rmq.protocol.body import MQKey
@@ -86,6 +86,48 @@ def test_java_heartbeat() -> None:
 def test_bad_heartbeats(body: object) -> None:
     with pytest.raises(RemoteProtocolError):
         parse_heartbeat(body)
+
+
+def read_in_steps(data: bytes) -> tuple[HeartbeatData, int]:
+    steps = read_heartbeat(data)
+    pauses = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value, pauses
+        pauses += 1
+
+
+def test_a_heartbeat_is_read_in_steps() -> None:
+    java = json.dumps(JAVA_HEARTBEAT).encode()
+    assert read_in_steps(java) == (parse_heartbeat(JAVA_HEARTBEAT), 3)  # one consumer, two producers
+    assert read_in_steps(CPP_TAG_HEARTBEAT.encode()) == (parse_heartbeat(json.loads(CPP_TAG_HEARTBEAT)), 1)
+    # fastjson's dialect (an unquoted integer key) is read whole, then in the same steps
+    legacy = b'{"clientID":"c","x":{1:2},"consumerDataSet":[{"groupName":"a"},{"groupName":"b"}]}'
+    hb, pauses = read_in_steps(legacy)
+    assert [c.group_name for c in hb.consumers] == ["a", "b"] and pauses == 2
+    # a lone surrogate reads as "?", as body.loads reads it
+    hb, _ = read_in_steps(b'{"clientID":"c\\ud800","consumerDataSet":[{"groupName":"g\\udc00"}]}')
+    assert (hb.client_id, hb.consumers[0].group_name) == ("c?", "g?")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"[]",
+        b"{not json",
+        b'{"clientID":"c"} trailing',
+        b'{"consumerDataSet":[]}',
+        b'{"clientID":"c","consumerDataSet":5}',
+        b'{"clientID":"c","consumerDataSet":[{"groupName":1}]}',
+        b'{"clientID":"c","x":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    ],
+)
+def test_bad_heartbeat_bodies(data: bytes) -> None:
+    with pytest.raises(RemoteProtocolError):
+        read_in_steps(data)
 
 
 def test_tags_code_compares_the_low_32_bits() -> None:

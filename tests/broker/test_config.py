@@ -107,6 +107,8 @@ def test_unknown_key_is_warned_and_accepted_keys_are_not(caplog: pytest.LogCaptu
         ("flushIntervalIndex", "-1"),
         ("flushConsumeQueueLeastPages", "-1"),
         ("messageIndexEnable", "no"),
+        ("serverMaxConnections", "-1"),
+        ("serverMaxConnectionsPerAddress", "-1"),
     ],
 )
 def test_bad_value_is_refused_with_the_key_named(key: str, value: str) -> None:

@@ -220,3 +220,13 @@ async def test_metrics_port_in_use_stops_the_start(live: Live, tmp_path: Path) -
     with pytest.raises(OSError):
         async with NamesrvServer(config):
             pass
+
+
+async def test_connection_metrics(live: Live) -> None:
+    await live.call(RequestCode.GET_BROKER_RUNTIME_INFO, {})  # our client's connection
+    samples = await scrape(live.broker.metrics.port)
+    assert value(samples, "rocketmq_remoting_connections", port=str(live.broker.port), node_type="broker") >= 1
+    assert value(samples, "rocketmq_remoting_connections_refused_total", node_type="broker") == 0
+    samples = await scrape(live.namesrv.metrics.port)
+    assert value(samples, "rocketmq_remoting_connections", node_type="nameserver") >= 1  # the broker's
+    assert value(samples, "rocketmq_remoting_connections_refused_total", reason="server_limit") == 0

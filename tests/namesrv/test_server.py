@@ -19,7 +19,7 @@ from rmq.namesrv.register_body import RegisterBody, encode_compressed, encode_re
 from rmq.namesrv.route_info import DataVersion, TopicConfig
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
-from rmq.remoting import ClientConfig, RemotingClient
+from rmq.remoting import ClientConfig, RemotingClient, RemotingError
 
 from .helpers import BROKER_ADDR, loopback_config, register_request, route_request
 
@@ -342,3 +342,22 @@ async def test_crc_of_a_known_body() -> None:
     # what bodyCrc32 means: CRC32 of the body masked to 31 bits (UtilAll.crc32)
     request = register_request(b"abc")
     assert request.ext_fields["bodyCrc32"] == str(zlib.crc32(b"abc") & 0x7FFFFFFF)
+
+
+async def test_connections_past_the_limit_are_refused(tmp_path: Path) -> None:
+    config, unknown = loopback_config(tmp_path).with_properties(
+        {"serverMaxConnections": "2", "serverMaxConnectionsPerAddress": "2"}
+    )
+    assert unknown == [] and (config.max_connections, config.max_connections_per_address) == (2, 2)
+    async with NamesrvServer(config) as namesrv:
+        request = RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO)
+        async with RemotingClient() as a, RemotingClient() as b:
+            for client in (a, b):
+                assert (await client.invoke(namesrv.address, request, 5)).code == ResponseCode.SUCCESS
+            async with RemotingClient() as third:
+                with pytest.raises(RemotingError):
+                    await third.invoke(namesrv.address, request, 5)
+            assert namesrv.remoting.refused["server_limit"] == 1
+        await wait_until(lambda: namesrv.remoting.connection_count == 0)
+        async with RemotingClient() as later:  # the others closed: room again
+            assert (await later.invoke(namesrv.address, request, 5)).code == ResponseCode.SUCCESS

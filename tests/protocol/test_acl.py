@@ -78,6 +78,18 @@ def test_sign_orders_keys_as_java_and_excludes_what_the_broker_excludes() -> Non
     assert ext["SecurityToken"] == "tok" and again != signature
 
 
+def test_signing_the_request_code() -> None:
+    ext = {"topic": "T"}
+    signature = acl.sign(ext, None, "AK", "secret-key", code=202)
+    assert ext[acl.REQUEST_CODE] == "202"
+    assert acl.signature_matches(acl.verify_content(ext, None), "secret-key", signature)  # covered
+    assert acl.signed_code_error(ext, 202) is None
+    assert acl.signed_code_error(ext, 215) == "the signed request code 202 is not the request's code 215"
+    assert acl.signed_code_error({"topic": "T"}, 202) == "the request code is not signed: no RequestCode field"
+    ext[acl.REQUEST_CODE] = "215"
+    assert not acl.signature_matches(acl.verify_content(ext, None), "secret-key", signature)
+
+
 def test_non_ascii_keys_sort_by_utf16_units() -> None:
     # Java's String order puts U+FF21 (a BMP letter) after U+10000, which is a surrogate pair
     ext = {"\uff21": "x", "\U00010000": "y"}

@@ -68,11 +68,15 @@ def _stat_key(path: Path) -> tuple[int, int, int] | None:
 
 
 class PlainAcl:
-    """See the module docstring. `clock_ms` stamps data versions."""
+    """See the module docstring. `clock_ms` stamps data versions; `require_signed_code`
+    refuses signed requests whose code their signature does not cover (validator.check)."""
 
-    def __init__(self, path: Path, *, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(
+        self, path: Path, *, clock_ms: Callable[[], int] = wall_clock_ms, require_signed_code: bool = False
+    ) -> None:
         self.path = path
         self.clock_ms = clock_ms
+        self.require_signed_code = require_signed_code  # aclRequireSignedRequestCode
         self.model = AclModel()
         self.version = DataVersion(clock_ms())
         self._stat: tuple[int, int, int] | None = None
@@ -184,7 +188,7 @@ class PlainAcl:
         """The dispatcher hook: None lets the request through, else the refusal to answer."""
         ip = client_ip(ctx.remote_address)
         try:
-            check(self.model, request, ip)
+            check(self.model, request, ip, signed_code=self.require_signed_code)
         except AclDenied as exc:
             reason = str(exc)
             self._log_refusal(ip, request, reason)

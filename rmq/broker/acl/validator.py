@@ -6,7 +6,9 @@ may not, in the order RocketMQ checks:
 1. an address in globalWhiteRemoteAddresses passes, signed or not;
 2. the request must carry an AccessKey the file knows;
 3. an address in that account's whiteRemoteAddress passes unsigned;
-4. the Signature must match the account's secretKey (rmq.protocol.acl);
+4. the Signature must match the account's secretKey (rmq.protocol.acl); with
+   `signed_code` (aclRequireSignedRequestCode) the signed RequestCode field must also be
+   the request's code, so a captured request cannot be replayed under another code;
 5. admin-only request codes need `admin: true`;
 6. every resource the request names needs its permission: sends PUB on the topic;
    pulls, offset calls, heartbeats and the like SUB on the topic and on the group
@@ -142,7 +144,7 @@ def _lock_body(body: bytes) -> tuple[str | None, list[str]]:
     return (str(group) if group else None), sorted(set(topics))
 
 
-def check(model: AclModel, request: RemotingCommand, ip: str) -> None:
+def check(model: AclModel, request: RemotingCommand, ip: str, *, signed_code: bool = False) -> None:
     """Raise AclDenied unless the client at `ip` may send `request` (see the module docstring)."""
     if model.white_listed(ip):
         return
@@ -158,6 +160,10 @@ def check(model: AclModel, request: RemotingCommand, ip: str) -> None:
     content = signing.verify_content(ext, request.body)
     if not signing.signature_matches(content, account.secret_key, ext.get(signing.SIGNATURE)):
         raise AclDenied(f"Check signature failed for accessKey={access_key}")
+    if signed_code:
+        why = signing.signed_code_error(ext, request.code)
+        if why is not None:
+            raise AclDenied(f"{why} (aclRequireSignedRequestCode=true), accessKey={access_key}")
     needed = needed_resources(request)
     if needed.get(TRACE_TOPIC) == PUB:
         return

@@ -37,6 +37,7 @@ from rmq.protocol.headers import (
     ViewMessageRequestHeader,
 )
 
+from ..jsonfile import CoalescingWriter
 from ..stats import processor_queues
 from ..subscriptions import SubscriptionGroupConfig
 from ..topics import MAX_QUEUE_NUMS, TopicConfig, topic_error
@@ -97,7 +98,18 @@ class AdminProcessor:
             return admin_ops.broker_consume_stats(self.broker, request, self.consume_stats)
         if request.code in admin_ops.HANDLERS:
             return admin_ops.HANDLERS[request.code](self.broker, request)
-        return self._handlers[request.code](request)
+        response = self._handlers[request.code](request)
+        writer = self._written_before_answer(request.code)
+        if writer is not None and response.code == ResponseCode.SUCCESS:
+            await writer.written()  # as in RocketMQ, an operator's change is on disk when answered
+        return response
+
+    def _written_before_answer(self, code: int) -> CoalescingWriter | None:
+        if code in (RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.DELETE_TOPIC_IN_BROKER):
+            return self.broker.topics.writer
+        if code in (RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP):
+            return self.broker.subscriptions.writer
+        return None
 
     def ha_status(self, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_HA_STATUS (RocketMQ 5.x): the HARuntimeInfo of a master or a slave."""

@@ -4,13 +4,22 @@ HEART_BEAT, UNREGISTER_CLIENT, CHECK_CLIENT_CONFIG, GET_CONSUMER_LIST_BY_GROUP,
 QUERY_CONSUMER_OFFSET, UPDATE_CONSUMER_OFFSET, LOCK_BATCH_MQ and UNLOCK_BATCH_MQ
 (PROTOCOL.md 3.3, 3.6). A heartbeat whose SQL92 subscription does not parse is refused
 whole with SUBSCRIPTION_PARSE_FAILED, so the consumer hears about it at subscribe time.
+
+A heartbeat may name thousands of groups: it is read and handled in steps of at most
+STEP seconds with a turn for the other connections between, and it creates at most
+NEW_GROUPS_PER_REQUEST groups (and their retry topics). Every consumer in it is
+registered; a group left over is created by the client's next heartbeat (every 30 s) or
+by its first pull, and the broker logs a WARNING naming them.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+import trio
 
 from rmq.protocol import RemoteProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
@@ -23,7 +32,7 @@ from rmq.protocol.headers import (
 )
 
 from ..filter import SqlFilterError, compile_sql92
-from ..heartbeat import EXPRESSION_SQL92, SubscriptionData, parse_heartbeat
+from ..heartbeat import EXPRESSION_SQL92, HeartbeatData, SubscriptionData, read_heartbeat
 from ..topics import PERM_READ, PERM_WRITE, retry_topic
 from .common import fail, json_of, ok
 
@@ -35,6 +44,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("rmq.broker.client_manage")
 
 FLAG_UNIT_SUB = 0x2  # TopicSysFlag for unit-mode consumers' retry topics
+# Consumer groups (with their retry topics) one heartbeat may create; the rest of a bigger
+# one are registered, and created by later heartbeats or their first pulls.
+NEW_GROUPS_PER_REQUEST = 100
+STEP = 0.002  # seconds a heartbeat holds the event loop before the other connections get a turn
 NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 
 
@@ -42,7 +55,6 @@ class ClientManageProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self._handlers: dict[int, Callable[[RequestContext, RemotingCommand], RemotingCommand]] = {
-            RequestCode.HEART_BEAT: self.heart_beat,
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
             RequestCode.CHECK_CLIENT_CONFIG: self.check_client_config,
             RequestCode.GET_CONSUMER_LIST_BY_GROUP: self.consumer_list,
@@ -53,13 +65,18 @@ class ClientManageProcessor:
         }
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.HEART_BEAT:
+            return await self.heart_beat(ctx, request)
         return self._handlers[request.code](ctx, request)
 
     # -- registration ---------------------------------------------------------------------
 
-    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    async def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         broker = self.broker
-        hb = parse_heartbeat(json_of(request, "heartbeat"))
+        if not request.body:
+            raise RemoteProtocolError("the heartbeat body is missing")
+        turns = _Turns()
+        hb = await _read_heartbeat(request.body, turns)
         for consumer in hb.consumers:
             for sub in consumer.subscriptions:
                 why = _filter_error(sub)
@@ -69,27 +86,56 @@ class ClientManageProcessor:
                         ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                         f"group {consumer.group_name}, topic {sub.topic}: {why}",
                     )
+            await turns.take()
         conn = ctx.connection
         language = _language_name(request.language)
+        created = 0
+        deferred: list[str] = []
         for consumer in hb.consumers:
-            group_config = broker.subscriptions.find_or_create(consumer.group_name)
-            notify = True
-            if group_config is not None:
-                notify = group_config.notify_consumer_ids_changed_enable
-                broker.topics.create_if_absent(
-                    retry_topic(consumer.group_name),
-                    group_config.retry_queue_nums,
-                    PERM_READ | PERM_WRITE,
-                    FLAG_UNIT_SUB if consumer.unit_mode else 0,
-                )
+            group = consumer.group_name
+            new = self._creates(group)
+            if new and created >= NEW_GROUPS_PER_REQUEST:
+                group_config = broker.subscriptions.get(group)
+                deferred.append(group)
+            else:
+                created += new
+                group_config = broker.subscriptions.find_or_create(group)
+                if group_config is not None:
+                    broker.topics.create_if_absent(
+                        retry_topic(group),
+                        group_config.retry_queue_nums,
+                        PERM_READ | PERM_WRITE,
+                        FLAG_UNIT_SUB if consumer.unit_mode else 0,
+                    )
             changed = broker.clients.register_consumer(
                 consumer, conn, hb.client_id, language, request.version, ctx.remote_address
             )
-            if changed and notify:
-                broker.notify_consumer_ids_changed(consumer.group_name)
+            if changed and (group_config is None or group_config.notify_consumer_ids_changed_enable):
+                broker.notify_consumer_ids_changed(group)
+            await turns.take()
+        if deferred:
+            log.warning(
+                "heartbeat of %s from %s names %d new consumer groups; %d created, the other %d (%s%s) are "
+                "created by a later heartbeat or their first pull (at most %d per request)",
+                hb.client_id,
+                ctx.remote_address,
+                created + len(deferred),
+                created,
+                len(deferred),
+                ", ".join(deferred[:3]),
+                ", ..." if len(deferred) > 3 else "",
+                NEW_GROUPS_PER_REQUEST,
+            )
         for group in hb.producer_groups:
             broker.clients.register_producer(group, conn, hb.client_id, language, request.version, ctx.remote_address)
+            await turns.take()
         return ok(request)
+
+    def _creates(self, group: str) -> bool:
+        """Whether registering `group` creates its config or its retry topic."""
+        if self.broker.subscriptions.get(group) is None:
+            return self.broker.config.auto_create_subscription_group
+        return retry_topic(group) not in self.broker.topics
 
     def check_client_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """CheckClientRequestBody `{"clientId","group","subscriptionData"}`: can this broker
@@ -166,6 +212,28 @@ class ClientManageProcessor:
         group, client_id, queues = _lock_body(json_of(request, "unlock"))
         self.broker.locks.unlock_batch(group, queues, client_id)
         return ok(request)
+
+
+class _Turns:
+    """Lets the other tasks run once the caller has held the event loop STEP seconds."""
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    async def take(self) -> None:
+        if time.perf_counter() - self._since >= STEP:
+            await trio.sleep(0)
+            self._since = time.perf_counter()
+
+
+async def _read_heartbeat(data: bytes, turns: _Turns) -> HeartbeatData:
+    steps = read_heartbeat(data)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value  # type: ignore[no-any-return]
+        await turns.take()
 
 
 def _filter_error(sub: SubscriptionData) -> str | None:
