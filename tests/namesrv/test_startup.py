@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -117,13 +118,14 @@ def test_config_file_then_flags(tmp_path: Path, caplog: pytest.LogCaptureFixture
         "orderMessageEnable=true\n"
         "rocketmqHome=/opt/rocketmq\n"
     )
-    config = _args("-c", str(conf))
+    with caplog.at_level(logging.INFO, logger="rmq.namesrv.config"):
+        config = _args("-c", str(conf))
     assert (config.listen_port, config.kv_config_path, config.order_message_enable) == (
         19876,
         str(tmp_path / "kv.json"),
         True,
     )
-    assert "ignoring unknown key 'rocketmqHome'" in caplog.text
+    assert f"{conf}: accepted and ignored (RocketMQ keys rmq does not act on): rocketmqHome" in caplog.text
     overridden = _args("-c", str(conf), "-p", "1234", "--host", "127.0.0.1")
     assert (overridden.listen_host, overridden.listen_port) == ("127.0.0.1", 1234)
     assert _args() == NamesrvConfig()
