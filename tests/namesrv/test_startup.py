@@ -151,3 +151,20 @@ def test_bad_port_and_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "listenPort" in capsys.readouterr().err
     assert main(["-c", str(tmp_path / "missing.properties")]) == 1
     assert "missing.properties" in capsys.readouterr().err
+
+
+def test_a_rocketmq_file_and_n_as_a_process(tmp_path: Path) -> None:
+    """RocketMQ 5.x's conf/container/2container-2m-2s/nameserver.conf (supportActingMaster=true)
+    with `-n`, as RocketMQ's mqnamesrv takes them: it starts and says what it ignores."""
+    conf = tmp_path / "nameserver.conf"
+    conf.write_text("supportActingMaster=true\n")
+    argv = ["-m", "rmq", "namesrv", "-c", str(conf), "--port", "0", "--host", "127.0.0.1", "-n", "127.0.0.1:9876"]
+    proc, line, _ = _start(tmp_path, *argv)
+    try:
+        assert line.startswith(LISTEN_LINE), line
+    finally:
+        proc.send_signal(signal.SIGTERM)
+    code, err = _stop(proc)
+    assert code == 0, err
+    assert f"{conf}: accepted and ignored (RocketMQ keys rmq does not act on): supportActingMaster" in err
+    assert "-n 127.0.0.1:9876 ignored" in err
