@@ -340,6 +340,37 @@ class BrokerConfig:
         in one log line each: a WARNING where the file contradicts itself, INFO where a key
         is ignored by design.
         """
+        changes = self._settled_role(props, source)
+        cq_size = self.mapped_file_size_consume_queue
+        if cq_size > 0 and cq_size % CQ_UNIT:
+            changes["mapped_file_size_consume_queue"] = cq_size + CQ_UNIT - cq_size % CQ_UNIT
+            log.warning(
+                "%s: mappedFileSizeConsumeQueue=%d rounded up to %d, a multiple of the %d-byte entry, as RocketMQ does",
+                source,
+                cq_size,
+                changes["mapped_file_size_consume_queue"],
+                CQ_UNIT,
+            )
+        ratio = self.disk_max_used_space_ratio
+        if not 10 <= ratio <= 95:
+            changes["disk_max_used_space_ratio"] = min(max(ratio, 10), 95)
+            log.warning(
+                "%s: diskMaxUsedSpaceRatio=%d taken as %d (10..95), as RocketMQ does",
+                source,
+                ratio,
+                changes["disk_max_used_space_ratio"],
+            )
+        if self.metrics_exporter_type.upper() in _UNSERVED_EXPORTERS:
+            log.warning(
+                "%s: metricsExporterType=%s: rmq serves metrics only as PROM; none are exported",
+                source,
+                self.metrics_exporter_type,
+            )
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def _settled_role(self, props: Mapping[str, str], source: str) -> dict[str, Any]:
+        """The changes BrokerStartup makes to brokerRole, brokerId and a master's
+        haMasterAddress, each logged under `source`; ConfigError for what it refuses."""
         if props.get("enableControllerMode", "").strip().lower() == "true":
             if self.enable_d_leger_commit_log:
                 raise ConfigError(
@@ -390,32 +421,7 @@ class BrokerConfig:
                     self.broker_role.value,
                 )
                 changes["ha_master_address"] = ""
-        cq_size = self.mapped_file_size_consume_queue
-        if cq_size > 0 and cq_size % CQ_UNIT:
-            changes["mapped_file_size_consume_queue"] = cq_size + CQ_UNIT - cq_size % CQ_UNIT
-            log.warning(
-                "%s: mappedFileSizeConsumeQueue=%d rounded up to %d, a multiple of the %d-byte entry, as RocketMQ does",
-                source,
-                cq_size,
-                changes["mapped_file_size_consume_queue"],
-                CQ_UNIT,
-            )
-        ratio = self.disk_max_used_space_ratio
-        if not 10 <= ratio <= 95:
-            changes["disk_max_used_space_ratio"] = min(max(ratio, 10), 95)
-            log.warning(
-                "%s: diskMaxUsedSpaceRatio=%d taken as %d (10..95), as RocketMQ does",
-                source,
-                ratio,
-                changes["disk_max_used_space_ratio"],
-            )
-        if self.metrics_exporter_type.upper() in _UNSERVED_EXPORTERS:
-            log.warning(
-                "%s: metricsExporterType=%s: rmq serves metrics only as PROM; none are exported",
-                source,
-                self.metrics_exporter_type,
-            )
-        return dataclasses.replace(self, **changes) if changes else self
+        return changes
 
     @classmethod
     def load(
