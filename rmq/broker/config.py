@@ -5,9 +5,12 @@ brokerName, listenPort, storePathRootDir, ...). RocketMQ spreads them over Broke
 NettyServerConfig and MessageStoreConfig; here they are one frozen object, validated
 in `from_properties` and trusted everywhere after.
 
-Unknown keys are logged as warnings (a typo should not stop a broker, but should be
-seen); keys RocketMQ has that we do not act on (thread-pool sizes and the like) are
-accepted silently; a bad value raises ConfigError naming the key.
+A file RocketMQ's mqbroker starts with starts this broker the same way: keys RocketMQ has
+that we do not act on (thread-pool sizes and the like) are accepted and named in one INFO
+line, unknown keys get a WARNING naming the closest known key (a typo should not stop a
+broker, but should be seen), and the values RocketMQ's BrokerStartup and MessageStoreConfig
+correct in silence are corrected here too, in one log line each (`_settled`). A value that
+cannot be used raises ConfigError naming the key.
 """
 
 from __future__ import annotations
@@ -23,14 +26,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rmq import rocketmq_keys
 from rmq.protocol import javaprops
 from rmq.remoting.tlsconfig import INERT_KEYS as TLS_INERT_KEYS
 from rmq.remoting.tlsconfig import NEED_CLIENT_AUTH, TLS_MODES, TlsConfigError, with_tls_config_file
 from rmq.store.config import FlushDiskType
 
+from .dledger.commitlog import slave_id
+
 log = logging.getLogger("rmq.broker.config")
 
 MASTER_ID = 0
+CQ_UNIT = 20  # bytes of a consume-queue entry
+# RocketMQ's other metricsExporterType values (and numbers), accepted and not served
+_UNSERVED_EXPORTERS = ("OTLP_GRPC", "1", "LOG", "3")
 
 
 class ConfigError(ValueError):
@@ -290,11 +299,14 @@ class BrokerConfig:
     # -- reading ------------------------------------------------------------------------
 
     @classmethod
-    def from_properties(cls, props: Mapping[str, str], *, environ: Mapping[str, str] | None = None) -> BrokerConfig:
+    def from_properties(
+        cls, props: Mapping[str, str], *, environ: Mapping[str, str] | None = None, source: str = "broker.conf"
+    ) -> BrokerConfig:
         """Build from `broker.conf` keys. ConfigError names the first bad key.
 
         `namesrvAddr` falls back to the NAMESRV_ADDR environment variable and `rocketmqHome`
-        to ROCKETMQ_HOME, as in RocketMQ.
+        to ROCKETMQ_HOME, as in RocketMQ. Keys not acted on, and values corrected as RocketMQ
+        corrects them, are logged under `source`.
         """
         environ = os.environ if environ is None else environ
         kwargs: dict[str, Any] = {}
@@ -304,18 +316,112 @@ class BrokerConfig:
             raise ConfigError(f"broker config {exc.key}: {exc.message}") from None
         for key, raw in props.items():
             spec = _SPECS.get(key)
-            if spec is None:
-                if key not in ACCEPTED_KEYS and key not in TLS_INERT_KEYS:
-                    log.warning("broker.conf: unknown key %r ignored", key)
-                continue
-            kwargs[spec.attr] = spec.parse(key, raw.strip())
+            if spec is not None:
+                kwargs[spec.attr] = spec.parse(key, raw.strip())
         if "namesrv_addr" not in kwargs and environ.get("NAMESRV_ADDR"):
             kwargs["namesrv_addr"] = _SPECS["namesrvAddr"].parse("NAMESRV_ADDR", environ["NAMESRV_ADDR"])
         if "rocketmq_home" not in kwargs and environ.get("ROCKETMQ_HOME"):
             kwargs["rocketmq_home"] = environ["ROCKETMQ_HOME"].strip()
-        config = cls(**kwargs)
+        config = cls(**kwargs)._settled(props, source)
+        rocketmq_keys.report_unused(
+            (key for key in props if key not in _SPECS),
+            honoured=_SPECS,
+            accepted=ACCEPTED_KEYS,
+            source=source,
+            logger=log,
+        )
         config._validate()
         return config
+
+    def _settled(self, props: Mapping[str, str], source: str) -> BrokerConfig:
+        """This config as RocketMQ's BrokerStartup and MessageStoreConfig make it.
+
+        What they refuse is refused (ConfigError); what they correct in silence is corrected,
+        in one log line each: a WARNING where the file contradicts itself, INFO where a key
+        is ignored by design.
+        """
+        changes = self._settled_role(props, source)
+        cq_size = self.mapped_file_size_consume_queue
+        if cq_size > 0 and cq_size % CQ_UNIT:
+            changes["mapped_file_size_consume_queue"] = cq_size + CQ_UNIT - cq_size % CQ_UNIT
+            log.warning(
+                "%s: mappedFileSizeConsumeQueue=%d rounded up to %d, a multiple of the %d-byte entry, as RocketMQ does",
+                source,
+                cq_size,
+                changes["mapped_file_size_consume_queue"],
+                CQ_UNIT,
+            )
+        ratio = self.disk_max_used_space_ratio
+        if not 10 <= ratio <= 95:
+            changes["disk_max_used_space_ratio"] = min(max(ratio, 10), 95)
+            log.warning(
+                "%s: diskMaxUsedSpaceRatio=%d taken as %d (10..95), as RocketMQ does",
+                source,
+                ratio,
+                changes["disk_max_used_space_ratio"],
+            )
+        if self.metrics_exporter_type.upper() in _UNSERVED_EXPORTERS:
+            log.warning(
+                "%s: metricsExporterType=%s: rmq serves metrics only as PROM; none are exported",
+                source,
+                self.metrics_exporter_type,
+            )
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def _settled_role(self, props: Mapping[str, str], source: str) -> dict[str, Any]:
+        """The changes BrokerStartup makes to brokerRole, brokerId and a master's
+        haMasterAddress, each logged under `source`; ConfigError for what it refuses."""
+        if props.get("enableControllerMode", "").strip().lower() == "true":
+            if self.enable_d_leger_commit_log:
+                raise ConfigError(
+                    "broker config enableControllerMode: enableControllerMode and enableDLegerCommitLog "
+                    "cannot both be true (RocketMQ refuses this too)"
+                )
+            raise ConfigError(
+                "broker config enableControllerMode: controller mode (RocketMQ 5's mqcontroller electing "
+                "a group's master) is not supported yet; for elected masters use enableDLegerCommitLog=true, "
+                "or set brokerRole and brokerId by hand"
+            )
+        if self.is_slave and self.broker_id <= 0:
+            raise ConfigError(
+                f"broker config brokerId: a SLAVE's brokerId must be > 0, not {self.broker_id} "
+                "(RocketMQ refuses it too; a master is brokerId 0 with brokerRole ASYNC_MASTER or SYNC_MASTER)"
+            )
+        changes: dict[str, Any] = {}
+        if self.enable_d_leger_commit_log:
+            peers = self.dledger_peers
+            if self.d_leger_self_id in peers:  # else _validate_dledger names dLegerSelfId
+                # A member is a follower until its group elects it (controller._dledger_role):
+                # one that acted as a master before it knew its role would acknowledge sends
+                # it then loses when it follows its leader.
+                changes.update(broker_role=BrokerRole.SLAVE, broker_id=slave_id(self.d_leger_self_id, list(peers)))
+                given = [key for key in ("brokerRole", "brokerId") if key in props]
+                if given:
+                    log.info(
+                        "%s: %s ignored with enableDLegerCommitLog=true, as RocketMQ does: the group's election "
+                        "makes a member master (brokerId 0) or follower; %s starts as a follower (brokerId %d)",
+                        source,
+                        " and ".join(given),
+                        self.d_leger_self_id,
+                        changes["broker_id"],
+                    )
+        elif not self.is_slave:
+            if self.broker_id != MASTER_ID:
+                log.warning(
+                    "%s: brokerId=%d with brokerRole=%s: a master is brokerId 0; taken as 0, as RocketMQ does",
+                    source,
+                    self.broker_id,
+                    self.broker_role.value,
+                )
+                changes["broker_id"] = MASTER_ID
+            if self.ha_master_address:
+                log.warning(
+                    "%s: haMasterAddress ignored: brokerRole=%s is a master, which follows no one, as RocketMQ does",
+                    source,
+                    self.broker_role.value,
+                )
+                changes["ha_master_address"] = ""
+        return changes
 
     @classmethod
     def load(
@@ -334,7 +440,7 @@ class BrokerConfig:
                 raise ConfigError(f"cannot read config file {path}: {exc.strerror or exc}") from None
             props.update(javaprops.parse(text))
         props.update(overrides or {})
-        return cls.from_properties(props, environ=environ)
+        return cls.from_properties(props, environ=environ, source="broker.conf" if path is None else str(path))
 
     def replace(self, **changes: Any) -> BrokerConfig:
         config = dataclasses.replace(self, **changes)
@@ -430,7 +536,7 @@ class BrokerConfig:
                 raise bad(_camel(name), "must be > 0")
         if self.flush_consume_queue_least_pages < 0:
             raise bad("flushConsumeQueueLeastPages", "must be >= 0")
-        if self.mapped_file_size_consume_queue % 20:
+        if self.mapped_file_size_consume_queue % CQ_UNIT:
             raise bad("mappedFileSizeConsumeQueue", "must be a multiple of 20 (the consume-queue entry size)")
         if not 0 <= self.broker_permission <= 15:
             raise bad("brokerPermission", f"{self.broker_permission} is not a permission mask")
@@ -440,8 +546,8 @@ class BrokerConfig:
             parse_delay_levels(self.message_delay_level)
         except ValueError as exc:
             raise bad("messageDelayLevel", str(exc)) from None
-        if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM", "0", "2"):
-            raise bad("metricsExporterType", f"{self.metrics_exporter_type!r} is not DISABLE or PROM")
+        if self.metrics_exporter_type.upper() not in ("DISABLE", "PROM", "0", "2", *_UNSERVED_EXPORTERS):
+            raise bad("metricsExporterType", f"{self.metrics_exporter_type!r} is not DISABLE, PROM, OTLP_GRPC or LOG")
         if not 0 <= self.metrics_prom_exporter_port <= 65535:
             raise bad("metricsPromExporterPort", f"{self.metrics_prom_exporter_port} is not a port number")
         hours = self.delete_when.split(";")
@@ -456,6 +562,7 @@ class BrokerConfig:
         # Show what the defaults resolve to, as RocketMQ's -p does with its computed paths.
         out["storePathCommitLog"] = str(self.commit_log_dir)
         out["brokerIP2"] = self.advertised_ip2
+        out["haListenPort"] = str(self.ha_port)
         for key in ("tls.server.keyPassword", "tls.client.keyPassword"):
             if out[key]:
                 out[key] = "******"  # -p and GET_BROKER_CONFIG show that one is set, not what it is
@@ -464,8 +571,9 @@ class BrokerConfig:
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 
-# Keys RocketMQ has that this broker does not act on: accepted without a warning.
-ACCEPTED_KEYS = frozenset(
+# Keys RocketMQ has: those this broker does not act on (not in _SPECS) are accepted, and named
+# in one INFO line at start-up (rocketmq_keys.report_unused). Below: older RocketMQ spellings.
+ACCEPTED_KEYS = rocketmq_keys.BROKER.union(TLS_INERT_KEYS) | frozenset(
     """
     sendMessageThreadPoolNums pullMessageThreadPoolNums processReplyMessageThreadPoolNums
     queryMessageThreadPoolNums adminBrokerThreadPoolNums clientManageThreadPoolNums

@@ -111,14 +111,9 @@ class BrokerController:
     """
 
     def __init__(self, config: BrokerConfig, *, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
-        if config.enable_d_leger_commit_log:
-            # A DLedger member is a follower until its group elects it and it has caught up
-            # (_dledger_role): brokerRole and brokerId from the file do not apply, and a member
-            # that acted as a master before it knew its role would acknowledge sends it then
-            # loses when it follows its leader.
-            config = config.replace(
-                broker_role=BrokerRole.SLAVE, broker_id=slave_id(config.d_leger_self_id, list(config.dledger_peers))
-            )
+        # A DLedger member comes as a follower (SLAVE, its follower brokerId) from
+        # BrokerConfig.from_properties, until its group elects it and it has caught up
+        # (_dledger_role).
         self.config = config
         self.tls = BrokerTls.from_config(config)  # ConfigError if a certificate cannot be loaded
         self.clock_ms = clock_ms

@@ -1,8 +1,10 @@
 """`rmq broker` / `mqbroker`: run one broker until SIGINT or SIGTERM.
 
 Options as RocketMQ's mqbroker: `-c broker.conf`, `-n "ip:port;ip:port"` (wins over the
-file, which wins over $NAMESRV_ADDR), `-p` prints every setting and exits, `-m` prints
-the important ones and exits; `--store DIR` sets storePathRootDir. The boot line goes to
+file, which wins over $NAMESRV_ADDR), `-p` prints every setting as `key=value` lines and
+exits 0 without starting, `-m` prints the important ones likewise (both show the values the
+broker would start with, after the corrections RocketMQ also makes); `--store DIR` sets
+storePathRootDir. The boot line goes to
 stdout; logs go to stderr. A pid file `broker-<port>.pid` (under ~/.rmq/run or
 $RMQ_RUN_DIR) lets `mqshutdown broker` find the process. The first signal stops cleanly
 (unregister, persist, close the store); a second one stops at once.
@@ -28,23 +30,48 @@ from .controller import BrokerController
 
 log = logging.getLogger("rmq.broker")
 
-# What `-m` prints (RocketMQ's @ImportantField settings plus where the data goes).
+# What `-m` prints: the settings RocketMQ marks @ImportantField (BrokerConfig, then
+# MessageStoreConfig, in RocketMQ's order; listenPort as in 5.x) that this broker has.
 IMPORTANT_KEYS = (
-    "brokerClusterName",
-    "brokerName",
-    "brokerId",
-    "brokerRole",
-    "brokerIP1",
-    "listenPort",
     "namesrvAddr",
+    "listenPort",
+    "brokerIP1",
+    "brokerIP2",
+    "brokerName",
+    "brokerClusterName",
+    "brokerId",
+    "brokerPermission",
+    "defaultTopicQueueNums",
+    "autoCreateTopicEnable",
+    "clusterTopicEnable",
+    "autoCreateSubscriptionGroup",
+    "msgTraceTopicName",
+    "traceTopicEnable",
+    "rejectTransactionMessage",
+    "transactionTimeOut",
+    "transactionCheckMax",
+    "transactionCheckInterval",
+    "aclEnable",
     "storePathRootDir",
     "storePathCommitLog",
-    "flushDiskType",
-    "autoCreateTopicEnable",
-    "autoCreateSubscriptionGroup",
-    "mappedFileSizeCommitLog",
+    "flushIntervalCommitLog",
+    "flushIntervalConsumeQueue",
     "deleteWhen",
+    "diskMaxUsedSpaceRatio",
     "fileReservedTime",
+    "maxTransferBytesOnMessageInMemory",
+    "maxTransferCountOnMessageInMemory",
+    "accessMessageInMemoryMaxRatio",
+    "messageIndexEnable",
+    "maxHashSlotNum",
+    "maxIndexNum",
+    "haListenPort",
+    "haSendHeartbeatInterval",
+    "haMasterAddress",
+    "haSlaveFallbehindMax",
+    "brokerRole",
+    "flushDiskType",
+    "syncFlushTimeout",
 )
 
 

@@ -2,20 +2,26 @@
 
 Built from keyword arguments, or from RocketMQ-style properties (a `-c` file or an
 UPDATE_NAMESRV_CONFIG body) with RocketMQ's key names. Durations are seconds here and
-milliseconds in properties, as in RocketMQ.
+milliseconds in properties, as in RocketMQ. A file RocketMQ's mqnamesrv starts with starts
+this one: RocketMQ's keys that rmq does not act on are named in one INFO line
+(`report_unused`); only the controller inside the name server is refused, as not supported.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rmq import rocketmq_keys
 from rmq.remoting.tlsconfig import ALL_KEYS as TLS_KEYS
 from rmq.remoting.tlsconfig import NEED_CLIENT_AUTH, TlsConfigError, with_tls_config_file
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterable, Mapping
+
+log = logging.getLogger("rmq.namesrv.config")
 
 DEFAULT_PORT = 9876
 DEFAULT_KV_CONFIG_PATH = "~/namesrv/kvConfig.json"
@@ -120,6 +126,13 @@ class NamesrvConfig:
         changes: dict[str, Any] = {}
         unknown: list[str] = []
         if not runtime_only:
+            if props.get("enableControllerInNamesrv", "").strip().lower() == "true":
+                raise ConfigError(
+                    "enableControllerInNamesrv",
+                    "controller mode (RocketMQ 5's controller electing each group's master) is not supported "
+                    "yet; drop this key to run a plain name server, and use enableDLegerCommitLog=true on "
+                    "brokers for elected masters",
+                )
             try:
                 props = with_tls_config_file(props, _KEYS)
             except TlsConfigError as exc:
@@ -150,6 +163,18 @@ class NamesrvConfig:
             value = getattr(self, field_name)
             out[key] = "" if value is None else show(value)
         return out
+
+
+def report_unused(keys: Iterable[str], source: str) -> None:
+    """Log the keys `with_properties` did not know: RocketMQ's own (the name server's and
+    its controller's) in one INFO line, any other key in a WARNING naming the closest one."""
+    rocketmq_keys.report_unused(
+        keys,
+        honoured=_KEYS,
+        accepted=rocketmq_keys.NAMESRV | rocketmq_keys.CONTROLLER,
+        source=source,
+        logger=log,
+    )
 
 
 def _bool(text: str) -> bool:

@@ -1,7 +1,10 @@
 """`rmq namesrv` / `mqnamesrv`: run one name server until SIGINT or SIGTERM.
 
 Settings come from defaults, then a RocketMQ properties file (`-c`), then the command
-line. The listen line goes to stdout once the port is bound; logs go to stderr. A pid
+line. As RocketMQ's mqnamesrv, `-p` prints every setting as `key=value` lines and exits 0
+without starting, and `-n` is accepted and ignored; `-p PORT` (a number after it) is the
+older spelling of `--port PORT`. The listen line goes to stdout once the port is bound;
+logs go to stderr. A pid
 file `namesrv-<port>.pid` (under ~/.rmq/run or $RMQ_RUN_DIR) lets `mqshutdown
 namesrv` find the process; it is removed on exit. The first signal shuts down
 gracefully (in-flight requests finish); a second one stops at once.
@@ -21,7 +24,7 @@ import trio
 from rmq.protocol import javaprops as properties
 from rmq.rundir import pid_file
 
-from .config import ConfigError, NamesrvConfig
+from .config import ConfigError, NamesrvConfig, report_unused
 from .server import NamesrvServer
 
 if TYPE_CHECKING:
@@ -29,16 +32,31 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.namesrv")
 
+_PRINT = object()  # what a bare -p stores; -p with a number stores the number (a port)
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="mqnamesrv", description="Run an rmq name server (RocketMQ's mqnamesrv).")
     parser.add_argument(
         "-c",
+        "--configFile",
         "--config",
+        dest="config",
         metavar="FILE",
         help="RocketMQ properties file (listenPort, kvConfigPath, orderMessageEnable, ...)",
     )
-    parser.add_argument("-p", "--port", type=int, help="listen port (default 9876; 0 picks a free one)")
+    parser.add_argument(
+        "-p",
+        dest="p",
+        nargs="?",
+        const=_PRINT,
+        type=int,
+        metavar="PORT",
+        help="print every setting and exit, as RocketMQ's -p; with a number, the same as --port",
+    )
+    parser.add_argument("--printConfigItem", action="store_true", help="print every setting and exit")
+    parser.add_argument("-n", "--namesrvAddr", metavar="ADDR", help="accepted and ignored, as by RocketMQ's mqnamesrv")
+    parser.add_argument("--port", type=int, help="listen port (default 9876; 0 picks a free one)")
     parser.add_argument("--host", help="listen address (default 0.0.0.0)")
     parser.add_argument(
         "--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"], help="default INFO"
@@ -56,11 +74,13 @@ def load_config(args: argparse.Namespace) -> NamesrvConfig:
             config, unknown = config.with_properties(properties.parse(text))
         except ConfigError as exc:
             raise ConfigError(exc.key, f"{exc.message} (in {args.config})") from None
-        for key in unknown:
-            log.warning("%s: ignoring unknown key %r", args.config, key)
+        report_unused(unknown, args.config)
+    if args.namesrvAddr is not None:
+        log.info("-n %s ignored: a name server does not use name server addresses", args.namesrvAddr)
     flags = {}
-    if args.port is not None:
-        flags["listenPort"] = str(args.port)
+    port = args.port if args.port is not None else args.p if args.p is not _PRINT else None
+    if port is not None:
+        flags["listenPort"] = str(port)
     if args.host is not None:
         flags["bindAddress"] = args.host
     config, _ = config.with_properties(flags)
@@ -115,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         config = load_config(args)
+        if args.printConfigItem or args.p is _PRINT:
+            for key, value in config.to_properties().items():
+                print(f"{key}={value}")
+            return 0
         trio.run(serve_until_signalled, config)
     except ConfigError as exc:
         print(f"mqnamesrv: bad configuration: {exc}", file=sys.stderr)

@@ -122,6 +122,29 @@ BROKER = {
     "metricsPromExporterPort": "Port of the metrics endpoint (GET /metrics); 0 picks a free port.",
 }
 
+# Where the broker does not do what RocketMQ 4.9.8 / 5.x's mqbroker does with the same key.
+# Keys RocketMQ has no setter for are listed as rmq's own without a note here.
+BROKER_DIFFERS = {
+    "brokerId": "A DLedger member: RocketMQ sets -1 and registers with its follower id (n<k>: k + 1) once the "
+    "group's election has told it its role; rmq starts as that follower at once, so `-p` shows that id.",
+    "brokerRole": "A DLedger member: `-p` shows SLAVE, the role it starts in; RocketMQ's shows the file's value "
+    "(both ignore it and let the election decide).",
+    "brokerName": "Refused unless letters, digits, `-`, `_` and `.`; RocketMQ takes any text.",
+    "namesrvAddr": "RocketMQ can also fetch it from an address server (fetchNamesrvAddrByAddressServer, "
+    "rmqAddressServerDomain); rmq accepts those keys and does not.",
+    "haListenPort": "RocketMQ 4.9.8 ignores it (always listenPort + 1); 5.x and rmq honour it.",
+    "aclEnable": "ACL 1.0 (plain_acl.yml) only: RocketMQ 5's ACL 2.0 keys (authenticationEnabled, "
+    "authorizationEnabled, ...) are accepted and ignored.",
+    "aclPlainFile": "RocketMQ reads the `rocketmq.acl.plain.file` system property instead.",
+    "rocketmqHome": "RocketMQ refuses to start without it; rmq needs it only for the ACL file.",
+    "metricsExporterType": "OTLP_GRPC and LOG start the broker with a WARNING and export nothing.",
+    "tls.*": "RocketMQ reads these as `-D` system properties or from tls.config.file, not from broker.conf.",
+}
+
+NAMESRV_DIFFERS = {
+    "tls.*": "RocketMQ reads these as `-D` system properties or from tls.config.file, not from the -c file.",
+}
+
 NAMESRV = {
     "bindAddress": "Address to listen on.",
     "listenPort": "Port (9876); 0 picks a free one.",
@@ -208,6 +231,21 @@ def _broker_rows() -> list[tuple[str, str, str]]:
     return rows
 
 
+def _differences(keys: list[str], theirs: frozenset[str], notes: dict[str, str]) -> str:
+    """One row per key whose behaviour differs from RocketMQ's; `tls.*` keys share one row."""
+    lines = ["| key | how it differs from RocketMQ |", "|---|---|"]
+    seen = set()
+    for key in keys:
+        name = "tls.*" if key.startswith("tls.") else key
+        if name in seen:
+            continue
+        seen.add(name)
+        note = notes.get(name) or ("" if key in theirs else "rmq's own: RocketMQ has no such key.")
+        if note:
+            lines.append(f"| `{name}` | {note} |")
+    return "\n".join(lines)
+
+
 def _namesrv_rows() -> list[tuple[str, str, str]]:
     from rmq.namesrv.config import _KEYS, NamesrvConfig
 
@@ -232,6 +270,11 @@ def missing() -> list[str]:
 
     out = [f"broker {k}" for k, _, d in _broker_rows() if not d]
     out += [f"namesrv {k}" for k, _, d in _namesrv_rows() if not d]
+    # a difference noted for a key the server does not have is stale
+    differs = (("broker", _broker_rows(), BROKER_DIFFERS), ("namesrv", _namesrv_rows(), NAMESRV_DIFFERS))
+    for what, rows, notes in differs:
+        keys = {k for k, _, _ in rows} | {"tls.*"}
+        out += [f"{what} difference noted for {k}, which it does not have" for k in notes if k not in keys]
     for cls in (ProducerConfig, ConsumerConfig):
         out += [f"{cls.__name__} {k}" for k, _, d in _client_rows(cls, set()) if not d]
     return out
@@ -246,26 +289,55 @@ def _table(rows: list[tuple[str, str, str]], key: str) -> str:
 
 
 def render() -> str:
+    from rmq import rocketmq_keys
     from rmq.client.config import ClientConfig, ConsumerConfig, ProducerConfig
 
     common = {f.name for f in dataclasses.fields(ClientConfig)}
+    broker, namesrv = _broker_rows(), _namesrv_rows()
     return "\n".join(
         [
             "# Configuration reference",
             "",
             "Generated from the config classes by `python -m rmq.tools.configdoc > docs/configuration.md`;",
             "a test fails when it is stale. Broker and name server keys are RocketMQ's own names, read from",
-            "`broker.conf` / the name server's properties file (`-c FILE`); keys RocketMQ has that rmq does",
-            "not act on are accepted silently, unknown ones are warned about, and a bad value stops the",
-            "server with the key named.",
+            "`broker.conf` / the name server's properties file (`-c FILE`). A file RocketMQ 4.9.8 or 5.x",
+            "starts with starts rmq the same way:",
+            "",
+            "- Every other key RocketMQ has (its config classes' setters, rmq/rocketmq_keys.py) is accepted",
+            "  and named in one INFO line at start-up as ignored; RocketMQ ignores an unknown key in silence,",
+            "  rmq logs a WARNING naming the closest known key (a typo).",
+            "- What RocketMQ corrects in silence is corrected the same way, in one log line: a master's",
+            "  brokerId other than 0 becomes 0, and haMasterAddress on a master is dropped (WARNING); with",
+            "  enableDLegerCommitLog=true, brokerRole and brokerId are ignored and the election decides",
+            "  (INFO); mappedFileSizeConsumeQueue is rounded up to a multiple of 20 and diskMaxUsedSpaceRatio",
+            "  is kept within 10..95 (WARNING).",
+            "- What RocketMQ refuses is refused: a SLAVE with brokerId <= 0, and enableControllerMode together",
+            "  with enableDLegerCommitLog. RocketMQ 5's controller mode itself (enableControllerMode on a",
+            "  broker, enableControllerInNamesrv on a name server, mqcontroller) is not supported yet and is",
+            "  refused with that said; nor is RocketMQ 5's proxy.",
+            "- Where RocketMQ takes a value it cannot parse as the default, or any boolean but `true` as",
+            "  false, in silence, rmq refuses the value and stops with the key named.",
+            "",
+            "`mqbroker -p` prints every setting as `key=value` lines and `mqbroker -m` the ones RocketMQ marks",
+            "important, with the values the broker would start with, and both exit 0 without starting;",
+            "`mqnamesrv -p` does the same for the name server, whose `-n` is accepted and ignored as in",
+            "RocketMQ. `-p` followed by a number is rmq's older spelling of `mqnamesrv --port`.",
             "",
             "## Broker (`mqbroker -c broker.conf`)",
             "",
-            _table(_broker_rows(), "key"),
+            _table(broker, "key"),
+            "",
+            "Where the broker differs from RocketMQ:",
+            "",
+            _differences([k for k, _, _ in broker], rocketmq_keys.BROKER, BROKER_DIFFERS),
             "",
             "## Name server (`mqnamesrv -c namesrv.properties`)",
             "",
-            _table(_namesrv_rows(), "key"),
+            _table(namesrv, "key"),
+            "",
+            "Where the name server differs from RocketMQ:",
+            "",
+            _differences([k for k, _, _ in namesrv], rocketmq_keys.NAMESRV, NAMESRV_DIFFERS),
             "",
             "## Clients (keyword arguments of `Producer`, `PushConsumer`, `PullConsumer`)",
             "",

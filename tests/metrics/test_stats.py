@@ -117,7 +117,6 @@ def test_rpc_latency_buckets() -> None:
 @pytest.mark.parametrize(
     ("props", "key"),
     [
-        ({"metricsExporterType": "OTLP_GRPC"}, "metricsExporterType"),
         ({"metricsExporterType": "yes"}, "metricsExporterType"),
         ({"metricsPromExporterPort": "70000"}, "metricsPromExporterPort"),
         ({"metricsPromExporterPort": "-1"}, "metricsPromExporterPort"),
@@ -137,6 +136,11 @@ def test_metrics_settings() -> None:
     config = BrokerConfig.from_properties({"brokerName": "b", "metricsExporterType": "PROM"}, environ={})
     assert config.prometheus_enabled
     assert BrokerConfig.from_properties({"brokerName": "b", "metricsExporterType": "2"}, environ={}).prometheus_enabled
+    # RocketMQ's other exporters start a broker that exports nothing, with a warning
+    otlp = BrokerConfig.from_properties({"brokerName": "b", "metricsExporterType": "OTLP_GRPC"}, environ={})
+    assert not otlp.prometheus_enabled
+    with pytest.raises(NamesrvConfigError, match="metricsExporterType"):
+        NamesrvConfig().with_properties({"metricsExporterType": "OTLP_GRPC"})  # rmq's own key on a name server
     namesrv, unknown = NamesrvConfig().with_properties({"metricsExporterType": "prom", "metricsPromExporterPort": "0"})
     assert namesrv.metrics_exporter_type == "PROM" and namesrv.metrics_prom_exporter_port == 0 and not unknown
 

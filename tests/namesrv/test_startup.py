@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import select
 import signal
@@ -117,13 +118,14 @@ def test_config_file_then_flags(tmp_path: Path, caplog: pytest.LogCaptureFixture
         "orderMessageEnable=true\n"
         "rocketmqHome=/opt/rocketmq\n"
     )
-    config = _args("-c", str(conf))
+    with caplog.at_level(logging.INFO, logger="rmq.namesrv.config"):
+        config = _args("-c", str(conf))
     assert (config.listen_port, config.kv_config_path, config.order_message_enable) == (
         19876,
         str(tmp_path / "kv.json"),
         True,
     )
-    assert "ignoring unknown key 'rocketmqHome'" in caplog.text
+    assert f"{conf}: accepted and ignored (RocketMQ keys rmq does not act on): rocketmqHome" in caplog.text
     overridden = _args("-c", str(conf), "-p", "1234", "--host", "127.0.0.1")
     assert (overridden.listen_host, overridden.listen_port) == ("127.0.0.1", 1234)
     assert _args() == NamesrvConfig()
@@ -149,3 +151,20 @@ def test_bad_port_and_missing_file(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "listenPort" in capsys.readouterr().err
     assert main(["-c", str(tmp_path / "missing.properties")]) == 1
     assert "missing.properties" in capsys.readouterr().err
+
+
+def test_a_rocketmq_file_and_n_as_a_process(tmp_path: Path) -> None:
+    """RocketMQ 5.x's conf/container/2container-2m-2s/nameserver.conf (supportActingMaster=true)
+    with `-n`, as RocketMQ's mqnamesrv takes them: it starts and says what it ignores."""
+    conf = tmp_path / "nameserver.conf"
+    conf.write_text("supportActingMaster=true\n")
+    argv = ["-m", "rmq", "namesrv", "-c", str(conf), "--port", "0", "--host", "127.0.0.1", "-n", "127.0.0.1:9876"]
+    proc, line, _ = _start(tmp_path, *argv)
+    try:
+        assert line.startswith(LISTEN_LINE), line
+    finally:
+        proc.send_signal(signal.SIGTERM)
+    code, err = _stop(proc)
+    assert code == 0, err
+    assert f"{conf}: accepted and ignored (RocketMQ keys rmq does not act on): supportActingMaster" in err
+    assert "-n 127.0.0.1:9876 ignored" in err
