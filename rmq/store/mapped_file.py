@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import mmap
 import os
 import resource
@@ -176,6 +177,9 @@ class MappedFile:
             if self.closed:
                 raise StoreError(f"{self.path} is closed")
             fd = self._write_fd = os.open(self.path, os.O_RDWR)
+        self._pwrite_head_last(fd, pos, data)
+
+    def _pwrite_head_last(self, fd: int, pos: int, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
         if len(view) > HEAD_LAST and pos // _PAGE != (pos + len(view) - 1) // _PAGE:
             # within one page a write is whole or not at all: no need for two
@@ -184,10 +188,12 @@ class MappedFile:
         self._pwrite_all(fd, view, pos)
 
     def _pwrite_all(self, fd: int, view: memoryview, pos: int) -> None:
+        """Write all of ``view``: a nearly full disk writes part of it and says so without an
+        error; the next call then writes more or raises (ENOSPC)."""
         while view:
             n = os.pwrite(fd, view, pos)
             if n <= 0:
-                raise OSError(f"pwrite to {self.path} wrote nothing")
+                raise OSError(errno.EIO, f"pwrite to {self.path} wrote nothing")
             view = view[n:]
             pos += n
 
@@ -226,7 +232,11 @@ class MappedFile:
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` at ``pos`` through the mapping if there is one and appends do not go
         with pwrite (``appending``), else with pwrite (far cheaper than mapping a file for one
-        small write). Does not move ``wrote``."""
+        small write). Does not move ``wrote``.
+
+        Raises:
+            OSError: the write failed (disk full, I/O error); some of it may be written.
+        """
         if self._appending:
             self.pwrite(pos, data)
             return
@@ -238,7 +248,7 @@ class MappedFile:
             return
         fd = os.open(self.path, os.O_RDWR)
         try:
-            os.pwrite(fd, data, pos)
+            self._pwrite_head_last(fd, pos, data)
         finally:
             os.close(fd)
 

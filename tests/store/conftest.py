@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -84,3 +86,61 @@ def crash(store: MessageStore) -> None:
     store.commitlog.close()
     store.checkpoint.close()
     store._release_lock()
+
+
+class SimulatedDisk:
+    """The filesystem's answers to the store's writes, for files whose path contains a
+    pattern: a short count (what a nearly full disk returns without an error) or an error
+    (ENOSPC). Wraps os.pwrite and os.posix_fallocate (extending a sparse file needs no
+    blocks); writes through a mapping cannot be simulated (a real small filesystem does that:
+    tests/store/test_full_disk.py)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self._pwrite = os.pwrite
+        self._fallocate = os.posix_fallocate
+        self.rules: list[tuple[str, str, int]] = []  # (path pattern, "short" or "error", calls left)
+        self.calls: dict[str, int] = {}  # pattern -> writes it answered
+        monkeypatch.setattr(os, "pwrite", self.pwrite)
+        monkeypatch.setattr(os, "posix_fallocate", self.posix_fallocate)
+
+    def short(self, pattern: str, times: int = 1) -> None:
+        """The next ``times`` pwrites to such files write half their bytes and say so."""
+        self.rules.append((pattern, "short", times))
+
+    def full(self, pattern: str, times: int = 1 << 30) -> None:
+        """Writes and allocations of such files fail with ENOSPC (``times`` of them)."""
+        self.rules.append((pattern, "error", times))
+
+    def heal(self) -> None:
+        """Space is back: every call goes through again."""
+        self.rules.clear()
+
+    def _rule(self, fd: int, kinds: tuple[str, ...]) -> str | None:
+        try:
+            path = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            return None
+        for i, (pattern, kind, left) in enumerate(self.rules):
+            if pattern in path and kind in kinds and left > 0:
+                self.rules[i] = (pattern, kind, left - 1)
+                self.calls[pattern] = self.calls.get(pattern, 0) + 1
+                return kind
+        return None
+
+    def pwrite(self, fd: int, data: Any, pos: int) -> int:
+        kind = self._rule(fd, ("short", "error"))
+        if kind == "error":
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if kind == "short" and len(data) > 1:
+            return self._pwrite(fd, memoryview(data)[: len(data) // 2], pos)
+        return self._pwrite(fd, data, pos)
+
+    def posix_fallocate(self, fd: int, offset: int, length: int) -> None:
+        if self._rule(fd, ("error",)):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._fallocate(fd, offset, length)
+
+
+@pytest.fixture
+def disk(monkeypatch: pytest.MonkeyPatch) -> SimulatedDisk:
+    return SimulatedDisk(monkeypatch)
