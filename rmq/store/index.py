@@ -263,7 +263,8 @@ class IndexService:
         transaction ROLLBACK records.
 
         Raises:
-            OSError: a new index file cannot be created (the records before it stay indexed).
+            OSError: a new index file cannot be created; ``last_indexed`` is the last record
+                indexed with all its keys.
         """
         keys_at: list[tuple[int, str]] = []  # (Java hash of what leads in "topic#key", the rest)
         where: list[tuple[int, int]] = []  # (CommitLog offset, store time) per entry
@@ -303,7 +304,9 @@ class IndexService:
             f = self._writable()
             done += f.put_many(entries, done)
             f.write_header()
-            self.last_indexed = entries[done - 1][1]
+            phy = entries[done - 1][1]
+            # a record whose keys did not all fit is not indexed yet: a retry indexes it again
+            self.last_indexed = phy - 1 if done < len(entries) and entries[done][1] == phy else phy
         self.last_indexed = last
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:

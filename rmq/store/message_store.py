@@ -144,7 +144,8 @@ class MessageStore:
         self._disk_usage = disk_usage or disk_used_ratio
         self._stats = StoreStats()
         self._closed = True
-        self._refusal: str | None = None  # why puts are refused, when they are
+        self._refusal: str | None = None  # why puts are refused, when they are (_update_refusal)
+        self._disk_refusal: str | None = None  # the disk is above a level (check_disk)
         self.last_disk_ratio = 0.0  # last measurement (runtime info: commitLogDiskRatio)
         # Per topic: encoded name, next queue offset per queue id, put count. One lookup per
         # append however many topics there are.
@@ -218,10 +219,11 @@ class MessageStore:
             cq.truncate_dirty(end)
         if self.index is not None:
             # Entries for records at or past ``end`` are stale (query_message re-checks what it
-            # returns). After a crash, index again from the checkpoint: pages written after it
-            # may not have reached the disk; a record indexed twice is harmless.
+            # returns). Index again from the checkpoint: after a crash pages written after it
+            # may not have reached the disk, and records the disk refused to index lie after
+            # it; a record indexed twice is harmless.
             bound = end - 1
-            if crashed and self.checkpoint.has_offsets:
+            if self.checkpoint.has_offsets:  # below it if the last run could not index some
                 bound = min(bound, self.checkpoint.index_offset - 1)
             self.index.last_indexed = min(self.index.last_indexed, bound)
         replay = replay_start(self.checkpoint, self.commitlog, self.queues, crashed, indexed, end)
@@ -654,7 +656,9 @@ class MessageStore:
     def dispatch_pending(self, max_records: int | None = None) -> int:
         """Build consume queue and index entries for new records (reput); returns how many
         records were dispatched. Calls the arrival listener for each queue entry."""
-        return self.dispatcher.dispatch_pending(max_records)
+        done = self.dispatcher.dispatch_pending(max_records)
+        self._update_refusal()
+        return done
 
     @property
     def dispatch_behind(self) -> int:
@@ -690,6 +694,7 @@ class MessageStore:
     def end_flush(self, plan: FlushPlan) -> None:
         """Record a finished round (store thread): flushed positions and checkpoint values."""
         self._flusher.end(plan)
+        self._update_refusal()
 
     def flush_commitlog(self) -> int:
         """Sync the CommitLog now; returns the durable offset."""
@@ -970,22 +975,36 @@ class MessageStore:
         self.last_disk_ratio = ratio
         limit = self.config.disk_max_used_space_ratio
         if ratio * 100 > limit:
-            if self._refusal is None:
+            if self._disk_refusal is None:
                 log.warning("disk %.1f%% used, above %d%%: refusing writes", ratio * 100, limit)
-            self._refusal = (
+            self._disk_refusal = (
                 f"disk full: {ratio:.1%} of the disk holding {self.config.commitlog_dir} is used, "
                 f"above disk_max_used_space_ratio={limit}% (diskMaxUsedSpaceRatio); "
                 "writes are refused until retention frees space"
             )
-        elif self._refusal is not None:
+        elif self._disk_refusal is not None:
             log.info("disk %.1f%% used: accepting writes again", ratio * 100)
-            self._refusal = None
+            self._disk_refusal = None
+        self._update_refusal()
         return ratio
 
     @property
     def refusal(self) -> str | None:
-        """Why appends are refused right now (disk full), or None."""
+        """Why appends are refused right now (disk full; a consume queue or the index the
+        disk refuses to write), or None."""
         return self._refusal
+
+    def _update_refusal(self) -> None:
+        """Appends are refused while the disk is full, and while a consume queue or the index
+        cannot be written (RocketMQ's logics and index errors): the entries wait in memory,
+        and the CommitLog must not run further ahead of them."""
+        why = self._disk_refusal
+        if why is None:
+            failures = self.queues.failures
+            derived = next(iter(failures.values())) if failures else self.dispatcher.index_error
+            if derived is not None:
+                why = f"{derived}; writes are refused until it can"
+        self._refusal = why
 
     def run_retention(self, *, force: bool = False) -> RetentionResult:
         """One retention round (CleanCommitLogService + CleanConsumeQueueService).

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rmq.protocol.message import iter_records
 from rmq.store import GetMessageStatus, MessageStore
 
-from .conftest import SimulatedDisk
+from .conftest import SimulatedDisk, crash
 
 
 def _fill(store: MessageStore, n: int, queues: int = 2) -> None:
@@ -38,10 +38,146 @@ def test_a_short_consume_queue_write_loses_no_entry(open_store, disk: SimulatedD
     store = open_store()
     _fill(store, 400)  # 200 entries per queue, four consume queue files each
     store.dispatch_pending()
-    disk.short("consumequeue", times=8)
+    disk.short("/consumequeue/", times=8)
     store.flush()
-    assert disk.calls["consumequeue"] == 8
+    assert disk.calls["/consumequeue/"] == 8
     _expect_all(store, 400)
     store.close()
     store = open_store()
     _expect_all(store, 400)
+
+
+def test_a_consume_queue_the_disk_refuses_keeps_the_checkpoint_behind_it(open_store, disk: SimulatedDisk) -> None:
+    store = open_store()
+    _fill(store, 100)
+    store.flush()
+    synced = store.checkpoint.logics_offset
+    _fill_more(store, 100, 200)
+    store.dispatch_pending()
+    disk.full("/consumequeue/")
+    store.flush()  # the drain fails: logged, not raised
+    assert store.checkpoint.logics_offset == synced
+    _expect_all(store, 200)  # readers see the entries the files lack
+    # and appends are refused meanwhile (the CommitLog must not run ahead of them)
+    assert store.refusal is not None and "consume queue T:" in store.refusal
+    assert "No space left on device" in store.put_message("T", 0, b"no").remark
+    crash(store)
+    disk.heal()
+    store = open_store()
+    _expect_all(store, 200)
+
+
+def _offset_of(store: MessageStore, i: int, queues: int = 2) -> int:
+    return store.get_commitlog_offset_in_queue("T", i % queues, i // queues)
+
+
+def _fill_more(store: MessageStore, start: int, end: int, queues: int = 2) -> None:
+    for i in range(start, end):
+        assert store.put_message("T", i % queues, b"m%d" % i, properties={"KEYS": f"k{i}"}).ok
+
+
+def test_dispatch_goes_on_when_a_consume_queue_cannot_be_written(open_store, disk: SimulatedDisk) -> None:
+    """Dispatch moves a long pending tail into the files itself (bounded memory); a disk that
+    refuses it must not stop dispatch, and the entries stay readable."""
+    store = open_store(mapped_file_size_consume_queue=20 * 20_000, message_index_enable=False)
+    n = 14_000  # more than 256 KiB of entries in one queue
+    _fill(store, n, queues=1)
+    disk.full("/consumequeue/")
+    assert store.dispatch_pending() == n
+    _expect_all(store, n, queues=1)
+    disk.heal()
+    store.close()
+    store = open_store(mapped_file_size_consume_queue=20 * 20_000, message_index_enable=False)
+    _expect_all(store, n, queues=1)
+
+
+def test_recovery_on_a_full_disk_opens_and_rebuilds_later(open_store, disk: SimulatedDisk, tmp_path) -> None:
+    """Replay finds a consume queue entry its file lacks (pages lost in a crash) and cannot
+    rewrite it on a full disk: the store opens all the same, serves the entry, and the files
+    get it once there is space."""
+    store = open_store()
+    _fill(store, 120)  # entries 0..59 of each queue, synced
+    store.flush()
+    _fill_more(store, 120, 200)
+    store.dispatch_pending()
+    store.begin_flush(commitlog=True, logics=True)  # entries into their files, not synced
+    store.run_flush(store.begin_flush(commitlog=True))  # the CommitLog is synced
+    crash(store)
+    qfile = tmp_path / "store" / "consumequeue" / "T" / "0" / f"{1000:020d}"  # entries 50..99 of queue 0
+    raw = bytearray(qfile.read_bytes())
+    raw[200:400] = bytes(200)  # entries 60..69 lost
+    qfile.write_bytes(raw)
+    disk.full("/consumequeue/")
+    store = open_store()
+    _expect_all(store, 200)
+    store.flush()
+    store.close()
+    disk.heal()
+    store = open_store()
+    _expect_all(store, 200)
+    store.flush()
+    crash(store)
+    store = open_store()
+    _expect_all(store, 200)
+
+
+def test_records_the_index_could_not_take_are_indexed_later(open_store, disk: SimulatedDisk) -> None:
+    """An index file that cannot be created leaves records unindexed: the checkpoint stays
+    before them, and they are indexed once the disk has space (at the latest after a restart)."""
+    store = open_store(max_index_num=50)  # 49 entries per file
+    _fill(store, 40)
+    store.dispatch_pending()
+    disk.full("/index/")
+    _fill_more(store, 40, 100)
+    store.dispatch_pending()
+    store.flush()
+    assert len(store.query_message("T", "k48").records) == 1  # the file's last entry
+    assert store.query_message("T", "k49").records == []  # a new file was refused
+    assert store.checkpoint.index_offset <= store.look_message_by_offset(_offset_of(store, 49)).commitlog_offset
+    assert store.refusal is not None and store.refusal.startswith("the index cannot be written")
+    assert not store.put_message("T", 0, b"refused").ok
+    disk.heal()
+    store.flush()  # a flush round indexes them, and writes are taken again
+    assert store.refusal is None
+    _fill_more(store, 100, 110)
+    store.dispatch_pending()
+    store.flush()
+    for i in (0, 45, 99, 109):
+        assert len(store.query_message("T", f"k{i}").records) == 1, i
+    store.close()
+    store = open_store(max_index_num=50)
+    for i in (0, 45, 99, 109):
+        assert len(store.query_message("T", f"k{i}").records) == 1, i
+
+
+def test_records_the_index_could_not_take_are_indexed_after_a_restart(open_store, disk: SimulatedDisk) -> None:
+    store = open_store(max_index_num=50)
+    _fill(store, 40)
+    store.dispatch_pending()
+    disk.full("/index/")
+    _fill_more(store, 40, 100)
+    store.dispatch_pending()
+    store.flush()
+    store.close()
+    disk.heal()
+    store = open_store(max_index_num=50)
+    for i in (0, 45, 99):
+        assert len(store.query_message("T", f"k{i}").records) == 1, i
+
+
+def test_a_consume_queue_sync_that_fails_is_not_counted(open_store, disk: SimulatedDisk) -> None:
+    store = open_store()
+    _fill(store, 100)
+    store.flush()
+    synced = store.checkpoint.logics_offset
+    _fill_more(store, 100, 200)
+    store.dispatch_pending()
+    disk.sync_fails("/consumequeue/")
+    store.flush()  # logged, not raised
+    assert store.checkpoint.logics_offset == synced
+    disk.heal()
+    store.flush()
+    assert store.checkpoint.logics_offset == store.max_phy_offset
+    crash(store)
+    store = open_store()
+    _expect_all(store, 200)
