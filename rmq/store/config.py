@@ -54,11 +54,14 @@ class StoreConfig:
     delete_when: str = "04"  # hours of day (local time), ";"-separated
     disk_max_used_space_ratio: int = 75  # percent; above it writes are refused and files purged
     delete_files_batch_max: int = 10  # CommitLog files deleted per retention run
-    # Reserve CommitLog blocks when a file is created (posix_fallocate): a full disk then
-    # fails the append cleanly instead of killing the process with SIGBUS on a mapped write,
-    # but on ext4 every sync must also convert the reserved extents, roughly doubling sync
-    # latency. RocketMQ leaves the files sparse; the used-space ratio guards the disk.
-    preallocate_commitlog: bool = False
+    # Allocate the blocks of CommitLog and consume queue files when they are made
+    # (posix_fallocate; RocketMQ's warmMapedFileEnable warms its CommitLog files): a full disk
+    # then fails at the file's creation, not in the middle of it, and the files are not
+    # fragmented. On ext4 every sync must also convert the reserved extents, roughly doubling
+    # CommitLog sync latency. Off, the files stay sparse and are written with pwrite, where a
+    # full disk is an error too. Index and checkpoint files, written through their mappings,
+    # are always allocated when made (a store into an unallocated mapped block is a SIGBUS).
+    warm_maped_file_enable: bool = False
     max_message_size: int = 4 * MiB
     check_crc_on_recover: bool = True
     message_index_enable: bool = True

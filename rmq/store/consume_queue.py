@@ -42,10 +42,12 @@ class ConsumeQueue:
         pool: MapPool,
         *,
         failures: dict[ConsumeQueue, str] | None = None,
+        preallocate: bool = False,
     ) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.files = MappedFileQueue(directory, file_size, pool=pool)
+        # Not preallocated, a file is written with pwrite only (MappedFile: no SIGBUS)
+        self.files = MappedFileQueue(directory, file_size, pool=pool, preallocate=preallocate)
         self.file_size = file_size
         self.min_offset = 0  # first entry still pointing at stored data
         self.max_offset = 0  # next entry to be written
@@ -326,10 +328,11 @@ class ConsumeQueue:
 class ConsumeQueueTable:
     """All consume queues under ``root``: ``root/<topic>/<queueId>/<files>``."""
 
-    def __init__(self, root: str, file_size: int, pool: MapPool) -> None:
+    def __init__(self, root: str, file_size: int, pool: MapPool, *, preallocate: bool = False) -> None:
         self.root = root
         self.file_size = file_size
         self.pool = pool
+        self.preallocate = preallocate  # allocate each file's blocks when it is made
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.failures: dict[ConsumeQueue, str] = {}  # queues whose last write failed, and why
 
@@ -349,7 +352,9 @@ class ConsumeQueueTable:
 
     def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
         directory = os.path.join(self.root, topic, str(queue_id))
-        return ConsumeQueue(topic, queue_id, directory, self.file_size, self.pool, failures=self.failures)
+        return ConsumeQueue(
+            topic, queue_id, directory, self.file_size, self.pool, failures=self.failures, preallocate=self.preallocate
+        )
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))

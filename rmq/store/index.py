@@ -59,7 +59,8 @@ class IndexFile:
         self.index_num = index_num
         size = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
         existed = os.path.exists(path) and os.path.getsize(path) > 0
-        self.mf = MappedFile(path, 0, size)
+        # written through its mapping: its blocks are allocated first (no SIGBUS on a full disk)
+        self.mf = MappedFile(path, 0, size, preallocate=True)
         self.mf.wrote = size
         self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
         self.begin_timestamp: int
@@ -108,7 +109,10 @@ class IndexFile:
         if count != self.index_count:
             log.info("index file %s: %d entries past its header", self.path, count - self.index_count)
             self.index_count = count
-            self.write_header()
+            try:
+                self.write_header()
+            except OSError as exc:  # a full disk: the header is written with the next entries
+                log.warning("cannot write the header of %s: %s", self.path, exc)
 
     @property
     def full(self) -> bool:
@@ -117,7 +121,12 @@ class IndexFile:
     def write_header(self) -> None:
         """Write the header fields into the file; ``IndexService`` does it once per batch.
         A header behind its entries after a crash only makes recovery index a few records
-        again."""
+        again.
+
+        Raises:
+            OSError: the file's blocks could not be allocated (it was opened on a full disk).
+        """
+        self.mf.ensure_allocated()
         INDEX_HEADER.pack_into(
             self.mf.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
             self.end_phy_offset, self.hash_slot_count, self.index_count,
@@ -129,7 +138,12 @@ class IndexFile:
 
     def put_many(self, entries: list[tuple[int, int, int]], start: int) -> int:
         """Add ``entries[start:]`` (key hash, CommitLog offset, store time) in order until the
-        file is full; returns how many were added. The header is the caller's to write."""
+        file is full; returns how many were added. The header is the caller's to write.
+
+        Raises:
+            OSError: the file's blocks could not be allocated (it was opened on a full disk).
+        """
+        self.mf.ensure_allocated()
         count = self.index_count
         todo = entries[start : start + max(self.index_num - count, 0)]
         if not todo:

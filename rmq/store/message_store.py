@@ -199,13 +199,15 @@ class MessageStore:
             self.commitlog = CommitLog(
                 cfg.commitlog_dir,
                 cfg.mapped_file_size_commitlog,
-                preallocate=cfg.preallocate_commitlog,
+                preallocate=cfg.warm_maped_file_enable,
                 pwrite_appends=True,  # see MappedFile.expect_appends
             )
         self.commitlog.load()
         capacity = cfg.max_mapped_consume_queue_files or default_pool_capacity()
         self.pool = MapPool(capacity)
-        self.queues = ConsumeQueueTable(cfg.consume_queue_dir, cfg.mapped_file_size_consume_queue, self.pool)
+        self.queues = ConsumeQueueTable(
+            cfg.consume_queue_dir, cfg.mapped_file_size_consume_queue, self.pool, preallocate=cfg.warm_maped_file_enable
+        )
         self.queues.load()
         self.index: IndexService | None = None
         if cfg.message_index_enable:
@@ -390,7 +392,7 @@ class MessageStore:
         except OSError as exc:
             return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create CommitLog file: {exc}")
         phy = mf.start + pos
-        built = bytearray(size) if mf.appending else None
+        built = None if mf.mapped_writes else bytearray(size)
         pack_record_into(
             mf.mm if built is None else built, pos if built is None else 0, size, zlib.crc32(body) & 0x7FFFFFFF,
             queue_id, flag, queue_offset, phy, sys_flag, born_timestamp, born_b, store_ts, store_b, reconsume_times,
@@ -505,7 +507,7 @@ class MessageStore:
             return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create CommitLog file: {exc}")
         first_pos = pos
         first_phy = mf.start + pos
-        built = bytearray(total) if mf.appending else None  # the whole batch: one pwrite
+        built = None if mf.mapped_writes else bytearray(total)  # the whole batch: one pwrite
         target, base = (mf.mm, 0) if built is None else (built, first_pos)
         ids = []
         for m, tail, size in encoded:
@@ -600,9 +602,9 @@ class MessageStore:
         return result
 
     def _write_built(self, mf: MappedFile, pos: int, built: bytearray) -> PutMessageResult | None:
-        """Write records built for a file that takes appends with pwrite (``mf.appending``,
-        see MappedFile.expect_appends); a refusal when the kernel refuses the write: nothing
-        counts as written, and the next append writes there again."""
+        """Write records built for a file not written through its mapping (``mf.mapped_writes``
+        false, see MappedFile.expect_appends); a refusal when the kernel refuses the write:
+        nothing counts as written, and the next append writes there again."""
         try:
             mf.pwrite(pos, built)
         except OSError as exc:

@@ -4,8 +4,11 @@ the store's own rounds (flush, dispatch)."""
 
 from __future__ import annotations
 
+import pytest
+
 from rmq.protocol.message import iter_records
 from rmq.store import GetMessageStatus, MessageStore
+from rmq.store.mapped_file import MappedFile
 
 from .conftest import SimulatedDisk, crash
 
@@ -181,3 +184,33 @@ def test_a_consume_queue_sync_that_fails_is_not_counted(open_store, disk: Simula
     crash(store)
     store = open_store()
     _expect_all(store, 200)
+
+
+def test_a_new_file_the_disk_cannot_allocate_is_not_left_behind(tmp_path, disk: SimulatedDisk) -> None:
+    path = tmp_path / "00000000000000000000"
+    disk.full("/0000")
+    with pytest.raises(OSError, match="No space left"):
+        MappedFile(str(path), 0, 8192, preallocate=True)
+    assert not path.exists()  # the next try starts over
+    disk.heal()
+    mf = MappedFile(str(path), 0, 8192, preallocate=True)
+    assert mf.allocated and mf.mapped_writes
+    mf.close()
+
+
+def test_a_file_opened_on_a_full_disk_is_written_with_pwrite_until_allocated(tmp_path, disk: SimulatedDisk) -> None:
+    path = tmp_path / "00000000000000000000"
+    path.write_bytes(b"x" * 100)  # an old sparse file, or one a crash left short
+    disk.full("/0000")
+    mf = MappedFile(str(path), 0, 8192, preallocate=True)
+    assert not mf.allocated and not mf.mapped_writes
+    with pytest.raises(OSError):
+        mf.write_at(100, b"y")  # a pwrite, which the full disk refuses
+    with pytest.raises(OSError):
+        mf.ensure_allocated()
+    disk.heal()
+    mf.ensure_allocated()
+    assert mf.mapped_writes
+    mf.write_at(100, b"y")
+    assert mf.read(98, 4) == b"xxy\0"
+    mf.close()
