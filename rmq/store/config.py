@@ -52,7 +52,14 @@ class StoreConfig:
     clean_resource_interval: int = 10_000
     file_reserved_time: int = 72  # hours
     delete_when: str = "04"  # hours of day (local time), ";"-separated
-    disk_max_used_space_ratio: int = 75  # percent; above it writes are refused and files purged
+    # RocketMQ's three levels of disk use (percent; CleanCommitLogService): above the first,
+    # expired files are deleted at once, not only at delete_when; above the second, with
+    # clean_file_forcibly_enable, the oldest files go whether expired or not; above the third
+    # appends are refused (SERVICE_NOT_AVAILABLE) until use is below it again.
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    clean_file_forcibly_enable: bool = True
     delete_files_batch_max: int = 10  # CommitLog files deleted per retention run
     # Allocate the blocks of CommitLog and consume queue files when they are made
     # (posix_fallocate; RocketMQ's warmMapedFileEnable warms its CommitLog files): a full disk
@@ -129,6 +136,10 @@ class StoreConfig:
             raise ValueError("mapped_file_size_commitlog must be at least 4096")
         if not 0 < self.disk_max_used_space_ratio <= 100:
             raise ValueError("disk_max_used_space_ratio must be in 1..100")
+        if not 0 < self.disk_space_clean_forcibly_ratio <= 100:
+            raise ValueError("disk_space_clean_forcibly_ratio must be in 1..100")
+        if not 0 < self.disk_space_warning_level_ratio <= 100:
+            raise ValueError("disk_space_warning_level_ratio must be in 1..100")
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
             raise ValueError("max_hash_slot_num and max_index_num must be positive")
         self.delay_levels_ms()

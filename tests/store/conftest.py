@@ -116,6 +116,10 @@ class SimulatedDisk:
         """Writes and allocations of such files fail with ENOSPC (``times`` of them)."""
         self.rules.append((pattern, "error", times))
 
+    def no_new_blocks(self, pattern: str, times: int = 1 << 30) -> None:
+        """Allocations and new such files fail with ENOSPC; writes into allocated blocks go on."""
+        self.rules.append((pattern, "alloc", times))
+
     def sync_fails(self, pattern: str, times: int = 1 << 30) -> None:
         """fdatasync of such files fails with EIO (``times`` of them)."""
         self.rules.append((pattern, "sync", times))
@@ -148,7 +152,7 @@ class SimulatedDisk:
         return self._pwrite(fd, data, pos)
 
     def posix_fallocate(self, fd: int, offset: int, length: int) -> None:
-        if self._rule(fd, ("error",)):
+        if self._rule(fd, ("error", "alloc")):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         self._fallocate(fd, offset, length)
 
@@ -158,7 +162,8 @@ class SimulatedDisk:
         self._fdatasync(fd)
 
     def open(self, path: Any, flags: int, mode: int = 0o777, **kwargs: Any) -> int:
-        if flags & os.O_CREAT and self.rules and not os.path.exists(path) and self._rule(-1, ("error",), str(path)):
+        new = flags & os.O_CREAT and self.rules and not os.path.exists(path)
+        if new and self._rule(-1, ("error", "alloc"), str(path)):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
         return self._open(path, flags, mode, **kwargs)
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from rmq.protocol.message import iter_records
-from rmq.store import GetMessageStatus, MessageStore
+from rmq.protocol.message import Message, iter_records
+from rmq.store import GetMessageStatus, MessageStore, PutMessageStatus
 from rmq.store.mapped_file import MappedFile
 
-from .conftest import SimulatedDisk, crash
+from .conftest import FakeClock, SimulatedDisk, crash
 
 
 def _fill(store: MessageStore, n: int, queues: int = 2) -> None:
@@ -214,3 +214,67 @@ def test_a_file_opened_on_a_full_disk_is_written_with_pwrite_until_allocated(tmp
     mf.write_at(100, b"y")
     assert mf.read(98, 4) == b"xxy\0"
     mf.close()
+
+
+@pytest.mark.parametrize("batch", [False, True])
+def test_a_commitlog_write_the_disk_refuses_is_service_not_available_until_space_is_back(
+    open_store, disk: SimulatedDisk, clock: FakeClock, batch: bool
+) -> None:
+    store = open_store()
+    _fill(store, 10)
+    disk.full("/commitlog/")
+    r = store.put_messages("T", 0, [Message("T", b"x")]) if batch else store.put_message("T", 0, b"x")
+    assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert r.remark.startswith("disk full: cannot write the CommitLog: [Errno 28] No space left on device")
+    disk.heal()
+    assert store.put_message("T", 0, b"x").status is PutMessageStatus.SERVICE_NOT_AVAILABLE  # until measured
+    clock.advance(1000)  # appends measure the disk at most once a second
+    _fill_more(store, 10, 20)
+    store.dispatch_pending()
+    _expect_all(store, 20)
+
+
+def test_a_commitlog_file_the_disk_cannot_allocate_is_service_not_available(
+    open_store, disk: SimulatedDisk, clock: FakeClock
+) -> None:
+    store = open_store(warm_maped_file_enable=True, mapped_file_size_commitlog=4096)
+    _fill(store, 10)
+    disk.no_new_blocks("/commitlog/")
+    results = [store.put_message("T", 0, b"y" * 500) for _ in range(10)]  # the file fills up
+    refused = [r for r in results if not r.ok]
+    assert refused and refused[0].status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert refused[0].remark.startswith("disk full: cannot create a CommitLog file")
+    assert len(store.commitlog.files.files) == 1
+    disk.heal()
+    clock.advance(1000)
+    assert store.put_message("T", 0, b"y" * 500).ok
+    assert len(store.commitlog.files.files) == 2
+
+
+def test_a_store_opened_on_a_full_disk_serves_reads_and_refuses_writes(open_store, disk: SimulatedDisk) -> None:
+    """A crash left consume queue entries in memory only; the restart on a full disk replays
+    them into memory, serves every message and refuses writes until space is back."""
+    usage = {"ratio": 0.5}
+    store = open_store(disk_usage=lambda _p: usage["ratio"])
+    _fill(store, 200)
+    store.dispatch_pending()
+    store.flush_commitlog()
+    crash(store)
+    usage["ratio"] = 1.0
+    disk.full("/store/")
+    store = open_store(disk_usage=lambda _p: usage["ratio"])
+    _expect_all(store, 200)
+    assert len(store.query_message("T", "k150").records) == 1
+    r = store.put_message("T", 0, b"no")
+    assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and r.remark.startswith("disk full")
+    usage["ratio"] = 0.5
+    disk.heal()
+    store.flush()
+    store.check_disk()
+    assert store.refusal is None
+    _fill_more(store, 200, 210)
+    store.dispatch_pending()
+    _expect_all(store, 210)
+    store.close()
+    store = open_store(disk_usage=lambda _p: usage["ratio"])
+    _expect_all(store, 210)

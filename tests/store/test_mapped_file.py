@@ -201,16 +201,16 @@ def test_a_failed_commitlog_write_refuses_the_append_and_the_next_one_takes_its_
         mf = store.commitlog.files.files[0]
         wrote = mf.wrote
 
-        def disk_full(*_args: object) -> None:
-            raise OSError(28, "No space left on device")
+        def io_error(*_args: object) -> None:
+            raise OSError(5, "Input/output error")
 
-        with monkeypatch.context() as patch:  # the kernel refusing the write (ENOSPC, EIO)
-            patch.setattr(MappedFile, "pwrite", disk_full)
+        with monkeypatch.context() as patch:  # the kernel refusing the write (EIO; ENOSPC: test_disk_full.py)
+            patch.setattr(MappedFile, "pwrite", io_error)
             if batch:
                 result = store.put_messages("T", 0, [Message("T", b"a"), Message("T", b"b")])
             else:
                 result = store.put_message("T", 0, b"lost")
-        assert result.status is PutMessageStatus.UNKNOWN_ERROR and "No space left" in result.remark
+        assert result.status is PutMessageStatus.UNKNOWN_ERROR and "Input/output error" in result.remark
         assert mf.wrote == wrote and store.commitlog.max_offset == wrote  # nothing counts as written
         assert store.put_message("T", 0, b"second").ok
         store.dispatch_pending()
