@@ -34,6 +34,7 @@ log = logging.getLogger("rmq.store.index")
 
 _INT_MIN = -(2**31)
 _INT_MAX = 2**31 - 1
+_ALLOCATE_AHEAD = 1 << 20  # bytes of entries allocated ahead of the last one written
 
 
 def index_key_hash(key: str) -> int:
@@ -59,10 +60,15 @@ class IndexFile:
         self.index_num = index_num
         size = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
         existed = os.path.exists(path) and os.path.getsize(path) > 0
-        # written through its mapping: its blocks are allocated first (no SIGBUS on a full disk)
-        self.mf = MappedFile(path, 0, size, preallocate=True)
+        self.mf = MappedFile(path, 0, size)
         self.mf.wrote = size
         self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+        if not existed:  # a new file starts with its blocks allocated, or not at all
+            try:
+                self._allocate(self._entries_at)
+            except OSError:
+                self.mf.destroy()
+                raise
         self.begin_timestamp: int
         self.end_timestamp: int
         self.begin_phy_offset: int
@@ -114,6 +120,19 @@ class IndexFile:
             except OSError as exc:  # a full disk: the header is written with the next entries
                 log.warning("cannot write the header of %s: %s", self.path, exc)
 
+    def _allocate(self, upto: int) -> None:
+        """Allocate the blocks below ``upto`` and ``_ALLOCATE_AHEAD`` beyond it (unless they
+        are): the file is written through its mapping, and a store into a block the disk
+        cannot give is a SIGBUS. The slots are written anywhere, so they are allocated with the
+        header; the entries in order, so they are allocated a part ahead at a time (a default
+        index file is 420 MB, 20 of them slots).
+
+        Raises:
+            OSError: the disk has no room for them.
+        """
+        if upto > self.mf.allocated_to:
+            self.mf.allocate(max(upto + _ALLOCATE_AHEAD, self._entries_at))
+
     @property
     def full(self) -> bool:
         return self.index_count >= self.index_num
@@ -126,7 +145,7 @@ class IndexFile:
         Raises:
             OSError: the file's blocks could not be allocated (it was opened on a full disk).
         """
-        self.mf.ensure_allocated()
+        self._allocate(self._entries_at)
         INDEX_HEADER.pack_into(
             self.mf.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
             self.end_phy_offset, self.hash_slot_count, self.index_count,
@@ -141,13 +160,13 @@ class IndexFile:
         file is full; returns how many were added. The header is the caller's to write.
 
         Raises:
-            OSError: the file's blocks could not be allocated (it was opened on a full disk).
+            OSError: the disk has no room for the blocks they go to.
         """
-        self.mf.ensure_allocated()
         count = self.index_count
         todo = entries[start : start + max(self.index_num - count, 0)]
         if not todo:
             return 0
+        self._allocate(self._entries_at + (count + len(todo)) * INDEX_ENTRY_SIZE)
         mm = self.mf.mm
         slot_num = self.hash_slot_num
         entry_at = self._entries_at + count * INDEX_ENTRY_SIZE

@@ -56,7 +56,8 @@ class MappedFile:
     With ``preallocate`` every block of the file is allocated now (``allocated``); a new file
     the disk has no room for is removed again and the error raised. An existing file that
     cannot be allocated is opened all the same, and is written with pwrite until
-    ``ensure_allocated`` succeeds.
+    ``ensure_allocated`` succeeds. ``allocate`` allocates a head of the file (a file written
+    in order, through its mapping, a part ahead at a time).
 
     Raises:
         StoreError: the file exists and is larger than ``size``.
@@ -64,7 +65,7 @@ class MappedFile:
     """
 
     __slots__ = (
-        "allocated",
+        "allocated_to",
         "_lock",
         "_mm",
         "_pool",
@@ -102,7 +103,7 @@ class MappedFile:
         self._write_fd = -1  # the descriptor appends are written through (expect_appends)
         self._appending = False
         self.closed = False
-        self.allocated = False  # every block reserved: writes may go through the mapping
+        self.allocated_to = 0  # blocks below this file position are allocated
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
@@ -119,7 +120,7 @@ class MappedFile:
             if preallocate:
                 try:
                     os.posix_fallocate(fd, 0, size)
-                    self.allocated = True
+                    self.allocated_to = size
                 except OSError as exc:
                     if created:  # no half-made file left behind: the next try starts over
                         os.close(fd)
@@ -136,6 +137,11 @@ class MappedFile:
         if pool is None:
             self._map()
 
+    @property
+    def allocated(self) -> bool:
+        """Whether every block of the file is allocated."""
+        return self.allocated_to >= self.size
+
     def ensure_allocated(self) -> None:
         """Allocate the file's blocks unless they are (the disk was full when it was opened);
         a no-op once they are.
@@ -143,14 +149,23 @@ class MappedFile:
         Raises:
             OSError: the disk still has no room for them.
         """
-        if self.allocated:
+        self.allocate(self.size)
+
+    def allocate(self, upto: int) -> None:
+        """Allocate the blocks below file position ``upto`` unless they are.
+
+        Raises:
+            OSError: the disk has no room for them (those below ``allocated_to`` stay).
+        """
+        upto = min(upto, self.size)
+        if upto <= self.allocated_to:
             return
         fd = os.open(self.path, os.O_RDWR)
         try:
-            os.posix_fallocate(fd, 0, self.size)
+            os.posix_fallocate(fd, self.allocated_to, upto - self.allocated_to)
         finally:
             os.close(fd)
-        self.allocated = True
+        self.allocated_to = upto
 
     def _map(self) -> mmap.mmap:
         if self.closed:
@@ -376,15 +391,12 @@ class MappedFile:
         self.unmap()
         os.truncate(self.path, pos)
         os.truncate(self.path, self.size)
-        if self._preallocate and pos < self.size:
-            fd = os.open(self.path, os.O_RDWR)
+        self.allocated_to = min(self.allocated_to, pos)
+        if self._preallocate:
             try:
-                os.posix_fallocate(fd, pos, self.size - pos)
+                self.ensure_allocated()
             except OSError as exc:  # cutting back must work on a full disk: allocate later
                 log.warning("cannot allocate %s again (%s): written with pwrite until it can be", self.path, exc)
-                self.allocated = False
-            finally:
-                os.close(fd)
         self.wrote = min(self.wrote, pos)
         self.flushed = min(self.flushed, pos)
         if was_mapped or self._pool is None:

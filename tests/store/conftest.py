@@ -116,9 +116,10 @@ class SimulatedDisk:
         """Writes and allocations of such files fail with ENOSPC (``times`` of them)."""
         self.rules.append((pattern, "error", times))
 
-    def no_new_blocks(self, pattern: str, times: int = 1 << 30) -> None:
-        """Allocations and new such files fail with ENOSPC; writes into allocated blocks go on."""
-        self.rules.append((pattern, "alloc", times))
+    def no_new_blocks(self, pattern: str, times: int = 1 << 30, *, new_files: bool = True) -> None:
+        """Allocations (and new such files, unless ``new_files`` is false) fail with ENOSPC;
+        writes into allocated blocks go on."""
+        self.rules.append((pattern, "alloc" if new_files else "fallocate", times))
 
     def sync_fails(self, pattern: str, times: int = 1 << 30) -> None:
         """fdatasync of such files fails with EIO (``times`` of them)."""
@@ -152,7 +153,7 @@ class SimulatedDisk:
         return self._pwrite(fd, data, pos)
 
     def posix_fallocate(self, fd: int, offset: int, length: int) -> None:
-        if self._rule(fd, ("error", "alloc")):
+        if self._rule(fd, ("error", "alloc", "fallocate")):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         self._fallocate(fd, offset, length)
 

@@ -4,10 +4,14 @@ the store's own rounds (flush, dispatch)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from rmq.protocol.message import Message, iter_records
 from rmq.store import GetMessageStatus, MessageStore, PutMessageStatus
+from rmq.store.formats import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
+from rmq.store.index import IndexFile
 from rmq.store.mapped_file import MappedFile
 
 from .conftest import FakeClock, SimulatedDisk, crash
@@ -278,3 +282,30 @@ def test_a_store_opened_on_a_full_disk_serves_reads_and_refuses_writes(open_stor
     store.close()
     store = open_store(disk_usage=lambda _p: usage["ratio"])
     _expect_all(store, 210)
+
+
+def test_an_index_file_is_allocated_its_slots_and_a_part_of_its_entries_ahead(tmp_path, disk: SimulatedDisk) -> None:
+    """Written through its mapping, an index file needs its blocks before its writes; but a
+    default one is 420 MB, which a small disk need not give at once: the slots (written
+    anywhere) are allocated when it is made, the entries (written in order) 1 MiB ahead."""
+    f = IndexFile(str(tmp_path / "20240101000000000"), 1000, 200_000)  # 4 MB of entries
+    ahead = INDEX_HEADER_SIZE + 1000 * 4 + (1 << 20)
+    assert f.mf.allocated_to == ahead
+    assert os.stat(f.path).st_blocks * 512 < ahead + 8192
+    disk.no_new_blocks("/20240101")
+    per_mib = (1 << 20) // INDEX_ENTRY_SIZE
+    assert f.put_many([(i, 1000 + i, 0) for i in range(per_mib - 10)], 0) == per_mib - 10  # within what is allocated
+    with pytest.raises(OSError, match="No space left"):
+        f.put_many([(i, 1000 + i, 0) for i in range(100)], 0)
+    disk.heal()
+    assert f.put_many([(i, 1000 + i, 0) for i in range(100)], 0) == 100
+    assert f.mf.allocated_to > ahead
+    f.close()
+
+
+def test_a_new_index_file_the_disk_has_no_room_for_is_not_left_behind(tmp_path, disk: SimulatedDisk) -> None:
+    disk.no_new_blocks("/20240101", new_files=False)  # made, then not allocated
+    with pytest.raises(OSError, match="No space left"):
+        IndexFile(str(tmp_path / "20240101000000000"), 1000, 200_000)
+    assert disk.calls["/20240101"] == 1
+    assert os.listdir(tmp_path) == []
