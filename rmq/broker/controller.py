@@ -273,7 +273,10 @@ class BrokerController:
             self.metrics = broker_exporter(self)
             await nursery.start(self.metrics.serve)
         await self._start_replication(nursery, namesrv_client)
-        self.topics.persist()
+        try:
+            self.topics.persist()
+        except OSError as exc:  # a full disk: the store serves read-only; the file is as loaded
+            log.error("cannot write topics at start: %s", exc)
         self.stats.store_stats = getattr(self.message_store, "_stats", None)  # found / miss TPS
         self.stats.sample()
         self.registration = Registration(
