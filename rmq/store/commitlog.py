@@ -41,6 +41,7 @@ _STORE_TS_END_V6 = _STORE_TS_POS_V4 + 12 + 8  # every record is at least this lo
 _PHY_POS, _PHY_END = 28, 36  # the record's own CommitLog offset
 _MIN_RECORD = _PHY_END
 _MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+_PAGE = mmap.PAGESIZE
 
 
 class CommitLog:
@@ -264,6 +265,8 @@ class CommitLog:
         mm = mf.mm
         if pos + BLANK.size > mf.size:
             return -1
+        if (pos % _PAGE == 0 or pos % _PAGE > _PAGE - BLANK.size) and not mf.has_data(pos, BLANK.size):
+            return -1  # a hole: nothing was written there (and reading it may be a SIGBUS)
         size, magic = peek_size_and_magic(mm, pos)
         if magic == BLANK_MAGIC:
             return 0 if size == mf.size - pos else -1

@@ -63,7 +63,14 @@ class ConsumeQueue:
 
     def load(self) -> None:
         """Open the files and find the write position: entries are written in order, so the
-        last file holds a run of entries followed by zeros (binary search for the end)."""
+        last file holds a run of entries followed by zeros (binary search for the end).
+
+        A write the disk cut short (a full disk) ends at a page, maybe inside an entry, and
+        leaves a hole after it: the end is taken no further than the first hole (no real run
+        of entries is a whole page of zeros), and nothing past it is read through the mapping
+        (on a full tmpfs that is a SIGBUS). The entries lost that way were never synced;
+        recovery's replay writes them again.
+        """
         self.files.load()
         last = self.files.last()
         if last is None:
@@ -71,12 +78,15 @@ class ConsumeQueue:
         lo, hi = 0, last.size // _U
         fd = os.open(last.path, os.O_RDONLY)  # a few preads: cheaper than mapping the file
         try:
+            with contextlib.suppress(OSError):  # no SEEK_HOLE here: no hole is seen
+                hi = min(hi, os.lseek(fd, 0, os.SEEK_HOLE) // _U)
             while lo < hi:  # first entry of the last file whose size field is 0
                 mid = (lo + hi) // 2
                 if CQ_ENTRY.unpack(os.pread(fd, _U, mid * _U))[1] != 0:
                     lo = mid + 1
                 else:
                     hi = mid
+            end = CQ_ENTRY.unpack(os.pread(fd, _U, (lo - 1) * _U)) if lo else None
         finally:
             os.close(fd)
         last.wrote = last.flushed = lo * _U
@@ -84,7 +94,7 @@ class ConsumeQueue:
         self.max_offset = self.file_end = self.synced_offset = (last.start + last.wrote) // _U
         self.min_offset = self.files.min_offset // _U
         if self.max_offset > self.min_offset:
-            phy, size, _ = self.entry(self.max_offset - 1) or (0, 0, 0)
+            phy, size, _ = end or self.entry(self.max_offset - 1) or (0, 0, 0)
             if size != _BLANK_SIZE:
                 self.max_phy_end = phy + size
 

@@ -262,6 +262,22 @@ class MappedFile:
             view = view[n:]
             pos += n
 
+    def has_data(self, pos: int, n: int = 1) -> bool:
+        """Whether the pages holding ``pos .. pos+n`` hold data (are not holes). Reading a hole
+        through a mapping of a tmpfs file allocates a page, which a full tmpfs cannot give:
+        SIGBUS. Recovery asks before it reads past what it knows to be written."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for at in {pos - pos % _PAGE, (pos + n - 1) - (pos + n - 1) % _PAGE}:
+                try:
+                    if os.lseek(fd, at, os.SEEK_DATA) != at:
+                        return False
+                except OSError:  # ENXIO: no data from there on
+                    return False
+        finally:
+            os.close(fd)
+        return True
+
     @property
     def mm(self) -> mmap.mmap:
         """The mapping, made on demand; counts as a use for the pool's LRU order."""

@@ -1,6 +1,10 @@
 """Writer for test_small_filesystem.py: a store on a small filesystem that another file fills.
 
-Usage: python full_disk_writer.py DIR   (DIR: the root of a small filesystem, e.g. a tmpfs)
+Usage: python full_disk_writer.py DIR [holes]   (DIR: the root of a small filesystem, tests/small_disk.py)
+
+With ``holes``: a store whose CommitLog ends at a page and whose consume queue's last write
+stopped inside an entry at a page (the rest of both files holes) is opened again on the full
+filesystem; reading a hole through a mapping of a full tmpfs is a SIGBUS.
 
 Appends and reads messages, appends more, fills the rest of the filesystem with a ballast file
 (another process filling the disk), then dispatches, reads, flushes and appends on the full
@@ -18,6 +22,7 @@ import sys
 
 from rmq.protocol.message import iter_records
 from rmq.store import GetMessageStatus, MessageStore, StoreConfig
+from rmq.store.formats import CQ_ENTRY
 
 QUEUES = 4
 BODY = 1024
@@ -127,5 +132,38 @@ def main(base: str) -> None:
     )
 
 
+def holes(base: str) -> None:
+    root = os.path.join(base, "store")
+    store = MessageStore(config(root))
+    first = store.put_message("T", 0, b"x")
+    head = first.wrote_bytes - 1  # a record's size without its body
+    last = store.put_message("T", 0, b"y" * (4096 - first.wrote_bytes - head))
+    assert last.end_offset == 4096
+    store.close()
+    torn = os.path.join(root, "consumequeue", "U", "0")
+    os.makedirs(torn)
+    entries = b"".join(CQ_ENTRY.pack(i, 100, 7) for i in range(205))
+    with open(os.path.join(torn, f"{0:020d}"), "wb") as f:
+        f.write(entries[: 204 * 20 + 12])  # entry 204 across the page, its tags never written
+        f.truncate(config(root).mapped_file_size_consume_queue)
+    fill(os.path.join(base, "ballast"))
+    store = MessageStore(config(root))
+    got = store.get_message("T", 0, 0, 32)
+    print(
+        json.dumps(
+            {
+                "commitlog_end": store.max_phy_offset,
+                "messages": got.message_count,
+                "torn_queue_end": store.get_max_offset_in_queue("U", 0),
+            }
+        ),
+        flush=True,
+    )
+    store.close()
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[2:] == ["holes"]:
+        holes(sys.argv[1])
+    else:
+        main(sys.argv[1])
