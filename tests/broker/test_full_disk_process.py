@@ -1,4 +1,4 @@
-"""A broker process whose store is on a small real filesystem (a tmpfs, tests/broker/full_disk.py)
+"""A broker process whose store is on a small real filesystem (a tmpfs, tests/small_disk.py)
 is sent to until it refuses, then another file takes the rest of the disk; the broker serves
 every acknowledged message on the full disk, takes sends again by itself once space is freed,
 restarts on a full disk read-only, and is never killed by a signal.
@@ -19,9 +19,10 @@ from rmq.client import ConsumeFromWhere, Message, Producer, PullConsumer
 from rmq.client.errors import MQBrokerError
 from rmq.protocol import ResponseCode
 from tests.metrics.scrape import scrape, value
+from tests.small_disk import SmallDisk
 
 from .cluster import loopback_namesrv
-from .full_disk import DiskBroker, SmallDisk
+from .full_disk import DiskBroker
 
 pytestmark = [
     pytest.mark.slow,
