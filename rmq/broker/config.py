@@ -161,7 +161,12 @@ class BrokerConfig:
     sync_flush_timeout: int = 5000  # ms
     delete_when: str = "04"
     file_reserved_time: int = 72  # hours
-    disk_max_used_space_ratio: int = 75  # percent
+    # RocketMQ's levels of disk use, percent (docs/operations.md, "Disk space")
+    disk_max_used_space_ratio: int = 75  # expired files are deleted at once
+    disk_space_clean_forcibly_ratio: int = 85  # files not expired too, with clean_file_forcibly_enable
+    disk_space_warning_level_ratio: int = 90  # sends are refused
+    clean_file_forcibly_enable: bool = True
+    warm_maped_file_enable: bool = False  # allocate CommitLog and consume queue files when made
     max_message_size: int = 4 * 1024 * 1024
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     max_msgs_num_batch: int = 64
@@ -542,6 +547,11 @@ class BrokerConfig:
             raise bad("brokerPermission", f"{self.broker_permission} is not a permission mask")
         if not 10 <= self.disk_max_used_space_ratio <= 95:
             raise bad("diskMaxUsedSpaceRatio", "must be between 10 and 95")
+        # RocketMQ holds these two within the same bounds (CleanCommitLogService)
+        if not 30 <= self.disk_space_clean_forcibly_ratio <= 85:
+            raise bad("diskSpaceCleanForciblyRatio", "must be between 30 and 85")
+        if not 35 <= self.disk_space_warning_level_ratio <= 90:
+            raise bad("diskSpaceWarningLevelRatio", "must be between 35 and 90")
         try:
             parse_delay_levels(self.message_delay_level)
         except ValueError as exc:
@@ -590,9 +600,9 @@ ACCEPTED_KEYS = rocketmq_keys.BROKER.union(TLS_INERT_KEYS) | frozenset(
     brokerFastFailureEnable flushCommitLogTimed flushCommitLogLeastPages flushCommitLogThoroughInterval
     commitIntervalCommitLog commitCommitLogLeastPages
     transientStorePoolEnable transientStorePoolSize fastFailIfNoBufferInStorePool
-    warmMapedFileEnable mapedFileSizeCommitLog mapedFileSizeConsumeQueue
+    mapedFileSizeCommitLog mapedFileSizeConsumeQueue
     deleteCommitLogFilesInterval deleteConsumeQueueFilesInterval destroyMapedFileIntervalForcibly
-    redeleteHangedFileInterval cleanFileForciblyEnable diskFallRecorded messageIndexSafe
+    redeleteHangedFileInterval diskFallRecorded messageIndexSafe
     slaveTimeout offsetCheckInSlave debugLockEnable duplicationEnable
     storePathConsumeQueue storePathIndex storeCheckpoint abortFile
     fetchNamesrvAddrByAddressServer filterServerNums filterSupportRetry enableCalcFilterBitMap

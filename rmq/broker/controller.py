@@ -184,6 +184,10 @@ class BrokerController:
             file_reserved_time=c.file_reserved_time,
             delete_when=c.delete_when,
             disk_max_used_space_ratio=c.disk_max_used_space_ratio,
+            disk_space_clean_forcibly_ratio=c.disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio=c.disk_space_warning_level_ratio,
+            clean_file_forcibly_enable=c.clean_file_forcibly_enable,
+            warm_maped_file_enable=c.warm_maped_file_enable,
             max_message_size=c.max_message_size,
             max_msgs_num_batch=c.max_msgs_num_batch,
             max_transfer_bytes_on_message_in_memory=c.max_transfer_bytes_on_message_in_memory,
@@ -285,7 +289,10 @@ class BrokerController:
             self.metrics = broker_exporter(self)
             await nursery.start(self.metrics.serve)
         await self._start_replication(nursery, namesrv_client)
-        self.topics.persist()
+        try:
+            self.topics.persist()
+        except OSError as exc:  # a full disk: the store serves read-only; the file is as loaded
+            log.error("cannot write topics at start: %s", exc)
         self.stats.store_stats = getattr(self.message_store, "_stats", None)  # found / miss TPS
         self.stats.sample()
         self.registration = Registration(

@@ -188,6 +188,49 @@ class BrokerCollector(Collector):
             family = GaugeMetricFamily(name, doc, labels=names)
             family.add_metric(values, value)
             yield family
+        yield from self._disk(store, names, values)
+
+    def _disk(self, store: Any, names: list[str], values: list[str]) -> Iterator[Metric]:
+        """The levels of disk use (docs/operations.md, Disk space), as the store last measured
+        them (at most a second ago while sends come, cleanResourceInterval otherwise)."""
+        cfg = store.config
+        ratio = store.last_disk_ratio
+        used = GaugeMetricFamily(
+            "rocketmq_storage_disk_used_ratio", "Used fraction of the CommitLog's disk, last measured", labels=names
+        )
+        used.add_metric(values, ratio)
+        yield used
+        level_names = [*names, "level"]
+        threshold = GaugeMetricFamily(
+            "rocketmq_storage_disk_level_ratio", "Used fraction above which a level acts", labels=level_names
+        )
+        exceeded = GaugeMetricFamily(
+            "rocketmq_storage_disk_level_exceeded", "1 when disk use is above the level", labels=level_names
+        )
+        for level, percent in (
+            ("clean_expired", cfg.disk_max_used_space_ratio),
+            ("clean_forcibly", cfg.disk_space_clean_forcibly_ratio),
+            ("refuse_writes", cfg.disk_space_warning_level_ratio),
+        ):
+            threshold.add_metric([*values, level], percent / 100)
+            exceeded.add_metric([*values, level], 1 if ratio * 100 > percent else 0)
+        yield from (threshold, exceeded)
+        refused = GaugeMetricFamily(
+            "rocketmq_storage_writes_refused",
+            "1 while sends are refused (disk full, or a consume queue or the index cannot be written)",
+            labels=names,
+        )
+        refused.add_metric(values, 0 if store.refusal is None else 1)
+        yield refused
+        stats = store.stats
+        deleted = CounterMetricFamily(
+            "rocketmq_storage_commitlog_files_deleted",
+            "CommitLog files deleted by retention (expired=false: above diskSpaceCleanForciblyRatio)",
+            labels=[*names, "expired"],
+        )
+        deleted.add_metric([*values, "true"], stats.commitlog_files_deleted - stats.commitlog_files_deleted_unexpired)
+        deleted.add_metric([*values, "false"], stats.commitlog_files_deleted_unexpired)
+        yield deleted
 
     def _broker(self, const: dict[str, str]) -> Iterator[Metric]:
         broker = self.broker

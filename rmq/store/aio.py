@@ -29,7 +29,8 @@ eventfd (``KernelSync``), with no thread to hand the GIL to. Tasks (all in one n
   ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records. An append to a queue
   a reader waits on (``awaited``) dispatches its own records itself, when nothing older is
   pending, so that the reader does not wait for this task's turn.
-* Retention: every ``clean_resource_interval`` ms measures the disk and deletes expired files.
+* Retention: every ``clean_resource_interval`` ms measures the disk and deletes files at the
+  levels of disk use (MessageStore.run_retention); appends measure it once a second too.
 * Replica watchdog (SYNC_MASTER): appends that must wait for a slave's ack queue a
   their ``PutWait`` in append order; ``replica_acked`` wakes every wait the ack covers (one ack
   covers many messages: the group commit of replication), and the watchdog wakes those still
@@ -750,7 +751,7 @@ class AsyncMessageStore:
             result = store.run_retention()
             if result.commitlog_files_deleted:
                 log.info(
-                    "retention deleted %d CommitLog, %d consume queue, %d index files",
-                    result.commitlog_files_deleted, result.consume_queue_files_deleted,
-                    result.index_files_deleted,
+                    "retention deleted %d CommitLog (%d not expired), %d consume queue, %d index files",
+                    result.commitlog_files_deleted, result.commitlog_files_unexpired,
+                    result.consume_queue_files_deleted, result.index_files_deleted,
                 )  # fmt: skip

@@ -12,6 +12,8 @@ checkpoint makes recovery replay more, never less.
 
 from __future__ import annotations
 
+import logging
+
 from .formats import (
     CHECKPOINT,
     CHECKPOINT_FILE_SIZE,
@@ -21,13 +23,15 @@ from .formats import (
 )
 from .mapped_file import MappedFile
 
+log = logging.getLogger("rmq.store.checkpoint")
 # RocketMQ subtracts this from the timestamps before choosing where to recover from.
 _TIMESTAMP_SLACK_MS = 3000
 
 
 class StoreCheckpoint:
     def __init__(self, path: str) -> None:
-        self.mf = MappedFile(path, 0, CHECKPOINT_FILE_SIZE)
+        # written through its mapping: its block is allocated first (no SIGBUS on a full disk)
+        self.mf = MappedFile(path, 0, CHECKPOINT_FILE_SIZE, preallocate=True)
         self.mf.wrote = CHECKPOINT_FILE_SIZE
         mm = self.mf.mm
         self.physic_msg_timestamp: int
@@ -56,7 +60,14 @@ class StoreCheckpoint:
         return min(self.min_timestamp(), self.index_msg_timestamp)
 
     def write(self) -> None:
-        """Put the current values into the mapping (``sync`` makes them durable)."""
+        """Put the current values into the mapping (``sync`` makes them durable). Skipped while
+        the file's block cannot be allocated: an old checkpoint only makes recovery replay
+        more."""
+        try:
+            self.mf.ensure_allocated()
+        except OSError as exc:
+            log.warning("cannot write the checkpoint: %s", exc)
+            return
         mm = self.mf.mm
         CHECKPOINT.pack_into(
             mm, 0, self.physic_msg_timestamp, self.logics_msg_timestamp, self.index_msg_timestamp,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import mmap
 import os
+import time
 from collections.abc import Iterator
 
 from rmq.protocol.errors import ProtocolError
@@ -40,6 +41,7 @@ _STORE_TS_END_V6 = _STORE_TS_POS_V4 + 12 + 8  # every record is at least this lo
 _PHY_POS, _PHY_END = 28, 36  # the record's own CommitLog offset
 _MIN_RECORD = _PHY_END
 _MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+_PAGE = mmap.PAGESIZE
 
 
 class CommitLog:
@@ -266,6 +268,8 @@ class CommitLog:
         mm = mf.mm
         if pos + BLANK.size > mf.size:
             return -1
+        if (pos % _PAGE == 0 or pos % _PAGE > _PAGE - BLANK.size) and not mf.has_data(pos, BLANK.size):
+            return -1  # a hole: nothing was written there (and reading it may be a SIGBUS)
         size, magic = peek_size_and_magic(mm, pos)
         if magic == BLANK_MAGIC:
             return 0 if size == mf.size - pos else -1
@@ -317,26 +321,44 @@ class CommitLog:
 
     # --- retention ------------------------------------------------------------------------
 
-    def delete_expired(self, *, now: int, reserved_ms: int, force: bool, limit_offset: int, max_files: int) -> int:
-        """Delete old files from the head; returns how many went.
+    def delete_expired(
+        self, *, now: int, reserved_ms: int, force: bool, limit_offset: int, max_files: int, why: str = ""
+    ) -> tuple[int, int]:
+        """Delete old files from the head; returns how many went, and how many of them had
+        not expired.
 
         A file counts as last written when the next file got its first record. It goes when
-        that is ``reserved_ms`` ago, or at once with ``force``; never the last file, and never
-        one reaching past ``limit_offset`` (data not yet synced or dispatched).
+        that is ``reserved_ms`` ago, or at once with ``force`` (``why`` says why, for the log);
+        never the last file, and never one reaching past ``limit_offset`` (data not yet synced
+        or dispatched). Each deletion is logged with the offsets and store times it held.
         """
         files = self.files.files
-        deleted = 0
+        deleted = forced = 0
         while deleted < max_files and len(files) > 1 and files[0].end <= limit_offset:
             closed_at = self.first_store_timestamp(files[1])
-            if not force and (closed_at is None or now - closed_at < reserved_ms):
+            expired = closed_at is not None and now - closed_at >= reserved_ms
+            if not (expired or force):
                 break
-            log.info("deleting CommitLog file %s", files[0].path)
+            mf = files[0]
+            held = f"offsets {mf.start}..{mf.end}, stored {_when(self.first_store_timestamp(mf))} .. {_when(closed_at)}"
+            if expired:
+                log.info("deleting CommitLog file %s (%s): expired", mf.path, held)
+            else:
+                log.warning("deleting CommitLog file %s (%s) before it expired: %s", mf.path, held, why or "forced")
+                forced += 1
             self.files.delete_first()
             deleted += 1
-        return deleted
+        return deleted, forced
 
     def close(self) -> None:
         self.files.close()
+
+
+def _when(ms: int | None) -> str:
+    """A store timestamp for the log (local time)."""
+    if ms is None:
+        return "?"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
 
 
 def iter_commitlog(

@@ -52,13 +52,23 @@ class StoreConfig:
     clean_resource_interval: int = 10_000
     file_reserved_time: int = 72  # hours
     delete_when: str = "04"  # hours of day (local time), ";"-separated
-    disk_max_used_space_ratio: int = 75  # percent; above it writes are refused and files purged
+    # RocketMQ's three levels of disk use (percent; CleanCommitLogService): above the first,
+    # expired files are deleted at once, not only at delete_when; above the second, with
+    # clean_file_forcibly_enable, the oldest files go whether expired or not; above the third
+    # appends are refused (SERVICE_NOT_AVAILABLE) until use is below it again.
+    disk_max_used_space_ratio: int = 75
+    disk_space_clean_forcibly_ratio: int = 85
+    disk_space_warning_level_ratio: int = 90
+    clean_file_forcibly_enable: bool = True
     delete_files_batch_max: int = 10  # CommitLog files deleted per retention run
-    # Reserve CommitLog blocks when a file is created (posix_fallocate): a full disk then
-    # fails the append cleanly instead of killing the process with SIGBUS on a mapped write,
-    # but on ext4 every sync must also convert the reserved extents, roughly doubling sync
-    # latency. RocketMQ leaves the files sparse; the used-space ratio guards the disk.
-    preallocate_commitlog: bool = False
+    # Allocate the blocks of CommitLog and consume queue files when they are made
+    # (posix_fallocate; RocketMQ's warmMapedFileEnable warms its CommitLog files): a full disk
+    # then fails at the file's creation, not in the middle of it, and the files are not
+    # fragmented. On ext4 every sync must also convert the reserved extents, roughly doubling
+    # CommitLog sync latency. Off, the files stay sparse and are written with pwrite, where a
+    # full disk is an error too. Index and checkpoint files, written through their mappings,
+    # are always allocated when made (a store into an unallocated mapped block is a SIGBUS).
+    warm_maped_file_enable: bool = False
     max_message_size: int = 4 * MiB
     check_crc_on_recover: bool = True
     message_index_enable: bool = True
@@ -126,6 +136,10 @@ class StoreConfig:
             raise ValueError("mapped_file_size_commitlog must be at least 4096")
         if not 0 < self.disk_max_used_space_ratio <= 100:
             raise ValueError("disk_max_used_space_ratio must be in 1..100")
+        if not 0 < self.disk_space_clean_forcibly_ratio <= 100:
+            raise ValueError("disk_space_clean_forcibly_ratio must be in 1..100")
+        if not 0 < self.disk_space_warning_level_ratio <= 100:
+            raise ValueError("disk_space_warning_level_ratio must be in 1..100")
         if self.max_hash_slot_num <= 0 or self.max_index_num <= 1:
             raise ValueError("max_hash_slot_num and max_index_num must be positive")
         self.delay_levels_ms()

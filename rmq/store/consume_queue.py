@@ -8,6 +8,10 @@ round (written with pwrite; a new file is not mapped just to append to it). Read
 store see both. A process crash loses only the tail, which recovery rebuilds from the
 CommitLog; and a store with tens of thousands of queues touches each file once per round
 instead of once per message (files are mapped for reading through a bounded pool).
+
+A write the disk refuses (full, I/O error) leaves the entries in the tail, where readers find
+them, and the queue in ``failures`` until a later drain writes them; the flush rounds never
+count them as synced, so the checkpoint stays before them.
 """
 
 from __future__ import annotations
@@ -29,10 +33,21 @@ _BLANK_SIZE = 0x7FFFFFFF  # size field of a padding entry
 class ConsumeQueue:
     """One queue. Offsets here are logical (entry numbers), not bytes."""
 
-    def __init__(self, topic: str, queue_id: int, directory: str, file_size: int, pool: MapPool) -> None:
+    def __init__(
+        self,
+        topic: str,
+        queue_id: int,
+        directory: str,
+        file_size: int,
+        pool: MapPool,
+        *,
+        failures: dict[ConsumeQueue, str] | None = None,
+        preallocate: bool = False,
+    ) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.files = MappedFileQueue(directory, file_size, pool=pool)
+        # Not preallocated, a file is written with pwrite only (MappedFile: no SIGBUS)
+        self.files = MappedFileQueue(directory, file_size, pool=pool, preallocate=preallocate)
         self.file_size = file_size
         self.min_offset = 0  # first entry still pointing at stored data
         self.max_offset = 0  # next entry to be written
@@ -41,12 +56,21 @@ class ConsumeQueue:
         self.synced_offset = 0  # entries below this are durable
         self.first_unsynced_phy = -1  # CommitLog offset of entry ``synced_offset``, if any
         self.max_phy_end = 0  # CommitLog offset just past the last entry's record
+        # Queues whose last write failed, and why (shared by a table's queues)
+        self.failures: dict[ConsumeQueue, str] = {} if failures is None else failures
 
     # --- loading and recovery -------------------------------------------------------------
 
     def load(self) -> None:
         """Open the files and find the write position: entries are written in order, so the
-        last file holds a run of entries followed by zeros (binary search for the end)."""
+        last file holds a run of entries followed by zeros (binary search for the end).
+
+        A write the disk cut short (a full disk) ends at a page, maybe inside an entry, and
+        leaves a hole after it: the end is taken no further than the first hole (no real run
+        of entries is a whole page of zeros), and nothing past it is read through the mapping
+        (on a full tmpfs that is a SIGBUS). The entries lost that way were never synced;
+        recovery's replay writes them again.
+        """
         self.files.load()
         last = self.files.last()
         if last is None:
@@ -54,12 +78,15 @@ class ConsumeQueue:
         lo, hi = 0, last.size // _U
         fd = os.open(last.path, os.O_RDONLY)  # a few preads: cheaper than mapping the file
         try:
+            with contextlib.suppress(OSError):  # no SEEK_HOLE here: no hole is seen
+                hi = min(hi, os.lseek(fd, 0, os.SEEK_HOLE) // _U)
             while lo < hi:  # first entry of the last file whose size field is 0
                 mid = (lo + hi) // 2
                 if CQ_ENTRY.unpack(os.pread(fd, _U, mid * _U))[1] != 0:
                     lo = mid + 1
                 else:
                     hi = mid
+            end = CQ_ENTRY.unpack(os.pread(fd, _U, (lo - 1) * _U)) if lo else None
         finally:
             os.close(fd)
         last.wrote = last.flushed = lo * _U
@@ -67,7 +94,7 @@ class ConsumeQueue:
         self.max_offset = self.file_end = self.synced_offset = (last.start + last.wrote) // _U
         self.min_offset = self.files.min_offset // _U
         if self.max_offset > self.min_offset:
-            phy, size, _ = self.entry(self.max_offset - 1) or (0, 0, 0)
+            phy, size, _ = end or self.entry(self.max_offset - 1) or (0, 0, 0)
             if size != _BLANK_SIZE:
                 self.max_phy_end = phy + size
 
@@ -156,16 +183,27 @@ class ConsumeQueue:
         mf = self.files.find(offset * _U)
         if mf is not None and mf.read(offset * _U - mf.start, _U) != entry:
             log.warning("%s:%d rewriting entry %d", self.topic, self.queue_id, offset)
-            mf.write_at(offset * _U - mf.start, entry)
-            mf.flushed = min(mf.flushed, offset * _U - mf.start)
-            self.files.flushed_where = min(self.files.flushed_where, offset * _U)
             if offset < self.synced_offset:
                 self.synced_offset = offset
                 self.first_unsynced_phy = phy
+            mf.flushed = min(mf.flushed, offset * _U - mf.start)
+            self.files.flushed_where = min(self.files.flushed_where, offset * _U)
+            try:
+                mf.write_at(offset * _U - mf.start, entry)
+            except OSError as exc:  # the disk refuses: the entries from here wait in the tail
+                self._failed(exc)
+                self._unwrite_from(offset)
+                self.pending[0:_U] = entry
 
     def drain(self) -> None:
-        """Move the pending tail into the mapped files (creating files as needed)."""
+        """Move the pending tail into the files (creating files as needed).
+
+        Raises:
+            OSError: the disk refused a write or a new file; the tail stays as it was (what
+                was written of it is written again next time).
+        """
         if not self.pending:
+            self.failures.pop(self, None)
             return
         data = self.pending
         off = self.file_end * _U
@@ -182,10 +220,41 @@ class ConsumeQueue:
                 mf.wrote = pos + n
                 p += n
                 off += n
+        except OSError as exc:
+            self._failed(exc)
+            raise
         finally:
             view.release()
         self.file_end = self.max_offset
         self.pending = bytearray()
+        if self.failures:
+            self.failures.pop(self, None)
+
+    def _failed(self, exc: OSError) -> None:
+        if self not in self.failures:
+            log.error("consume queue %s:%d cannot be written: %s", self.topic, self.queue_id, exc)
+        self.failures[self] = f"consume queue {self.topic}:{self.queue_id} cannot be written: {exc}"
+
+    def _unwrite_from(self, offset: int) -> None:
+        """Entries ``offset .. file_end`` go back to the head of the pending tail, to be
+        written again by the next drain (their file may have lost them: a refused write, a
+        failed sync). ``offset`` must be at least ``min_offset``."""
+        back = bytearray()
+        at = offset
+        while at < self.file_end:
+            chunk = self.entries(at, self.file_end - at)  # one file at a time
+            if not chunk:
+                break
+            back += chunk
+            at += len(chunk) // _U
+        self.pending[:0] = back
+        self.file_end = offset
+
+    def rewrite_unsynced(self) -> None:
+        """A sync of this queue failed: what it did not make durable is written again (after a
+        failed fsync the kernel may count those pages clean though the disk lacks them)."""
+        if self.synced_offset < self.file_end:
+            self._unwrite_from(max(self.synced_offset, self.min_offset))
 
     def _create_file_for(self, off: int) -> MappedFile:
         if self.files.files:
@@ -269,11 +338,13 @@ class ConsumeQueue:
 class ConsumeQueueTable:
     """All consume queues under ``root``: ``root/<topic>/<queueId>/<files>``."""
 
-    def __init__(self, root: str, file_size: int, pool: MapPool) -> None:
+    def __init__(self, root: str, file_size: int, pool: MapPool, *, preallocate: bool = False) -> None:
         self.root = root
         self.file_size = file_size
         self.pool = pool
+        self.preallocate = preallocate  # allocate each file's blocks when it is made
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.failures: dict[ConsumeQueue, str] = {}  # queues whose last write failed, and why
 
     def load(self) -> None:
         if not os.path.isdir(self.root):
@@ -291,7 +362,9 @@ class ConsumeQueueTable:
 
     def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
         directory = os.path.join(self.root, topic, str(queue_id))
-        return ConsumeQueue(topic, queue_id, directory, self.file_size, self.pool)
+        return ConsumeQueue(
+            topic, queue_id, directory, self.file_size, self.pool, failures=self.failures, preallocate=self.preallocate
+        )
 
     def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         return self.queues.get((topic, queue_id))
@@ -306,7 +379,9 @@ class ConsumeQueueTable:
         """Delete every queue of ``topic``; returns how many."""
         doomed = [key for key in self.queues if key[0] == topic]
         for key in doomed:
-            self.queues.pop(key).destroy()
+            cq = self.queues.pop(key)
+            self.failures.pop(cq, None)
+            cq.destroy()
         with contextlib.suppress(OSError):
             os.rmdir(os.path.join(self.root, topic))
         return len(doomed)

@@ -8,6 +8,7 @@ dispatched the ``ArrivalListener`` hears about it; the broker's long polling imp
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Protocol
 
@@ -35,6 +36,7 @@ _NOT_DISPATCHED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _MAX_PENDING = 256 * 1024  # bytes of consume queue entries held in memory per queue
 _INDEX_AFTER = 256  # records whose index entries may wait for the end of a dispatch pass
 _MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
+_MAX_UNINDEXED = 65536  # records kept for another try when the index cannot be written
 
 
 class ArrivalListener(Protocol):
@@ -90,6 +92,13 @@ class Dispatcher:
         # consumer, though they may have been acknowledged.
         self.stalled: str | None = None
         self._tags_codes: dict[str, int] = {}
+        # Records the index could not take (the disk refused), for another try; the lowest
+        # CommitLog offset not indexed (the checkpoint's index offset stays at or below it),
+        # and why the last try failed (None once the index takes records again).
+        self.unindexed: list[tuple[str, int, int, int, str | None, str | None]] = []
+        self.index_from: int | None = None
+        self.index_error: str | None = None
+        self.index_pinned = False  # index_from stays until a restart indexes again from it
 
     @property
     def behind(self) -> int:
@@ -205,8 +214,11 @@ class Dispatcher:
                         cq = self.queues.get_or_create(topic, queue_id)
                     cq.put(queue_offset, offset, size, tags_code)
                     dirty.add(cq)
-                    if len(cq.pending) > _MAX_PENDING:
-                        cq.drain()  # bound memory when flushes fall behind; durability unchanged
+                    if len(cq.pending) > _MAX_PENDING and cq not in self.queues.failures:
+                        # bound memory when flushes fall behind; durability unchanged. A queue
+                        # the disk refused waits for the flush rounds, which retry it
+                        with contextlib.suppress(OSError):  # logged by the queue
+                            cq.drain()
                     if listener is not None:
                         arrived[cq] = (queue_offset + 1, tags_code, store_ts, props)
                 if index is not None:
@@ -244,9 +256,33 @@ class Dispatcher:
         self.stalled = reason
 
     def _index(self, records: list[tuple[str, int, int, int, str | None, str | None]]) -> None:
-        """Index `records` (topic, offset, store timestamp, sysFlag, KEYS, UNIQ_KEY) and empty the list."""
+        """Index `records` (topic, offset, store timestamp, sysFlag, KEYS, UNIQ_KEY) and empty the
+        list. Records the disk refuses wait in ``unindexed`` for the next try (``retry_index``);
+        the checkpoint stays before the first of them (``index_from``)."""
+        todo = self.unindexed + records if self.unindexed else records
         try:
-            self.index.build_all(records)  # type: ignore[union-attr]
-        except OSError as exc:  # the records stay unindexed; queues matter more
-            log.error("cannot index the records at %d-%d: %s", records[0][1], records[-1][1], exc)
+            self.index.build_all(todo)  # type: ignore[union-attr]
+        except OSError as exc:  # the records stay unindexed for now; queues matter more
+            if self.index_error is None:
+                log.error("cannot index the records from %d on: %s", todo[0][1], exc)
+            self.index_error = f"the index cannot be written: {exc}"
+            last = self.index.last_indexed  # type: ignore[union-attr]
+            left = [r for r in todo if r[1] > last]
+            if left and (self.index_from is None or left[0][1] < self.index_from):
+                self.index_from = left[0][1]
+            # beyond the bound they wait for a restart, which indexes again from index_from
+            self.unindexed = left[:_MAX_UNINDEXED]
+            self.index_pinned = self.index_pinned or len(left) > _MAX_UNINDEXED
+        else:
+            if self.index_error is not None:
+                log.info("the index is written again")
+            self.index_error = None
+            self.unindexed = []
+            if not self.index_pinned:
+                self.index_from = None
         records.clear()
+
+    def retry_index(self) -> None:
+        """Index again the records the disk refused (a flush round calls this)."""
+        if self.unindexed and self.index is not None:
+            self._index([])

@@ -87,9 +87,15 @@ class DLedgerLog:
             raise StoreError(f"index file size must be a multiple of {INDEX_UNIT_SIZE}")
         self.path = os.path.join(os.fspath(root), f"dledger-{self_id}")
         # pwrite_appends: for a log whose every append is synced before it counts (sync_flush);
-        # see MappedFile.expect_appends
-        self.data = MappedFileQueue(os.path.join(self.path, "data"), data_file_size, pwrite_appends=pwrite_appends)
-        self.index = MappedFileQueue(os.path.join(self.path, "index"), index_file_size, pwrite_appends=pwrite_appends)
+        # see MappedFile.expect_appends. A log written through its mappings has its files'
+        # blocks allocated when they are made: no SIGBUS on a full disk.
+        mapped = not pwrite_appends
+        self.data = MappedFileQueue(
+            os.path.join(self.path, "data"), data_file_size, pwrite_appends=pwrite_appends, preallocate=mapped
+        )
+        self.index = MappedFileQueue(
+            os.path.join(self.path, "index"), index_file_size, pwrite_appends=pwrite_appends, preallocate=mapped
+        )
         self.data_file_size = data_file_size
         self.begin_index = 0  # first index held (entries before it were deleted or never copied)
         self.end_index = -1  # last index held; -1 = empty

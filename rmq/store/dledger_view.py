@@ -94,13 +94,15 @@ class DLedgerView(CommitLog):
         at = first_record_at(mf.mm, mf.wrote)
         return None if at is None else self.store_timestamp_at(mf.start + at)
 
-    def delete_expired(self, *, now: int, reserved_ms: int, force: bool, limit_offset: int, max_files: int) -> int:
-        deleted = super().delete_expired(
-            now=now, reserved_ms=reserved_ms, force=force, limit_offset=limit_offset, max_files=max_files
+    def delete_expired(
+        self, *, now: int, reserved_ms: int, force: bool, limit_offset: int, max_files: int, why: str = ""
+    ) -> tuple[int, int]:
+        deleted, forced = super().delete_expired(
+            now=now, reserved_ms=reserved_ms, force=force, limit_offset=limit_offset, max_files=max_files, why=why
         )
         if deleted:
             self.dlog.forget_head()
-        return deleted
+        return deleted, forced
 
     def close(self) -> None:
         """Close the DLedgerLog (after the store's last dispatch), its committed index saved."""

@@ -34,6 +34,7 @@ log = logging.getLogger("rmq.store.index")
 
 _INT_MIN = -(2**31)
 _INT_MAX = 2**31 - 1
+_ALLOCATE_AHEAD = 1 << 20  # bytes of entries allocated ahead of the last one written
 
 
 def index_key_hash(key: str) -> int:
@@ -62,6 +63,12 @@ class IndexFile:
         self.mf = MappedFile(path, 0, size)
         self.mf.wrote = size
         self._entries_at = INDEX_HEADER_SIZE + hash_slot_num * INDEX_SLOT_SIZE
+        if not existed:  # a new file starts with its blocks allocated, or not at all
+            try:
+                self._allocate(self._entries_at)
+            except OSError:
+                self.mf.destroy()
+                raise
         self.begin_timestamp: int
         self.end_timestamp: int
         self.begin_phy_offset: int
@@ -108,7 +115,23 @@ class IndexFile:
         if count != self.index_count:
             log.info("index file %s: %d entries past its header", self.path, count - self.index_count)
             self.index_count = count
-            self.write_header()
+            try:
+                self.write_header()
+            except OSError as exc:  # a full disk: the header is written with the next entries
+                log.warning("cannot write the header of %s: %s", self.path, exc)
+
+    def _allocate(self, upto: int) -> None:
+        """Allocate the blocks below ``upto`` and ``_ALLOCATE_AHEAD`` beyond it (unless they
+        are): the file is written through its mapping, and a store into a block the disk
+        cannot give is a SIGBUS. The slots are written anywhere, so they are allocated with the
+        header; the entries in order, so they are allocated a part ahead at a time (a default
+        index file is 420 MB, 20 of them slots).
+
+        Raises:
+            OSError: the disk has no room for them.
+        """
+        if upto > self.mf.allocated_to:
+            self.mf.allocate(max(upto + _ALLOCATE_AHEAD, self._entries_at))
 
     @property
     def full(self) -> bool:
@@ -117,7 +140,12 @@ class IndexFile:
     def write_header(self) -> None:
         """Write the header fields into the file; ``IndexService`` does it once per batch.
         A header behind its entries after a crash only makes recovery index a few records
-        again."""
+        again.
+
+        Raises:
+            OSError: the file's blocks could not be allocated (it was opened on a full disk).
+        """
+        self._allocate(self._entries_at)
         INDEX_HEADER.pack_into(
             self.mf.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,
             self.end_phy_offset, self.hash_slot_count, self.index_count,
@@ -129,11 +157,16 @@ class IndexFile:
 
     def put_many(self, entries: list[tuple[int, int, int]], start: int) -> int:
         """Add ``entries[start:]`` (key hash, CommitLog offset, store time) in order until the
-        file is full; returns how many were added. The header is the caller's to write."""
+        file is full; returns how many were added. The header is the caller's to write.
+
+        Raises:
+            OSError: the disk has no room for the blocks they go to.
+        """
         count = self.index_count
         todo = entries[start : start + max(self.index_num - count, 0)]
         if not todo:
             return 0
+        self._allocate(self._entries_at + (count + len(todo)) * INDEX_ENTRY_SIZE)
         mm = self.mf.mm
         slot_num = self.hash_slot_num
         entry_at = self._entries_at + count * INDEX_ENTRY_SIZE
@@ -263,7 +296,8 @@ class IndexService:
         transaction ROLLBACK records.
 
         Raises:
-            OSError: a new index file cannot be created (the records before it stay indexed).
+            OSError: a new index file cannot be created; ``last_indexed`` is the last record
+                indexed with all its keys.
         """
         keys_at: list[tuple[int, str]] = []  # (Java hash of what leads in "topic#key", the rest)
         where: list[tuple[int, int]] = []  # (CommitLog offset, store time) per entry
@@ -303,7 +337,9 @@ class IndexService:
             f = self._writable()
             done += f.put_many(entries, done)
             f.write_header()
-            self.last_indexed = entries[done - 1][1]
+            phy = entries[done - 1][1]
+            # a record whose keys did not all fit is not indexed yet: a retry indexes it again
+            self.last_indexed = phy - 1 if done < len(entries) and entries[done][1] == phy else phy
         self.last_indexed = last
 
     def query(self, topic: str, key: str, max_num: int, begin: int, end: int) -> tuple[list[int], int, int]:

@@ -1,5 +1,10 @@
 """One fixed-size, memory-mapped store file, and a pool that bounds how many stay mapped.
 
+A store into a mapping that needs a block the filesystem cannot give (a full disk, a sparse
+file) kills the process with SIGBUS. So a file is written through its mapping only when its
+blocks were allocated when it was made (``preallocate``: posix_fallocate, where a full disk
+is an error); every other write goes with pwrite, where it is an error too.
+
 Threads: the store runs on one thread; only ``sync`` (msync / fdatasync) may run in a worker
 thread. Each file has a lock held by ``sync`` and by anything that unmaps, so a sync never sees
 a closed mapping and an unmap never waits for more than one sync. Callers must not keep
@@ -10,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
+import logging
 import mmap
 import os
 import resource
@@ -19,6 +26,8 @@ from collections.abc import Callable
 from itertools import islice
 
 from .errors import StoreError
+
+log = logging.getLogger("rmq.store.mapped_file")
 
 _HAS_PWRITE = hasattr(os, "pwrite")  # not on Windows
 _PAGE = mmap.PAGESIZE
@@ -44,12 +53,19 @@ class MappedFile:
     With a ``pool`` the mapping is made on first use and may be dropped by the pool when idle
     (the page cache keeps the data; ``sync`` then goes through a fresh descriptor).
 
+    With ``preallocate`` every block of the file is allocated now (``allocated``); a new file
+    the disk has no room for is removed again and the error raised. An existing file that
+    cannot be allocated is opened all the same, and is written with pwrite until
+    ``ensure_allocated`` succeeds. ``allocate`` allocates a head of the file (a file written
+    in order, through its mapping, a part ahead at a time).
+
     Raises:
         StoreError: the file exists and is larger than ``size``.
-        OSError: the file cannot be created, extended or mapped.
+        OSError: the file cannot be created, extended, allocated (a new file) or mapped.
     """
 
     __slots__ = (
+        "allocated_to",
         "_lock",
         "_mm",
         "_pool",
@@ -87,7 +103,13 @@ class MappedFile:
         self._write_fd = -1  # the descriptor appends are written through (expect_appends)
         self._appending = False
         self.closed = False
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        self.allocated_to = 0  # blocks below this file position are allocated
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            created = True
+        except FileExistsError:
+            fd = os.open(path, os.O_RDWR)
+            created = False
         try:
             actual = os.fstat(fd).st_size
             if actual > size:
@@ -95,17 +117,55 @@ class MappedFile:
                     f"{path} is {actual} bytes but the configured file size is {size}; "
                     "the store was written with another mapped file size"
                 )
-            if actual < size:  # new file, or one a crash left short: extend with zeros
-                if preallocate:
-                    # Reserve the blocks now: writing into a sparse mapping on a full disk
-                    # kills the process with SIGBUS instead of failing one append.
+            if preallocate:
+                try:
                     os.posix_fallocate(fd, 0, size)
-                else:
-                    os.ftruncate(fd, size)
+                    self.allocated_to = size
+                except OSError as exc:
+                    if created:  # no half-made file left behind: the next try starts over
+                        os.close(fd)
+                        fd = -1
+                        with contextlib.suppress(OSError):
+                            os.unlink(path)
+                        raise
+                    log.warning("cannot allocate %s (%s): written with pwrite until it can be", path, exc)
+            if actual < size and not self.allocated:  # new, or a crash left it short: zeros
+                os.ftruncate(fd, size)
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         if pool is None:
             self._map()
+
+    @property
+    def allocated(self) -> bool:
+        """Whether every block of the file is allocated."""
+        return self.allocated_to >= self.size
+
+    def ensure_allocated(self) -> None:
+        """Allocate the file's blocks unless they are (the disk was full when it was opened);
+        a no-op once they are.
+
+        Raises:
+            OSError: the disk still has no room for them.
+        """
+        self.allocate(self.size)
+
+    def allocate(self, upto: int) -> None:
+        """Allocate the blocks below file position ``upto`` unless they are.
+
+        Raises:
+            OSError: the disk has no room for them (those below ``allocated_to`` stay).
+        """
+        upto = min(upto, self.size)
+        if upto <= self.allocated_to:
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            os.posix_fallocate(fd, self.allocated_to, upto - self.allocated_to)
+        finally:
+            os.close(fd)
+        self.allocated_to = upto
 
     def _map(self) -> mmap.mmap:
         if self.closed:
@@ -148,9 +208,15 @@ class MappedFile:
 
     @property
     def appending(self) -> bool:
-        """Whether every write goes with pwrite (``expect_appends``): an append is then built in
-        a buffer and written with ``pwrite``, rather than straight into ``mm``."""
+        """Whether appends go with pwrite (``expect_appends``)."""
         return self._appending
+
+    @property
+    def mapped_writes(self) -> bool:
+        """Whether a write may go straight into ``mm``: the blocks are allocated and appends do
+        not go with pwrite. Otherwise a record is built in a buffer and written with
+        ``pwrite``, and ``write`` and ``write_at`` use pwrite."""
+        return self.allocated and not self._appending
 
     def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` at ``pos`` with pwrite, through a descriptor kept until
@@ -176,6 +242,9 @@ class MappedFile:
             if self.closed:
                 raise StoreError(f"{self.path} is closed")
             fd = self._write_fd = os.open(self.path, os.O_RDWR)
+        self._pwrite_head_last(fd, pos, data)
+
+    def _pwrite_head_last(self, fd: int, pos: int, data: bytes | bytearray | memoryview) -> None:
         view = memoryview(data)
         if len(view) > HEAD_LAST and pos // _PAGE != (pos + len(view) - 1) // _PAGE:
             # within one page a write is whole or not at all: no need for two
@@ -184,12 +253,30 @@ class MappedFile:
         self._pwrite_all(fd, view, pos)
 
     def _pwrite_all(self, fd: int, view: memoryview, pos: int) -> None:
+        """Write all of ``view``: a nearly full disk writes part of it and says so without an
+        error; the next call then writes more or raises (ENOSPC)."""
         while view:
             n = os.pwrite(fd, view, pos)
             if n <= 0:
-                raise OSError(f"pwrite to {self.path} wrote nothing")
+                raise OSError(errno.EIO, f"pwrite to {self.path} wrote nothing")
             view = view[n:]
             pos += n
+
+    def has_data(self, pos: int, n: int = 1) -> bool:
+        """Whether the pages holding ``pos .. pos+n`` hold data (are not holes). Reading a hole
+        through a mapping of a tmpfs file allocates a page, which a full tmpfs cannot give:
+        SIGBUS. Recovery asks before it reads past what it knows to be written."""
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for at in {pos - pos % _PAGE, (pos + n - 1) - (pos + n - 1) % _PAGE}:
+                try:
+                    if os.lseek(fd, at, os.SEEK_DATA) != at:
+                        return False
+                except OSError:  # ENXIO: no data from there on
+                    return False
+        finally:
+            os.close(fd)
+        return True
 
     @property
     def mm(self) -> mmap.mmap:
@@ -215,30 +302,38 @@ class MappedFile:
         return self.mm[pos : pos + n]
 
     def write(self, pos: int, data: bytes) -> None:
-        """Write ``data`` at file position ``pos`` and move ``wrote`` past it if needed."""
+        """Write ``data`` at file position ``pos`` and move ``wrote`` past it if needed.
+
+        Raises:
+            OSError: the write failed (disk full, I/O error); ``wrote`` stays.
+        """
         end = pos + len(data)
-        if self._appending:
-            self.pwrite(pos, data)
-        else:
+        if self.mapped_writes:
             _copy_head_last(self.mm, pos, data)
+        else:
+            self.write_at(pos, data)
         self.wrote = max(self.wrote, end)
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        """Write ``data`` at ``pos`` through the mapping if there is one and appends do not go
-        with pwrite (``appending``), else with pwrite (far cheaper than mapping a file for one
-        small write). Does not move ``wrote``."""
+        """Write ``data`` at ``pos``: through the mapping if there is one and ``mapped_writes``,
+        else with pwrite (far cheaper than mapping a file for one small write). Does not move
+        ``wrote``.
+
+        Raises:
+            OSError: the write failed (disk full, I/O error); some of it may be written.
+        """
         if self._appending:
             self.pwrite(pos, data)
             return
         mm = self._mm
-        if mm is not None:
+        if mm is not None and self.allocated:
             if self._pool is not None:
                 self._pool.touch(self)
             _copy_head_last(mm, pos, data)
             return
         fd = os.open(self.path, os.O_RDWR)
         try:
-            os.pwrite(fd, data, pos)
+            self._pwrite_head_last(fd, pos, data)
         finally:
             os.close(fd)
 
@@ -312,12 +407,12 @@ class MappedFile:
         self.unmap()
         os.truncate(self.path, pos)
         os.truncate(self.path, self.size)
-        if self._preallocate and pos < self.size:
-            fd = os.open(self.path, os.O_RDWR)
+        self.allocated_to = min(self.allocated_to, pos)
+        if self._preallocate:
             try:
-                os.posix_fallocate(fd, pos, self.size - pos)
-            finally:
-                os.close(fd)
+                self.ensure_allocated()
+            except OSError as exc:  # cutting back must work on a full disk: allocate later
+                log.warning("cannot allocate %s again (%s): written with pwrite until it can be", self.path, exc)
         self.wrote = min(self.wrote, pos)
         self.flushed = min(self.flushed, pos)
         if was_mapped or self._pool is None:

@@ -17,9 +17,14 @@ Theory of operation
   record, drops consume queue entries pointing past that end, and replays dispatch from the
   checkpoint's logics offset (entries already present are kept), so nothing acknowledged is
   lost and nothing corrupt is served.
-* Retention deletes CommitLog files older than ``file_reserved_time`` at ``delete_when``
-  hours, or at once when the disk is above ``disk_max_used_space_ratio`` (writes are refused
-  while it is), then the consume queue and index files that only point at deleted data.
+* Disk space (RocketMQ's levels): above ``disk_max_used_space_ratio`` retention deletes
+  expired CommitLog files at once, not only at ``delete_when``; above
+  ``disk_space_clean_forcibly_ratio`` (with ``clean_file_forcibly_enable``) also files not
+  expired; above ``disk_space_warning_level_ratio`` appends are refused. Appends measure the
+  disk at most once a second themselves, and a CommitLog write the disk refuses (ENOSPC)
+  refuses appends until the next measurement; so does a consume queue or index write that
+  fails (their entries wait in memory). Nothing is written through a mapping into blocks
+  the disk has not allocated (mapped_file.py): a full disk is an error, not a SIGBUS.
 
 Not thread-safe: call everything from one thread, except ``run_flush``.
 """
@@ -27,6 +32,7 @@ Not thread-safe: call everything from one thread, except ``run_flush``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import os
@@ -83,6 +89,9 @@ from .results import (
 log = logging.getLogger("rmq.store")
 
 _BLANK_ENTRY_SIZE = 0x7FFFFFFF
+_DISK_CHECK_MS = 1000  # appends measure the disk at most this often
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_MANUAL_DELETE_ROUNDS = 20  # retention rounds a manual delete covers (RocketMQ's MAX_MANUAL_DELETE_FILE_TIMES)
 _V4_RECORD_HEAD = record_size(0, 0, 0, 0)  # 91: a record without body, topic, properties
 _V6_EXTRA = 12  # per IPv6 host
 
@@ -144,7 +153,11 @@ class MessageStore:
         self._disk_usage = disk_usage or disk_used_ratio
         self._stats = StoreStats()
         self._closed = True
-        self._refusal: str | None = None  # why puts are refused, when they are
+        self._refusal: str | None = None  # why puts are refused, when they are (_update_refusal)
+        self._disk_refusal: str | None = None  # the disk is above the warning level (check_disk)
+        self._write_refusal: str | None = None  # the disk refused a CommitLog write (until check_disk)
+        self._disk_checked_at = 0  # store clock of the last measurement
+        self._manual_rounds = 0  # retention rounds left that a manual delete asked for
         self.last_disk_ratio = 0.0  # last measurement (runtime info: commitLogDiskRatio)
         # Per topic: encoded name, next queue offset per queue id, put count. One lookup per
         # append however many topics there are.
@@ -198,13 +211,15 @@ class MessageStore:
             self.commitlog = CommitLog(
                 cfg.commitlog_dir,
                 cfg.mapped_file_size_commitlog,
-                preallocate=cfg.preallocate_commitlog,
+                preallocate=cfg.warm_maped_file_enable,
                 pwrite_appends=True,  # see MappedFile.expect_appends
             )
         self.commitlog.load()
         capacity = cfg.max_mapped_consume_queue_files or default_pool_capacity()
         self.pool = MapPool(capacity)
-        self.queues = ConsumeQueueTable(cfg.consume_queue_dir, cfg.mapped_file_size_consume_queue, self.pool)
+        self.queues = ConsumeQueueTable(
+            cfg.consume_queue_dir, cfg.mapped_file_size_consume_queue, self.pool, preallocate=cfg.warm_maped_file_enable
+        )
         self.queues.load()
         self.index: IndexService | None = None
         if cfg.message_index_enable:
@@ -218,10 +233,11 @@ class MessageStore:
             cq.truncate_dirty(end)
         if self.index is not None:
             # Entries for records at or past ``end`` are stale (query_message re-checks what it
-            # returns). After a crash, index again from the checkpoint: pages written after it
-            # may not have reached the disk; a record indexed twice is harmless.
+            # returns). Index again from the checkpoint: after a crash pages written after it
+            # may not have reached the disk, and records the disk refused to index lie after
+            # it; a record indexed twice is harmless.
             bound = end - 1
-            if crashed and self.checkpoint.has_offsets:
+            if self.checkpoint.has_offsets:  # below it if the last run could not index some
                 bound = min(bound, self.checkpoint.index_offset - 1)
             self.index.last_indexed = min(self.index.last_indexed, bound)
         replay = replay_start(self.checkpoint, self.commitlog, self.queues, crashed, indexed, end)
@@ -335,10 +351,13 @@ class MessageStore:
         SCHEDULE_TOPIC_XXXX the delivery time computed from DELAY); recovery replay recomputes
         it from the record.
 
-        Returns PUT_OK, or SERVICE_NOT_AVAILABLE (closed; disk above the used-space ratio,
-        with a remark naming the ratio and the setting), MESSAGE_ILLEGAL,
-        PROPERTIES_SIZE_EXCEEDED or CREATE_MAPPED_FILE_FAILED.
+        Returns PUT_OK, or SERVICE_NOT_AVAILABLE (closed; disk full or a consume queue or the
+        index the disk refuses, with a remark naming the cause), MESSAGE_ILLEGAL,
+        PROPERTIES_SIZE_EXCEEDED, CREATE_MAPPED_FILE_FAILED or UNKNOWN_ERROR (an I/O error).
         """
+        store_ts = self.clock()
+        if not -_DISK_CHECK_MS < store_ts - self._disk_checked_at < _DISK_CHECK_MS and not self._closed:
+            self.check_disk()
         if self._refusal is not None or self._closed:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._refusal or "store is closed")
         state = self._topics.get(topic) or self._topic(topic)
@@ -382,13 +401,12 @@ class MessageStore:
         offsets = state.offsets
         not_queued = tran in (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
         queue_offset = 0 if not_queued else offsets.get(queue_id, 0)
-        store_ts = self.clock()
         try:
             mf, pos = self.commitlog.reserve(size)
         except OSError as exc:
-            return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create CommitLog file: {exc}")
+            return self._write_failed(exc, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, "cannot create a CommitLog file")
         phy = mf.start + pos
-        built = bytearray(size) if mf.appending else None
+        built = None if mf.mapped_writes else bytearray(size)
         pack_record_into(
             mf.mm if built is None else built, pos if built is None else 0, size, zlib.crc32(body) & 0x7FFFFFFF,
             queue_id, flag, queue_offset, phy, sys_flag, born_timestamp, born_b, store_ts, store_b, reconsume_times,
@@ -434,6 +452,9 @@ class MessageStore:
         a DELAY level are MESSAGE_ILLEGAL, as in RocketMQ; otherwise statuses are those of
         ``append_message``.
         """
+        store_ts = self.clock()
+        if not -_DISK_CHECK_MS < store_ts - self._disk_checked_at < _DISK_CHECK_MS and not self._closed:
+            self.check_disk()
         if self._refusal is not None or self._closed:
             return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._refusal or "store is closed")
         items = list(messages)
@@ -496,14 +517,13 @@ class MessageStore:
                 PutMessageStatus.MESSAGE_ILLEGAL, f"batch of {total} bytes does not fit a CommitLog file"
             )
         first_queue_offset = queue_offset = state.offsets.get(queue_id, 0)
-        store_ts = self.clock()
         try:
             mf, pos = self.commitlog.reserve(total)
         except OSError as exc:
-            return self._refuse(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create CommitLog file: {exc}")
+            return self._write_failed(exc, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, "cannot create a CommitLog file")
         first_pos = pos
         first_phy = mf.start + pos
-        built = bytearray(total) if mf.appending else None  # the whole batch: one pwrite
+        built = None if mf.mapped_writes else bytearray(total)  # the whole batch: one pwrite
         target, base = (mf.mm, 0) if built is None else (built, first_pos)
         ids = []
         for m, tail, size in encoded:
@@ -602,14 +622,26 @@ class MessageStore:
         return result
 
     def _write_built(self, mf: MappedFile, pos: int, built: bytearray) -> PutMessageResult | None:
-        """Write records built for a file that takes appends with pwrite (``mf.appending``,
-        see MappedFile.expect_appends); a refusal when the kernel refuses the write: nothing
-        counts as written, and the next append writes there again."""
+        """Write records built for a file not written through its mapping (``mf.mapped_writes``
+        false, see MappedFile.expect_appends); a refusal when the kernel refuses the write:
+        nothing counts as written, and the next append writes there again."""
         try:
             mf.pwrite(pos, built)
         except OSError as exc:
-            return self._refuse(PutMessageStatus.UNKNOWN_ERROR, f"cannot write the CommitLog: {exc}")
+            return self._write_failed(exc, PutMessageStatus.UNKNOWN_ERROR, "cannot write the CommitLog")
         return None
+
+    def _write_failed(self, exc: OSError, status: PutMessageStatus, what: str) -> PutMessageResult:
+        """The disk refused a CommitLog write or file. No space (ENOSPC, EDQUOT): appends are
+        refused with SERVICE_NOT_AVAILABLE until the next disk measurement (a second at most)
+        lets one try again. Any other error fails this append only, with ``status``."""
+        if exc.errno not in _NO_SPACE:
+            return self._refuse(status, f"{what}: {exc}")
+        if self._write_refusal is None:
+            log.error("%s: %s; refusing writes", what, exc)
+        self._write_refusal = f"disk full: {what}: {exc}; writes are refused until there is space"
+        self._update_refusal()
+        return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._write_refusal)
 
     def put_messages(
         self,
@@ -658,7 +690,9 @@ class MessageStore:
     def dispatch_pending(self, max_records: int | None = None) -> int:
         """Build consume queue and index entries for new records (reput); returns how many
         records were dispatched. Calls the arrival listener for each queue entry."""
-        return self.dispatcher.dispatch_pending(max_records)
+        done = self.dispatcher.dispatch_pending(max_records)
+        self._update_refusal()
+        return done
 
     @property
     def dispatch_behind(self) -> int:
@@ -694,6 +728,7 @@ class MessageStore:
     def end_flush(self, plan: FlushPlan) -> None:
         """Record a finished round (store thread): flushed positions and checkpoint values."""
         self._flusher.end(plan)
+        self._update_refusal()
 
     def flush_commitlog(self) -> int:
         """Sync the CommitLog now; returns the durable offset."""
@@ -968,35 +1003,62 @@ class MessageStore:
         return self.queues.remove_topic(topic)
 
     def check_disk(self) -> float:
-        """Measure disk use; above ``disk_max_used_space_ratio`` refuse appends (and resume
-        below it). Returns the used fraction."""
-        ratio = self._disk_usage(self.config.commitlog_dir)
+        """Measure disk use (the CommitLog's disk, and the store root's if it is elsewhere):
+        above ``disk_space_warning_level_ratio`` appends are refused (RocketMQ's disk-full
+        flag), below it they are taken again; a refusal after the disk refused a CommitLog
+        write is lifted too, so the next append tries again. Returns the used fraction."""
+        cfg = self.config
+        self._disk_checked_at = self.clock()
+        where = cfg.commitlog_dir
+        ratio = self._disk_usage(where)
+        if cfg.store_path_commitlog and (root := self._disk_usage(cfg.store_path_root_dir)) > ratio:
+            where, ratio = cfg.store_path_root_dir, root
         self.last_disk_ratio = ratio
-        limit = self.config.disk_max_used_space_ratio
-        if ratio * 100 > limit:
-            if self._refusal is None:
-                log.warning("disk %.1f%% used, above %d%%: refusing writes", ratio * 100, limit)
-            self._refusal = (
-                f"disk full: {ratio:.1%} of the disk holding {self.config.commitlog_dir} is used, "
-                f"above disk_max_used_space_ratio={limit}% (diskMaxUsedSpaceRatio); "
-                "writes are refused until retention frees space"
+        limit = cfg.disk_space_warning_level_ratio
+        used = ratio * 100
+        if used > limit:
+            if self._disk_refusal is None:
+                log.warning("disk %.1f%% used, above diskSpaceWarningLevelRatio=%d%%: refusing writes", used, limit)
+            self._disk_refusal = (
+                f"disk full: {ratio:.1%} of the disk holding {where} is used, above "
+                f"diskSpaceWarningLevelRatio={limit}%; writes are refused until it is below"
             )
-        elif self._refusal is not None:
-            log.info("disk %.1f%% used: accepting writes again", ratio * 100)
-            self._refusal = None
+        elif self._disk_refusal is not None:
+            log.info("disk %.1f%% used: accepting writes again", used)
+            self._disk_refusal = None
+        if self._write_refusal is not None and self._disk_refusal is None:
+            log.info("disk %.1f%% used: trying CommitLog writes again", used)
+            self._write_refusal = None
+        self._update_refusal()
         return ratio
 
     @property
     def refusal(self) -> str | None:
-        """Why appends are refused right now (disk full), or None."""
+        """Why appends are refused right now (disk full; a consume queue or the index the
+        disk refuses to write), or None."""
         return self._refusal
+
+    def _update_refusal(self) -> None:
+        """Appends are refused while the disk is full, and while a consume queue or the index
+        cannot be written (RocketMQ's logics and index errors): the entries wait in memory,
+        and the CommitLog must not run further ahead of them."""
+        why = self._disk_refusal or self._write_refusal
+        if why is None:
+            failures = self.queues.failures
+            derived = next(iter(failures.values())) if failures else self.dispatcher.index_error
+            if derived is not None:
+                why = f"{derived}; writes are refused until it can"
+        self._refusal = why
 
     def run_retention(self, *, force: bool = False) -> RetentionResult:
         """One retention round (CleanCommitLogService + CleanConsumeQueueService).
 
-        CommitLog files expired by ``file_reserved_time`` are deleted when the local hour of
-        the store clock is in ``delete_when``; when the disk is above the used-space ratio (or
-        with ``force``) the oldest files go regardless of age. At most
+        CommitLog files older than ``file_reserved_time`` (expired) are deleted when the local
+        hour of the store clock is in ``delete_when``, when the disk is above
+        ``disk_max_used_space_ratio``, or in the rounds a manual delete asked for
+        (``delete_expired_manually``). Above ``disk_space_clean_forcibly_ratio`` (or the warning
+        level) and with ``clean_file_forcibly_enable``, the oldest files go whether expired or
+        not, as in RocketMQ; with ``force`` too (tests, tools). At most
         ``delete_files_batch_max`` files per round, never the newest file nor data not yet
         dispatched. Consume queue and index files pointing only below the new CommitLog start
         are deleted too.
@@ -1004,22 +1066,50 @@ class MessageStore:
         cfg = self.config
         now = self.clock()
         ratio = self.check_disk()
+        used = ratio * 100
         result = RetentionResult(disk_used_ratio=ratio)
-        full = ratio * 100 > cfg.disk_max_used_space_ratio
+        critical = used > cfg.disk_space_clean_forcibly_ratio or used > cfg.disk_space_warning_level_ratio
+        above = critical or used > cfg.disk_max_used_space_ratio
         time_up = time.localtime(now // 1000).tm_hour in cfg.delete_hours()
-        if not (time_up or full or force):
+        manual = self._manual_rounds > 0
+        if manual:
+            self._manual_rounds -= 1
+        if not (time_up or above or manual or force):
             return result
-        result.commitlog_files_deleted = self.commitlog.delete_expired(
+        forcibly = force or (critical and cfg.clean_file_forcibly_enable)
+        why = (
+            "asked to"
+            if force
+            else f"disk {used:.1f}% used, above diskSpaceCleanForciblyRatio={cfg.disk_space_clean_forcibly_ratio}%"
+        )
+        deleted, unexpired = self.commitlog.delete_expired(
             now=now,
             reserved_ms=cfg.file_reserved_time * 3_600_000,
-            force=full or force,
+            force=forcibly,
             limit_offset=self.dispatcher.reput_offset,
             max_files=cfg.delete_files_batch_max,
+            why=why,
         )
+        result.commitlog_files_deleted, result.commitlog_files_unexpired = deleted, unexpired
+        self._stats.commitlog_files_deleted += deleted
+        self._stats.commitlog_files_deleted_unexpired += unexpired
         result.consume_queue_files_deleted, result.index_files_deleted = self._drop_below(self.commitlog.min_offset)
-        if result.commitlog_files_deleted:
+        if deleted:
             self.check_disk()
+        elif above:
+            log.warning(
+                "disk %.1f%% used, above diskMaxUsedSpaceRatio=%d%%, and no CommitLog file could be deleted%s",
+                used, cfg.disk_max_used_space_ratio,
+                "" if forcibly else " (none has expired; cleanFileForciblyEnable or a higher level deletes others)",
+            )  # fmt: skip
         return result
+
+    def delete_expired_manually(self) -> RetentionResult:
+        """DELETE_EXPIRED_COMMITLOG (RocketMQ's executeDeleteFilesManually): expired files are
+        deleted now and in the next rounds (20 in all) whatever the hour; files not expired
+        only as the disk levels say. Returns this round's result."""
+        self._manual_rounds = _MANUAL_DELETE_ROUNDS
+        return self.run_retention()
 
     def _drop_below(self, min_phy: int) -> tuple[int, int]:
         """Delete consume queue and index files (and move queue heads) pointing only below

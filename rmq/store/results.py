@@ -13,7 +13,7 @@ class PutMessageStatus(enum.Enum):
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"  # stored, not yet durable within sync_flush_timeout
     FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
     SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
-    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # closed, or disk above the used-space ratio
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"  # closed; disk full; a derived file cannot be written
     CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
     MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
     PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
@@ -123,6 +123,8 @@ class StoreStats:
     put_message_times_total: int = 0
     put_message_size_total: int = 0
     put_message_failed_times: int = 0
+    commitlog_files_deleted: int = 0  # by retention, expired or not
+    commitlog_files_deleted_unexpired: int = 0  # by retention above the force-clean level
     put_message_times_by_topic: dict[str, int] = field(default_factory=dict)
     get_message_times_total_found: int = 0
     get_message_times_total_miss: int = 0
@@ -135,6 +137,7 @@ class RetentionResult:
     """What one retention round deleted, and the disk use it measured."""
 
     commitlog_files_deleted: int = 0
+    commitlog_files_unexpired: int = 0  # of those, files deleted before they expired
     consume_queue_files_deleted: int = 0
     index_files_deleted: int = 0
     disk_used_ratio: float = 0.0

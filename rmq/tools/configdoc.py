@@ -60,7 +60,16 @@ BROKER = {
     "syncFlushTimeout": "Milliseconds a SYNC_FLUSH or SYNC_MASTER send waits (then FLUSH_DISK/SLAVE_TIMEOUT).",
     "deleteWhen": "Hours of the day (`04` or `04;16`) when expired CommitLog files are deleted.",
     "fileReservedTime": "Hours a CommitLog file is kept after it was last written.",
-    "diskMaxUsedSpaceRatio": "Disk use (percent) above which files are deleted at once and writes refused.",
+    "diskMaxUsedSpaceRatio": "Disk use (percent) above which expired CommitLog files are deleted at once, not only "
+    "at deleteWhen (docs/operations.md, Disk space).",
+    "diskSpaceCleanForciblyRatio": "Disk use (percent, 30-85) above which CommitLog files that have not expired are "
+    "deleted too, oldest first, consumed or not (with cleanFileForciblyEnable).",
+    "diskSpaceWarningLevelRatio": "Disk use (percent, 35-90) above which sends are refused with SERVICE_NOT_AVAILABLE "
+    "(14) until it is below again; pulls and queries are still served.",
+    "cleanFileForciblyEnable": "Delete CommitLog files that have not expired above diskSpaceCleanForciblyRatio; "
+    "false keeps every message until it expires and the broker refuses sends at diskSpaceWarningLevelRatio instead.",
+    "warmMapedFileEnable": "Allocate the blocks of each CommitLog and consume queue file when it is made (a full "
+    "disk fails there, not within the file; CommitLog syncs on ext4 get slower). Index files always are.",
     "maxMessageSize": "Largest message body accepted, in bytes.",
     "messageDelayLevel": "The delay levels, `1s 5s 10s ...`.",
     "maxMsgsNumBatch": "Most messages one query returns.",

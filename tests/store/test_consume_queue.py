@@ -149,3 +149,22 @@ def test_a_queue_whose_pending_entries_all_point_below_the_commitlog_pads_before
     cq.drain()
     assert cq.entry(12) == (10_000, 100, 7) and cq.entries(3, 1) == CQ_BLANK_ENTRY
     cq.close()
+
+
+def test_a_write_cut_short_at_a_page_is_not_taken_for_an_entry(tmp_path: Path) -> None:
+    """A full disk stops a write at a page: the entry across it has its offset and size but
+    not its tags, and the rest of the file is a hole. Load ends before that entry (replay
+    writes it again) and reads nothing past the hole through the mapping."""
+    directory = tmp_path / "T" / "0"
+    directory.mkdir(parents=True)
+    path = directory / offset_to_file_name(0)
+    entries = b"".join(CQ_ENTRY.pack(1000 * i, 100, 7) for i in range(300))
+    with open(path, "wb") as f:
+        f.write(entries[: 204 * 20 + 12])  # entry 204 (4080..4100) torn after its size field
+        f.truncate(20 * 300)
+    assert os.lseek(os.open(path, os.O_RDONLY), 0, os.SEEK_HOLE) == 4096
+    cq = ConsumeQueue("T", 0, str(directory), 20 * 300, MapPool(8))
+    cq.load()
+    assert cq.max_offset == 204
+    assert cq.entry(203) == (203_000, 100, 7) and cq.max_phy_end == 203_100
+    cq.close()

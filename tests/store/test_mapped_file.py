@@ -130,12 +130,25 @@ def test_recovery_goes_on_writing_the_last_file_with_pwrite(tmp_path: Path) -> N
 
 @needs_smaps
 def test_a_log_synced_twice_a_second_writes_through_its_mapping(tmp_path: Path) -> None:
+    queue = MappedFileQueue(str(tmp_path), 16 * mmap.PAGESIZE, preallocate=True)  # as DLedgerLog makes it
+    mf = queue.create()
+    mf.write(0, b"m" * mmap.PAGESIZE)
+    assert not mf.appending and mf.mapped_writes
+    [(start, end, random, resident)] = _mappings(mf.path)
+    assert (start, end, random) == (0, 16 * mmap.PAGESIZE, False) and resident > 0
+    queue.close()
+
+
+@needs_smaps
+def test_a_file_whose_blocks_are_not_allocated_is_never_written_through_its_mapping(tmp_path: Path) -> None:
+    """A store into a mapped block the disk cannot give is a SIGBUS; a pwrite is an error."""
     queue = MappedFileQueue(str(tmp_path), 16 * mmap.PAGESIZE)
     mf = queue.create()
     mf.write(0, b"m" * mmap.PAGESIZE)
-    assert not mf.appending
-    [(start, end, random, resident)] = _mappings(mf.path)
-    assert (start, end, random) == (0, 16 * mmap.PAGESIZE, False) and resident > 0
+    mf.write_at(mmap.PAGESIZE, b"n" * 10)
+    assert not mf.allocated and not mf.mapped_writes
+    assert [resident for *_, resident in _mappings(mf.path)] == [0]
+    assert mf.read(mmap.PAGESIZE - 2, 4) == b"mmnn"
     queue.close()
 
 
@@ -188,16 +201,16 @@ def test_a_failed_commitlog_write_refuses_the_append_and_the_next_one_takes_its_
         mf = store.commitlog.files.files[0]
         wrote = mf.wrote
 
-        def disk_full(*_args: object) -> None:
-            raise OSError(28, "No space left on device")
+        def io_error(*_args: object) -> None:
+            raise OSError(5, "Input/output error")
 
-        with monkeypatch.context() as patch:  # the kernel refusing the write (ENOSPC, EIO)
-            patch.setattr(MappedFile, "pwrite", disk_full)
+        with monkeypatch.context() as patch:  # the kernel refusing the write (EIO; ENOSPC: test_disk_full.py)
+            patch.setattr(MappedFile, "pwrite", io_error)
             if batch:
                 result = store.put_messages("T", 0, [Message("T", b"a"), Message("T", b"b")])
             else:
                 result = store.put_message("T", 0, b"lost")
-        assert result.status is PutMessageStatus.UNKNOWN_ERROR and "No space left" in result.remark
+        assert result.status is PutMessageStatus.UNKNOWN_ERROR and "Input/output error" in result.remark
         assert mf.wrote == wrote and store.commitlog.max_offset == wrote  # nothing counts as written
         assert store.put_message("T", 0, b"second").ok
         store.dispatch_pending()

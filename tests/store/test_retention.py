@@ -1,4 +1,6 @@
-"""Retention by age and by disk usage, and refusing writes on a full disk."""
+"""Retention by age and at RocketMQ's levels of disk use (diskMaxUsedSpaceRatio: expired files at
+once; diskSpaceCleanForciblyRatio: files not expired too; diskSpaceWarningLevelRatio: writes
+refused), and manual deletes."""
 
 from __future__ import annotations
 
@@ -77,31 +79,69 @@ def test_young_files_stay(open_store, clock: FakeClock) -> None:
     assert len(store.commitlog.files.files) == before
 
 
-def test_disk_ratio_forces_deletion_and_refuses_writes(open_store, clock: FakeClock) -> None:
-    clock.now = local_ms(13)
-    usage = {"ratio": 0.5}
+def _levels_store(open_store, clock: FakeClock, usage: dict, **overrides):
+    clock.now = local_ms(13)  # not the delete hour
     store = open_store(
-        mapped_file_size_commitlog=4096, disk_usage=lambda _path: usage["ratio"], delete_files_batch_max=3
+        mapped_file_size_commitlog=4096, disk_usage=lambda _path: usage["ratio"], delete_files_batch_max=3, **overrides
     )
     results = _fill(store, clock, 60)
+    return store, results
+
+
+def test_above_the_max_used_ratio_expired_files_go_at_once_and_only_they(open_store, clock: FakeClock) -> None:
+    usage = {"ratio": 0.5}
+    store, _ = _levels_store(open_store, clock, usage, file_reserved_time=72)
     files_before = len(store.commitlog.files.files)
+    usage["ratio"] = 0.80  # above diskMaxUsedSpaceRatio (75), below the force-clean level (85)
+    assert store.run_retention().commitlog_files_deleted == 0  # nothing expired: nothing goes
+    assert store.put_message("T", 0, b"taken").ok  # writes go on below the warning level
+    clock.advance(73 * HOUR)  # expired now, and still not the delete hour
+    res = store.run_retention()
+    assert (res.commitlog_files_deleted, res.commitlog_files_unexpired) == (3, 0)
+    assert len(store.commitlog.files.files) == files_before - 3
+
+
+def test_above_the_clean_forcibly_ratio_files_not_expired_go_too(open_store, clock: FakeClock) -> None:
+    usage = {"ratio": 0.5}
+    store, results = _levels_store(open_store, clock, usage)
+    files_before = len(store.commitlog.files.files)
+    usage["ratio"] = 0.87  # above diskSpaceCleanForciblyRatio (85)
+    res = store.run_retention()
+    assert (res.commitlog_files_deleted, res.commitlog_files_unexpired) == (3, 3)
+    assert len(store.commitlog.files.files) == files_before - 3
+    assert store.stats.commitlog_files_deleted_unexpired == 3
+    assert store.put_message("T", 0, b"taken").ok  # below the warning level (90)
+    assert store.min_phy_offset > results[0].wrote_offset
+
+
+def test_without_clean_file_forcibly_files_not_expired_stay(open_store, clock: FakeClock) -> None:
+    usage = {"ratio": 0.5}
+    store, _ = _levels_store(open_store, clock, usage, clean_file_forcibly_enable=False)
+    files_before = len(store.commitlog.files.files)
+    usage["ratio"] = 0.95
+    assert store.run_retention().commitlog_files_deleted == 0
+    assert len(store.commitlog.files.files) == files_before
+    assert store.put_message("T", 0, b"nope").status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+
+
+def test_above_the_warning_level_writes_are_refused_until_below(open_store, clock: FakeClock) -> None:
+    usage = {"ratio": 0.5}
+    store, results = _levels_store(open_store, clock, usage)
+    usage["ratio"] = 0.89
+    store.check_disk()
+    assert store.refusal is None and store.put_message("T", 0, b"taken").ok
     usage["ratio"] = 0.91
     res = store.run_retention()
-    # Above the ratio: files go regardless of age or hour (three per round here) ...
-    assert res.commitlog_files_deleted == 3
-    assert len(store.commitlog.files.files) == files_before - 3
-    # ... and appends are refused with a remark naming the ratio and the setting.
+    assert res.commitlog_files_deleted == 3  # above the force-clean level too
     r = store.put_message("T", 0, b"nope")
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
-    assert "91.0%" in r.remark and "disk_max_used_space_ratio=75" in r.remark
-    assert "diskMaxUsedSpaceRatio" in r.remark
+    assert "91.0%" in r.remark and "diskSpaceWarningLevelRatio=90%" in r.remark
     assert store.put_messages("T", 0, []).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     # What is stored is untouched and readable.
     lo = store.get_min_offset_in_queue("T", 1)
     g = store.get_message("T", 1, lo, 64)
     assert g.status is GetMessageStatus.FOUND
     assert all(m.body == b"r" * 200 for m in iter_records(g.body))
-    assert store.max_phy_offset == results[-1].end_offset
     # Once space is back, writes are accepted again.
     usage["ratio"] = 0.6
     store.check_disk()
@@ -109,9 +149,37 @@ def test_disk_ratio_forces_deletion_and_refuses_writes(open_store, clock: FakeCl
     assert store.put_message("T", 0, b"yes").ok
 
 
+def test_appends_measure_the_disk_themselves(open_store, clock: FakeClock) -> None:
+    """The retention round measures the disk every cleanResourceInterval (10 s); appends do
+    not wait for it, they measure at most once a second."""
+    usage = {"ratio": 0.5}
+    store, _ = _levels_store(open_store, clock, usage)
+    usage["ratio"] = 0.95
+    assert store.put_message("T", 0, b"same second").ok  # measured less than a second ago
+    clock.advance(1000)
+    assert store.put_message("T", 0, b"nope").status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    usage["ratio"] = 0.5
+    clock.advance(1000)
+    assert store.put_message("T", 0, b"again").ok
+
+
+def test_a_manual_delete_deletes_expired_files_only(open_store, clock: FakeClock) -> None:
+    """DELETE_EXPIRED_COMMITLOG: at any hour, but honouring fileReservedTime."""
+    usage = {"ratio": 0.5}
+    store, _ = _levels_store(open_store, clock, usage, file_reserved_time=1)
+    files_before = len(store.commitlog.files.files)
+    assert store.delete_expired_manually().commitlog_files_deleted == 0  # nothing expired
+    assert len(store.commitlog.files.files) == files_before
+    clock.advance(2 * HOUR)  # expired, still not the delete hour
+    assert files_before > 4
+    assert store.delete_expired_manually().commitlog_files_deleted == 3  # three per round
+    assert store.run_retention().commitlog_files_deleted == files_before - 4  # the rounds after it too
+    assert len(store.commitlog.files.files) == 1  # never the newest
+
+
 def test_disk_full_at_open_refuses_writes(open_store) -> None:
-    store = open_store(disk_usage=lambda _p: 0.99, disk_max_used_space_ratio=90)
+    store = open_store(disk_usage=lambda _p: 0.99, disk_space_warning_level_ratio=90)
     r = store.put_message("T", 0, b"x")
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
-    assert "disk_max_used_space_ratio=90" in r.remark
+    assert "diskSpaceWarningLevelRatio=90%" in r.remark
     assert store.max_phy_offset == 0

@@ -151,7 +151,10 @@ def clean_unused_topic(broker: BrokerController, request: RemotingCommand) -> Re
 
 
 def delete_expired_commitlog(broker: BrokerController, request: RemotingCommand) -> RemotingCommand:
-    result = broker.message_store.run_retention(force=True)
+    """RocketMQ's executeDeleteFilesManually: expired CommitLog files (fileReservedTime) go now,
+    whatever deleteWhen says, and in the next retention rounds; files not expired only as the
+    levels of disk use say."""
+    result = broker.message_store.delete_expired_manually()
     log.info("deleteExpiredCommitLog: %s", result)
     return ok(request)
 

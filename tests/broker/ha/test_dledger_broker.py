@@ -478,11 +478,19 @@ def consume_queue_entries(store: Path, topic: str, min_phy: int = 0) -> int:
 
 
 async def test_members_behind_the_leaders_retention_are_rebuilt_from_its_first_entry(
-    namesrv: NamesrvServer, group: DLedgerGroup
+    namesrv: NamesrvServer, tmp_path: Path
 ) -> None:
     """DLedger keeps no snapshots: once retention deleted the leader's first data files, a
     member that lacks them (one that was down, or one with an empty disk) starts its log over
     at the leader's first entry, at the same data offset, and builds its queues from there."""
+    group = DLedgerGroup(tmp_path, namesrv.address, fileReservedTime="0")  # a manual delete takes expired files
+    try:
+        await _rebuilt_from_the_first_entry(namesrv, group)
+    finally:
+        group.stop()
+
+
+async def _rebuilt_from_the_first_entry(namesrv: NamesrvServer, group: DLedgerGroup) -> None:
     await trio.to_thread.run_sync(group.start)
     ns = namesrv.address
     master = await master_of(ns, "broker-d")
