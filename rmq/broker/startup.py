@@ -72,6 +72,8 @@ IMPORTANT_KEYS = (
     "brokerRole",
     "flushDiskType",
     "syncFlushTimeout",
+    "cleanFileForciblyEnable",
+    "warmMapedFileEnable",
 )
 
 
