@@ -1,0 +1,1 @@
+"""Fault injection across real processes: proxies, a nemesis, clusters and a checker."""
