@@ -16,11 +16,12 @@ QUIET = 0.3  # seconds in which something that should not happen does not
 
 
 class Server:
-    """Accepts connections and keeps each one's received bytes; ``push`` writes to one."""
+    """Accepts connections and keeps each one's received bytes and how it ended."""
 
     def __init__(self) -> None:
         self.streams: list[trio.SocketStream] = []
         self.received: list[bytearray] = []
+        self.ended: dict[int, str] = {}  # connection number -> "reset" or "closed"
         self.port = 0
 
     @property
@@ -38,13 +39,22 @@ class Server:
 
     async def _read(self, stream: trio.SocketStream) -> None:
         buf = bytearray()
+        n = len(self.streams)
         self.streams.append(stream)
         self.received.append(buf)
         try:
             while data := await stream.receive_some(65536):
                 buf += data
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+        except trio.BrokenResourceError:
+            self.ended[n] = "reset"
+        else:
+            self.ended[n] = "closed"
+
+    async def ending(self, conn: int) -> str:
+        with trio.fail_after(BOUND):
+            while conn not in self.ended:
+                await trio.sleep(0.01)
+        return self.ended[conn]
 
     async def wait_for(self, conn: int, data: bytes, timeout: float = BOUND) -> None:
         with trio.fail_after(timeout):
@@ -103,12 +113,15 @@ async def test_forwards_both_ways_and_counts(link: tuple[Server, Proxy]) -> None
     await server.wait_for(0, b"ping")
     await server.streams[0].send_all(b"pong")
     assert await receive_exactly(client, 4) == b"pong"
+    with trio.fail_after(BOUND):  # counted once the write returned, maybe after the client read
+        while proxy.stats.to_client < 4:
+            await trio.sleep(0.01)
     assert proxy.stats.to_target == 4 and proxy.stats.to_client == 4 and proxy.connections == 1
     await client.aclose()  # a clean end on one side ends the other side too
+    assert await server.ending(0) == "closed"
     with trio.fail_after(BOUND):
         while proxy.connections:
             await trio.sleep(0.01)
-    assert await ending(server.streams[0]) == "closed"
 
 
 async def test_delay_holds_every_chunk_and_keeps_their_order(link: tuple[Server, Proxy]) -> None:
@@ -182,7 +195,7 @@ async def test_refuse_resets_current_and_new_connections(link: tuple[Server, Pro
     await server.wait_for(0, b"1")
     proxy.cut("refuse")
     assert await ending(old) == "reset"
-    assert await ending(server.streams[0]) == "reset"
+    assert await server.ending(0) == "reset"
     new = await connect(proxy)
     assert await ending(new) == "reset"
     assert len(server.streams) == 1 and proxy.stats.refused == 1
@@ -199,7 +212,7 @@ async def test_reset_closes_what_is_open_and_later_connections_work(link: tuple[
     await server.wait_for(0, b"1")
     proxy.reset()
     assert await ending(first) == "reset"
-    assert await ending(server.streams[0]) == "reset"
+    assert await server.ending(0) == "reset"
     assert proxy.stats.resets == 1
     second = await connect(proxy)
     await second.send_all(b"2")
