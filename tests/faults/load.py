@@ -1,0 +1,203 @@
+"""Load under faults, and the history of every send attempt it made.
+
+A *send* is one message the application wants stored (its key goes in KEYS); an *attempt*
+is one request for it, with an id of its own in the ``FA`` property. Our producer runs
+with retry_times=0 and ``PyLoad`` tries a failed send again itself, as a new attempt, so
+two stored copies of one attempt are the broker's doing, while two attempts of one send
+stored both are the client's (a retry after an answer that never came).
+
+The official C++ client (``CppLoad``) sends in a child process. Its plain sync send retries
+inside the library with the same message (the wrapper has no setter for that), so it sends
+orderly (SendMessageOrderly, which takes the retry count: 0), each message to the queue its
+index selects: each message is then one attempt, with its own ``FA``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import trio
+
+from rmq.client import Message, Producer
+from rmq.client.errors import MQClientError
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.message import parse_offset_msg_id
+from tests.interop.cpp_client import make_messages, produce, start_scenario
+
+ATTEMPT = "FA"  # the property holding an attempt's id
+TOPIC = "FaultTopic"
+
+
+@dataclass
+class Attempt:
+    id: str
+    key: str
+    client: str  # "py" (a long-lived producer), "py-new" (a renewed one) or "cpp"
+    started: float | None  # trio clock; None for the C++ client's (its own clock)
+    answered: float | None = None
+    status: str = ""  # SEND_OK, another SendStatus, or "error: ..."
+    store: str = ""  # host:port of the member that answered SEND_OK
+    offset: int = -1  # CommitLog offset it reported
+    queue_id: int = -1
+    queue_offset: int = -1
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "SEND_OK"
+
+
+class History:
+    """Every attempt, in the order they were made."""
+
+    def __init__(self) -> None:
+        self.attempts: list[Attempt] = []
+        self.t0 = trio.current_time()  # times in messages count from here
+
+    def acked(self) -> list[Attempt]:
+        return [a for a in self.attempts if a.ok]
+
+    def first_ok_after(self, t: float, *, not_from: str | None = None, client: str | None = None) -> Attempt | None:
+        """The earliest SEND_OK answered after ``t`` (by a member other than ``not_from``, to
+        ``client`` when given)."""
+        found = [a for a in self.attempts if a.ok and a.answered is not None and a.answered > t]
+        if not_from is not None:
+            found = [a for a in found if a.store != not_from]
+        if client is not None:
+            found = [a for a in found if a.client == client]
+        return min(found, key=lambda a: a.answered or 0.0, default=None)
+
+    def dump(self, path: Path) -> None:
+        with open(path, "w") as f:
+            for a in self.attempts:
+                f.write(json.dumps(asdict(a)) + "\n")
+
+
+def body_of(attempt: str, size: int) -> bytes:
+    head = f"{attempt}|".encode()
+    return head + b"x" * max(0, size - len(head))
+
+
+class PyLoad:
+    """``senders`` tasks, each with a producer of its own, sending one message at a time,
+    ``interval`` s apart, until ``stop`` is set or ``max_sends`` sends were made (each up to
+    ``tries`` attempts). Even senders keep their producer for the whole run, as a long-lived
+    application does (client "py"); odd ones start a new one every ``renew`` s (client
+    "py-new"), as clients that come and go do, each reading the routes afresh."""
+
+    def __init__(
+        self,
+        namesrv: str,
+        history: History,
+        *,
+        senders: int = 2,
+        interval: float = 0.02,
+        max_sends: int = 5000,
+        tries: int = 2,
+        body_size: int = 200,
+        send_timeout: float = 3.0,
+        renew: float = 10.0,
+    ) -> None:
+        self.namesrv = namesrv
+        self.history = history
+        self.senders = senders
+        self.interval = interval
+        self.max_sends = max_sends
+        self.tries = tries
+        self.body_size = body_size
+        self.send_timeout = send_timeout
+        self.renew = renew
+        self.stop = trio.Event()
+        self._sends = 0
+
+    def producer(self, name: str) -> Producer:
+        return Producer(f"fault-{name}", namesrv=self.namesrv, retry_times=0, send_timeout=self.send_timeout)
+
+    async def run(self) -> None:
+        async with trio.open_nursery() as nursery:
+            for s in range(self.senders):
+                nursery.start_soon(self._sender, f"py{s}", "py-new" if s % 2 else "py")
+
+    async def _sender(self, name: str, client: str) -> None:
+        i = 0
+        while not self.stop.is_set() and self._sends < self.max_sends:
+            async with self.producer(name) as producer:
+                until = trio.current_time() + self.renew if client == "py-new" else float("inf")
+                while not self.stop.is_set() and self._sends < self.max_sends and trio.current_time() < until:
+                    self._sends += 1
+                    await self.send(producer, f"{name}-{i}", client)
+                    i += 1
+                    await trio.sleep(self.interval)
+
+    async def send(self, producer: Producer, key: str, client: str = "py") -> Attempt:
+        """One send: attempts until SEND_OK or ``tries`` ran out; the last attempt."""
+        attempt: Attempt | None = None
+        for n in range(self.tries):
+            attempt = Attempt(f"{key}.{n}", key, client, trio.current_time())
+            self.history.attempts.append(attempt)
+            msg = Message(TOPIC, body_of(attempt.id, self.body_size), keys=key, properties={ATTEMPT: attempt.id})
+            try:
+                result = await producer.send(msg)
+            except MQClientError as exc:
+                attempt.status = f"error: {type(exc).__name__}: {str(exc)[:80]}"
+            else:
+                attempt.status = result.status.value
+                attempt.queue_id = result.message_queue.queue_id
+                attempt.queue_offset = result.queue_offset
+                try:
+                    host, port, attempt.offset = parse_offset_msg_id(result.offset_msg_id)
+                    attempt.store = f"{host}:{port}"
+                except ProtocolError:
+                    pass
+            attempt.answered = trio.current_time()
+            if attempt.ok or self.stop.is_set():
+                break
+            await trio.sleep(0.05)
+        assert attempt is not None
+        return attempt
+
+
+class CppLoad:
+    """The official C++ client, in waves: a child process sends ``per_wave`` messages one at
+    a time, then ``pause`` s pass before the next (the child cannot pace its sends, and a
+    new one also looks its routes up afresh). Runs until ``stop``."""
+
+    def __init__(self, namesrv: str, history: History, *, per_wave: int = 100, pause: float = 3.0) -> None:
+        self.namesrv = namesrv
+        self.history = history
+        self.per_wave = per_wave
+        self.pause = pause
+        self.stop = trio.Event()
+        self.waves = 0
+
+    async def run(self) -> None:
+        while not self.stop.is_set():
+            await self._wave(self.waves)
+            self.waves += 1
+            with trio.move_on_after(self.pause):
+                await self.stop.wait()
+
+    async def _wave(self, wave: int) -> None:
+        prefix = f"cpp{wave}-"
+        messages = make_messages(
+            self.per_wave, body=prefix + "{i}|" + "x" * 100, keys=prefix + "{i}", properties={ATTEMPT: prefix + "{i}"},
+            sharding_key=lambda i: i,
+        )  # fmt: skip
+        spec = produce(
+            self.namesrv, TOPIC, method="orderly", messages=messages, retry_times=0, send_timeout_ms=3000,
+            time_limit=60.0, group="fault-load-cpp",
+        )  # fmt: skip
+        async with start_scenario(spec) as run, trio.open_nursery() as nursery:
+
+            async def stopper() -> None:
+                await self.stop.wait()
+                run.stop_sending()
+
+            nursery.start_soon(stopper)
+            result = await run.wait()
+            nursery.cancel_scope.cancel()
+        for s in result.sends:
+            key = f"{prefix}{s.index}"
+            status = "SEND_OK" if s.ok and s.status == "OK" else f"error: {s.status or s.error_type or s.error}"
+            self.history.attempts.append(Attempt(key, key, "cpp", None, None, status))
