@@ -36,7 +36,7 @@ from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.protocol.headers import PullMessageRequestHeader
 
 from .clusters import Convergence, DLedgerCluster, ProcessCluster
-from .load import ATTEMPT, TOPIC, Attempt, History
+from .load import ATTEMPT, Attempt, History
 from .nemesis import LEADER_FAULTS, Applied
 from .stores import (
     attempts_in,
@@ -159,7 +159,7 @@ class Seen:
     """What one member served: attempt id -> [(queue id, queue offset, CommitLog offset)]."""
 
     where: dict[str, list[tuple[int, int, int]]] = field(default_factory=lambda: collections.defaultdict(list))
-    refused: str = ""
+    refused: str = ""  # the first pull it answered with an error
 
 
 class Checker:
@@ -187,42 +187,42 @@ class Checker:
         acked = {a.id: a for a in self.history.acked()}
         deadline = t0 + settle
         async with MQAdmin(namesrv=self.cluster.namesrv, timeout=3.0) as admin:
-            queue_ids = await self._queue_ids(admin)
+            queues = {topic: await self._queue_ids(admin, topic) for topic in sorted({a.topic for a in acked.values()})}
             while True:
-                seen = {m.name: await self._pull_all(admin, m.address, queue_ids) for m in self.cluster.members}
+                seen = {m.name: await self._pull_all(admin, m.address, queues) for m in self.cluster.members}
                 complete = all(acked.keys() <= s.where.keys() for s in seen.values())
                 if complete or trio.current_time() >= deadline:
                     break
                 await trio.sleep(0.5)
         self._judge(seen, acked)
 
-    async def _queue_ids(self, admin: MQAdmin) -> list[int]:
-        ids = {a.queue_id for a in self.history.attempts if a.queue_id >= 0}
+    async def _queue_ids(self, admin: MQAdmin, topic: str) -> list[int]:
+        ids = {a.queue_id for a in self.history.attempts if a.topic == topic and a.queue_id >= 0}
         try:
-            route = await admin.topic_route(TOPIC)
-            ids |= {mq.queue_id for mq in route.subscribe_queues(TOPIC)}
+            route = await admin.topic_route(topic)
+            ids |= {mq.queue_id for mq in route.subscribe_queues(topic)}
         except MQClientError as exc:
-            self.report.notes.append(f"no route for {TOPIC}: {exc}")
+            self.report.notes.append(f"no route for {topic}: {exc}")
         return sorted(ids or range(4))
 
-    async def _pull_all(self, admin: MQAdmin, addr: str, queue_ids: list[int]) -> Seen:
-        """Every message of TOPIC the member at ``addr`` serves, queue by queue from 0."""
+    async def _pull_all(self, admin: MQAdmin, addr: str, queues: dict[str, list[int]]) -> Seen:
+        """Every message of the topics the member at ``addr`` serves, queue by queue from 0."""
         seen = Seen()
         bound = len(self.history.attempts) // 16 + 50  # pulls per queue: 32 messages each
-        for qid in queue_ids:
+        for topic, qid in ((t, q) for t, ids in queues.items() for q in ids):
             offset = 0
             for _ in range(bound):
                 header = PullMessageRequestHeader(
-                    consumer_group=CHECK_GROUP, topic=TOPIC, queue_id=qid, queue_offset=offset, max_msg_nums=32,
+                    consumer_group=CHECK_GROUP, topic=topic, queue_id=qid, queue_offset=offset, max_msg_nums=32,
                     sys_flag=PULL_SUBSCRIPTION, suspend_timeout_millis=0, subscription="*", expression_type="TAG",
                 )  # fmt: skip
                 try:
                     result = await admin.api.pull(addr, header, 3.0)
                 except MQBrokerError as exc:
-                    seen.refused = f"queue {qid}: code {exc.response_code} {exc}"
+                    seen.refused = seen.refused or f"{topic}/{qid}: code {exc.response_code} {exc}"
                     break
                 except MQClientError as exc:
-                    seen.refused = f"queue {qid}: {exc}"
+                    seen.refused = seen.refused or f"{topic}/{qid}: {exc}"
                     break
                 if result.status == PullStatus.FOUND:
                     for msg in result.messages:
@@ -275,7 +275,7 @@ class Checker:
         for k in keys[:SHOW]:
             a = acked[k]
             when = f" at {a.answered - self.history.t0:.2f}s" if a.answered is not None else ""
-            where = f" by {a.store} (offset {a.offset}, queue {a.queue_id} #{a.queue_offset})" if a.store else ""
+            where = f" by {a.store} (offset {a.offset}, {a.topic}/{a.queue_id} #{a.queue_offset})" if a.store else ""
             out.append(f"{k}{where}{when}")
         return ", ".join(out)
 
@@ -290,7 +290,7 @@ class Checker:
 
     def _in_log(self, records: list[tuple[int, bytes]], label: str) -> None:
         """Every SEND_OK'd attempt once in ``records`` (a whole committed log)."""
-        where = attempts_in(records, TOPIC, ATTEMPT)
+        where = attempts_in(records, ATTEMPT)
         missing = [a.id for a in self.history.acked() if a.id not in where]
         if missing:
             self.report.lost.append(f"{len(missing)} SEND_OK attempts not in {label}: {missing[:SHOW]}")

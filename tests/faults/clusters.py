@@ -34,6 +34,9 @@ from tests.broker.ha.procs import BrokerProcess, DLedgerGroup
 from .proxy import CutMode, Proxy
 
 STATUS_TIMEOUT = 1.5  # seconds for a member's runtime info; a paused one never answers
+# broker.conf lines for every member. RocketMQ's default registration period: a registration
+# that left a wrong route stands until the next one, as long as it would in production.
+DEFAULTS = {"registerNameServerPeriod": "30000"}
 
 
 class State(enum.Enum):
@@ -229,7 +232,7 @@ class DLedgerCluster(ProcessCluster):
         super().__init__(root, namesrv)
         self.group = "broker-d"
         self.size = size
-        self.conf = conf
+        self.conf = {**DEFAULTS, **conf}
 
     async def start(self, nursery: trio.Nursery, client: RemotingClient) -> None:
         ports = DLedgerGroup.pick_ports(self.size)
@@ -298,7 +301,7 @@ class HACluster(ProcessCluster):
         super().__init__(root, namesrv)
         self.group = "broker-a"
         self.role = role
-        self.conf = conf
+        self.conf = {**DEFAULTS, **conf}
 
     async def start(self, nursery: trio.Nursery, client: RemotingClient) -> None:
         ns_master = await self._proxy(nursery, self.namesrv, "master->namesrv")

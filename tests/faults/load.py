@@ -35,6 +35,7 @@ class Attempt:
     id: str
     key: str
     client: str  # "py" (a long-lived producer), "py-new" (a renewed one) or "cpp"
+    topic: str
     started: float | None  # trio clock; None for the C++ client's (its own clock)
     answered: float | None = None
     status: str = ""  # SEND_OK, another SendStatus, or "error: ..."
@@ -83,8 +84,10 @@ class PyLoad:
     """``senders`` tasks, each with a producer of its own, sending one message at a time,
     ``interval`` s apart, until ``stop`` is set or ``max_sends`` sends were made (each up to
     ``tries`` attempts). Even senders keep their producer for the whole run, as a long-lived
-    application does (client "py"); odd ones start a new one every ``renew`` s (client
-    "py-new"), as clients that come and go do, each reading the routes afresh."""
+    application does (client "py"), and send to TOPIC; odd ones start a new one every
+    ``renew`` s (client "py-new"), as clients that come and go do, each reading the routes
+    afresh and sending to a topic of its own, which its first send creates: topics come
+    into being while members are down or cut off."""
 
     def __init__(
         self,
@@ -120,23 +123,26 @@ class PyLoad:
                 nursery.start_soon(self._sender, f"py{s}", "py-new" if s % 2 else "py")
 
     async def _sender(self, name: str, client: str) -> None:
-        i = 0
+        i = generation = 0
         while not self.stop.is_set() and self._sends < self.max_sends:
+            renewed = client == "py-new"
+            topic = f"{TOPIC}-{name}-{generation}" if renewed else TOPIC
+            generation += 1
             async with self.producer(name) as producer:
-                until = trio.current_time() + self.renew if client == "py-new" else float("inf")
+                until = trio.current_time() + self.renew if renewed else float("inf")
                 while not self.stop.is_set() and self._sends < self.max_sends and trio.current_time() < until:
                     self._sends += 1
-                    await self.send(producer, f"{name}-{i}", client)
+                    await self.send(producer, f"{name}-{i}", client, topic)
                     i += 1
                     await trio.sleep(self.interval)
 
-    async def send(self, producer: Producer, key: str, client: str = "py") -> Attempt:
+    async def send(self, producer: Producer, key: str, client: str = "py", topic: str = TOPIC) -> Attempt:
         """One send: attempts until SEND_OK or ``tries`` ran out; the last attempt."""
         attempt: Attempt | None = None
         for n in range(self.tries):
-            attempt = Attempt(f"{key}.{n}", key, client, trio.current_time())
+            attempt = Attempt(f"{key}.{n}", key, client, topic, trio.current_time())
             self.history.attempts.append(attempt)
-            msg = Message(TOPIC, body_of(attempt.id, self.body_size), keys=key, properties={ATTEMPT: attempt.id})
+            msg = Message(topic, body_of(attempt.id, self.body_size), keys=key, properties={ATTEMPT: attempt.id})
             try:
                 result = await producer.send(msg)
             except MQClientError as exc:
@@ -200,4 +206,4 @@ class CppLoad:
         for s in result.sends:
             key = f"{prefix}{s.index}"
             status = "SEND_OK" if s.ok and s.status == "OK" else f"error: {s.status or s.error_type or s.error}"
-            self.history.attempts.append(Attempt(key, key, "cpp", None, None, status))
+            self.history.attempts.append(Attempt(key, key, "cpp", TOPIC, None, None, status))

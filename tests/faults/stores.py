@@ -113,13 +113,13 @@ def span(records: list[tuple[int, bytes]]) -> tuple[int, int]:
     return (records[0][0], records[-1][0] + len(records[-1][1])) if records else (0, 0)
 
 
-def attempts_in(records: Iterable[tuple[int, bytes]], topic: str, prop: str) -> dict[str, list[int]]:
-    """Where each ``topic`` record's ``prop`` value is stored: value -> [CommitLog offsets]."""
+def attempts_in(records: Iterable[tuple[int, bytes]], prop: str) -> dict[str, list[int]]:
+    """Where each record with property ``prop`` is stored: its value -> [CommitLog offsets]."""
     where: dict[str, list[int]] = collections.defaultdict(list)
     for offset, record in records:
-        msg, _ = decode_record(record)
-        if msg.topic == topic:
-            where[msg.properties.get(prop, "")].append(offset)
+        value = decode_record(record)[0].properties.get(prop)
+        if value is not None:
+            where[value].append(offset)
     return where
 
 

@@ -55,7 +55,7 @@ def queue_file(store: Path, queue_id: int) -> Path:
 async def test_a_good_store_passes_and_holds_every_attempt_once(store: Path) -> None:
     records = commitlog_records(store)
     assert queue_problems(store, records, upto=None, label="m") == []
-    where = attempts_in(records, TOPIC, ATTEMPT)
+    where = attempts_in(records, ATTEMPT)
     assert sorted(where) == sorted(f"a{i}" for i in range(SENT)) and all(len(v) == 1 for v in where.values())
 
 
