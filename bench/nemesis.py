@@ -11,9 +11,10 @@ between members and on each one's link to the name server, our producer sending 
 Prints a row per run: faults by kind, SEND_OKs, lost and duplicated attempts, log
 divergence and consume queue problems found, failover times (from a leader fault to a
 long-lived producer's first SEND_OK from another member; for ``ha``, from a master fault
-to its next SEND_OK), the longest time from a heal to the next SEND_OK, and the checks
-that failed. A failing run keeps its directory (member logs, nemesis.log, history.jsonl)
-and prints the command that replays it; passing runs are removed unless --keep.
+to its next SEND_OK), the longest time from a heal to the next SEND_OK, the longest the
+name server named as master a member that did not lead, and the checks that failed. A
+failing run keeps its directory (member logs, nemesis.log, history.jsonl) and prints the
+command that replays it; passing runs are removed unless --keep.
 ``--kinds kill,pause`` limits the faults drawn, to hunt one defect.
 """
 
@@ -61,13 +62,13 @@ def row(r: Report, seconds: float) -> str:
     failed = ",".join(r.failed_checks()) or "ok"
     return (
         f"{r.seed:>5} {r.cluster:<8} {kinds:<44} {r.acked:>7} {r.lost_count:>5} {r.duplicate_count:>4} "
-        f"{len(r.divergence):>4} {len(r.queues):>4} {fo:<24} {rec:<10} {seconds:>6.0f}  {failed}"
+        f"{len(r.divergence):>4} {len(r.queues):>4} {fo:<24} {rec:<10} {r.wrong_route:>5.1f} {seconds:>6.0f}  {failed}"
     )
 
 
 HEADER = (
     f"{'seed':>5} {'cluster':<8} {'faults':<44} {'SEND_OK':>7} {'lost':>5} {'dup':>4} {'div':>4} {'cq':>4} "
-    f"{'failover min/med/max (n)':<24} {'heal->ok':<10} {'secs':>6}  checks"
+    f"{'failover min/med/max (n)':<24} {'heal->ok':<10} {'route':>5} {'secs':>6}  checks"
 )
 
 

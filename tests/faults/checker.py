@@ -73,6 +73,7 @@ class Report:
     retry_copies: int = 0  # sends stored under two attempts (client retries)
     failovers: list[Failover] = field(default_factory=list)
     recoveries: list[float | None] = field(default_factory=list)  # seconds from each heal to a SEND_OK
+    wrong_route: float = 0.0  # the longest the name server named as master a member that did not lead
     lost: list[str] = field(default_factory=list)
     duplicates: list[str] = field(default_factory=list)
     misplaced: list[str] = field(default_factory=list)
@@ -104,7 +105,8 @@ class Report:
             f"SEND_OK {self.acked}, not ok {self.not_ok}, errors {self.errors}, retry copies {self.retry_copies}",
             f"failovers (seconds/held): {failovers or 'none'}",
             f"from a heal to a SEND_OK: at most {max(recovered, default=0):.1f}s, "
-            f"{len(self.recoveries) - len(recovered)} heals without one",
+            f"{len(self.recoveries) - len(recovered)} heals without one; the name server named a member "
+            f"that did not lead for at most {self.wrong_route:.1f}s",
             *self.notes,
             *self.problems,
         ]

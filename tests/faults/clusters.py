@@ -130,7 +130,7 @@ class ProcessCluster:
     async def namesrv_master(self) -> str | None:
         """The address the name server gives as the group's master (brokerId 0)."""
         try:
-            async with MQAdmin(namesrv=self.namesrv, timeout=2.0) as admin:
+            async with MQAdmin(namesrv=self.namesrv, timeout=2.0, remoting=self._client) as admin:
                 info = await admin.cluster_info()
         except MQClientError:
             return None
@@ -292,6 +292,25 @@ class DLedgerCluster(ProcessCluster):
 
     def roles(self) -> str:
         return self.dledger.roles()
+
+    async def hand_leadership(self, member: Member, timeout: float = 10.0) -> bool:
+        """Ask the leader to hand over to ``member`` (LEADERSHIP_TRANSFER); True once it serves
+        as the master (its term's first entry committed, registered as brokerId 0) within
+        ``timeout`` s."""
+        with trio.move_on_after(timeout):
+            leader = await self.leader()
+            if leader is not None and leader is not member:
+                try:
+                    async with MQAdmin(timeout=timeout) as admin:
+                        await admin.transfer_leadership(leader.address, member.name)
+                except MQClientError:
+                    return False
+            while True:
+                info = await self.runtime(member)
+                if info and info.get("dLegerRole") == "LEADER" and info.get("brokerRole") != "SLAVE":
+                    return True
+                await trio.sleep(0.05)
+        return False
 
 
 class HACluster(ProcessCluster):

@@ -52,9 +52,9 @@ class Attempt:
 class History:
     """Every attempt, in the order they were made."""
 
-    def __init__(self) -> None:
+    def __init__(self, t0: float | None = None) -> None:
         self.attempts: list[Attempt] = []
-        self.t0 = trio.current_time()  # times in messages count from here
+        self.t0 = trio.current_time() if t0 is None else t0  # times in messages count from here
 
     def acked(self) -> list[Attempt]:
         return [a for a in self.attempts if a.ok]
@@ -86,8 +86,10 @@ class PyLoad:
     ``tries`` attempts). Even senders keep their producer for the whole run, as a long-lived
     application does (client "py"), and send to TOPIC; odd ones start a new one every
     ``renew`` s (client "py-new"), as clients that come and go do, each reading the routes
-    afresh and sending to a topic of its own, which its first send creates: topics come
-    into being while members are down or cut off."""
+    afresh; every ``topic_every``-th one sends to a new topic, which its first send creates:
+    topics come into being while members are down or cut off. (Not every one: a new topic
+    makes the master register again, which would mend a wrong route sooner than anything
+    else in a real system does.)"""
 
     def __init__(
         self,
@@ -101,6 +103,7 @@ class PyLoad:
         body_size: int = 200,
         send_timeout: float = 3.0,
         renew: float = 10.0,
+        topic_every: int = 3,
     ) -> None:
         self.namesrv = namesrv
         self.history = history
@@ -111,6 +114,7 @@ class PyLoad:
         self.body_size = body_size
         self.send_timeout = send_timeout
         self.renew = renew
+        self.topic_every = topic_every
         self.stop = trio.Event()
         self._sends = 0
 
@@ -126,7 +130,7 @@ class PyLoad:
         i = generation = 0
         while not self.stop.is_set() and self._sends < self.max_sends:
             renewed = client == "py-new"
-            topic = f"{TOPIC}-{name}-{generation}" if renewed else TOPIC
+            topic = f"{TOPIC}-{name}-{generation // self.topic_every}" if renewed else TOPIC
             generation += 1
             async with self.producer(name) as producer:
                 until = trio.current_time() + self.renew if renewed else float("inf")

@@ -13,9 +13,10 @@ Kinds (each hits one member, named when the fault starts by its role then, e.g. 
 * ``kill``: SIGKILL, then a restart on the same store (at once, or after the hold);
 * ``reset``: every connection of the member's links closed with a RST (no hold);
 * ``slow``: latency added to the member's links;
-* ``late_registration``: the member's link to the name server slowed by several seconds,
-  and (DLedger) the member cut off from its group meanwhile, so it is deposed if it led and
-  its registrations from both sides of that change reach the name server late.
+* ``late_registration``: the member's link to the name server slowed by several seconds.
+  In a DLedger group the member (a follower) is then handed the leadership and, once it
+  leads, cut off from the group: deposed soon after it registered as the master, its
+  registrations as master and then as slave reach the name server after its successor's.
 
 ``plan`` draws kinds, targets and holds from ``random.Random(seed)`` alone, so a seed names
 a schedule. What happens under it depends on timing; the log says what did, with times.
@@ -32,7 +33,7 @@ from typing import TextIO
 
 import trio
 
-from .clusters import Member, ProcessCluster
+from .clusters import DLedgerCluster, Member, ProcessCluster
 
 KINDS = ("partition", "one_way", "pause", "kill", "reset", "slow", "late_registration")
 WEIGHTS = (3, 2, 3, 3, 1, 1, 2)
@@ -86,6 +87,7 @@ def plan(
         elif kind == "late_registration":
             option = str(rng.choice((3000, 5000, 8000)))
             hold = max(hold, int(option) / 1000 + 1)
+            target = "follower" if cluster == "dledger" else target  # to be made the leader
         elif kind == "reset":
             hold = 0.0
         elif kind == "kill" and rng.random() < 0.3:
@@ -196,7 +198,10 @@ class Nemesis:
             c.slow(member, int(fault.option) / 1000)
         elif kind == "late_registration":
             c.slow_registration(member, int(fault.option) / 1000)
-            if c.kind == "dledger":
+            if isinstance(c, DLedgerCluster):
+                if await c.hand_leadership(member):
+                    applied.was_leader, applied.started = True, trio.current_time()
+                    self.log(f"{member.name} leads; cut it off")
                 c.isolate(member, "blackhole")
         await trio.sleep(fault.hold)
         if kind == "late_registration" and c.kind == "dledger":

@@ -22,6 +22,7 @@ from .checker import Checker, Report, failovers, recoveries
 from .clusters import DLedgerCluster, HACluster, ProcessCluster
 from .load import CppLoad, History, PyLoad
 from .nemesis import KINDS, EventLog, Nemesis, plan
+from .watch import RouteWatch
 
 BOOT_TIMEOUT = 60.0  # seconds to the first SEND_OK after the members started
 TAIL = 2.0  # seconds of load after the first SEND_OK that follows the last heal
@@ -79,31 +80,22 @@ async def run(s: Scenario, root: Path, *, echo: bool = False) -> Report:
             log("first SEND_OK; load and faults start")
             nemesis = Nemesis(cluster, faults, log, s.seed)
             cpp = CppLoad(ns.address, history) if s.cpp else None
+            watch = RouteWatch(cluster)  # until the online checks are done: they wait for the route too
+            proxies.start_soon(watch.run)
             async with trio.open_nursery() as work:
                 work.start_soon(py.run)
                 if cpp is not None:
                     work.start_soon(cpp.run)
                 await nemesis.run()
-                healed = trio.current_time()
                 log("all healed")
-                with trio.move_on_after(s.settle):
-                    while history.first_ok_after(healed) is None:
-                        await trio.sleep(0.1)
-                first = history.first_ok_after(healed)
-                if first is not None and first.answered is not None:
-                    log(f"first SEND_OK after the heal came {first.answered - healed:.2f}s later")
-                    await trio.sleep(TAIL)
+                await tail(history, log, s.settle)
                 py.stop.set()
                 if cpp is not None:
                     cpp.stop.set()
             log("load stopped")
-            report.faults = nemesis.counts
-            elects = s.cluster == "dledger"
-            report.failovers, slow = failovers(nemesis.applied, history, s.failover_bound, elsewhere=elects)
-            report.availability += slow
-            report.recoveries, slow = recoveries(nemesis.applied, history, s.failover_bound, trio.current_time())
-            report.availability += slow
             await checker.check_online(s.settle)
+            watch.stop.set()
+            judge_availability(s, report, nemesis, history, watch)
             log("online checks done")
         finally:
             with trio.CancelScope(shield=True):
@@ -122,6 +114,38 @@ async def run(s: Scenario, root: Path, *, echo: bool = False) -> Report:
         log("roles:\n" + cluster.roles())
     log.close()
     return report
+
+
+async def tail(history: History, log: EventLog, settle: float) -> None:
+    """After the last heal: until a SEND_OK (``settle`` s at most), then TAIL s more."""
+    healed = trio.current_time()
+    with trio.move_on_after(settle):
+        while history.first_ok_after(healed) is None:
+            await trio.sleep(0.1)
+    first = history.first_ok_after(healed)
+    if first is not None and first.answered is not None:
+        log(f"first SEND_OK after the heal came {first.answered - healed:.2f}s later")
+        await trio.sleep(TAIL)
+
+
+def judge_availability(s: Scenario, report: Report, nemesis: Nemesis, history: History, watch: RouteWatch) -> None:
+    """Failovers, recoveries after heals and the name server's routes, into ``report``."""
+    report.faults = nemesis.counts
+    bound = s.failover_bound
+    report.failovers, slow = failovers(nemesis.applied, history, bound, elsewhere=s.cluster == "dledger")
+    report.availability += slow
+    report.recoveries, slow = recoveries(nemesis.applied, history, bound, trio.current_time())
+    report.availability += slow
+    cluster = nemesis.cluster
+    for w in watch.wrong():
+        report.wrong_route = max(report.wrong_route, w.seconds)
+        if w.seconds > bound:
+            named = cluster.by_address(w.named) if w.named else None
+            leader = cluster.by_address(w.leader)
+            report.availability.append(
+                f"the name server named {named or w.named or 'no master'} as master while {leader or w.leader} led, "
+                f"for {w.seconds:.1f}s from {w.start - history.t0:.1f}s"
+            )
 
 
 async def first_send_ok(load: PyLoad, namesrv: str) -> None:

@@ -1,7 +1,8 @@
 """A DLedger group of three broker processes under a seeded nemesis, every link between two
 members through a proxy of its own, our producer sending throughout. Once all is healed,
 nothing SEND_OK'd may be lost or stored twice, the members' logs and consume queues must
-agree, and a leader taken away for long must have been failed over from (checker.py).
+agree, a leader taken away for long must have been failed over from, and the name server
+must name the leader (checker.py, watch.py).
 
 Each seed is a short schedule chosen for what it holds; a failure prints the checker's
 report and the command that replays the seed (bench/nemesis.py runs long ones)."""
@@ -23,9 +24,10 @@ SEEDS = {
     # a follower killed and restarted at once; the leader's connections reset, then the
     # leader paused past the failover bound
     24: {("kill", "follower"), ("reset", "leader"), ("pause", "leader")},
-    # the leader killed; its links slowed; then it is deposed while its name server link is
-    # slow, and the group must serve again soon after the heal
-    84: {("kill", "leader"), ("slow", "leader"), ("late_registration", "leader")},
+    # the leader killed and its links slowed; then a follower whose name server link is slow
+    # is handed the leadership and cut off at once: its late registrations must not leave
+    # the name server naming it while another leads
+    84: {("kill", "leader"), ("slow", "leader"), ("late_registration", "follower")},
 }
 
 
