@@ -94,6 +94,7 @@ def main() -> int:
     print(f"runs under {base}; load average {open('/proc/loadavg').read().split()[:3]}", flush=True)
     print(HEADER, flush=True)
     failures: list[tuple[Scenario, Report, Path]] = []
+    crashed: list[tuple[Scenario, Path]] = []
     for seed in range(args.start, args.start + args.seeds):
         for cluster in clusters:
             s = Scenario(
@@ -106,7 +107,12 @@ def main() -> int:
             )
             root = base / f"{cluster}-{seed}"
             t = time.monotonic()
-            report = trio.run(lambda s=s, root=root: run(s, root, echo=args.verbose))
+            try:
+                report = trio.run(lambda s=s, root=root: run(s, root, echo=args.verbose))
+            except Exception as exc:  # noqa: BLE001 - one run's crash is its row, the rest still run
+                print(f"{seed:>5} {cluster:<8} did not run to its end: {exc!r:.300}", flush=True)
+                crashed.append((s, root))
+                continue
             print(row(report, time.monotonic() - t), flush=True)
             if report.problems:
                 failures.append((s, report, root))
@@ -115,7 +121,9 @@ def main() -> int:
     for s, report, root in failures:
         print(f"\n--- {s.cluster} seed {s.seed} failed ({root}); replay: {s.replay()}")
         print(report.summary())
-    return 1 if failures else 0
+    for s, root in crashed:
+        print(f"\n--- {s.cluster} seed {s.seed} did not run to its end ({root}); replay: {s.replay()}")
+    return 1 if failures or crashed else 0
 
 
 if __name__ == "__main__":

@@ -81,11 +81,12 @@ class Report:
     queues: list[str] = field(default_factory=list)
     convergence: list[str] = field(default_factory=list)
     availability: list[str] = field(default_factory=list)
+    environment: list[str] = field(default_factory=list)  # the machine's doing: nothing above can be trusted
     notes: list[str] = field(default_factory=list)
     lost_count: int = 0  # the most SEND_OK attempts one member cannot serve
     duplicate_count: int = 0  # the most attempts one member serves or stores twice
 
-    CHECKS = ("lost", "duplicates", "misplaced", "divergence", "queues", "convergence", "availability")
+    CHECKS = ("environment", "lost", "duplicates", "misplaced", "divergence", "queues", "convergence", "availability")
 
     @property
     def problems(self) -> list[str]:

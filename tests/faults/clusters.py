@@ -18,7 +18,6 @@ The nemesis steers faults through the methods here; every one names the member i
 from __future__ import annotations
 
 import enum
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -28,6 +27,7 @@ import trio
 from rmq.client import MQAdmin
 from rmq.client.errors import MQClientError
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol import body as json_body
 from rmq.remoting import RemotingClient, RemotingError
 from tests.broker.ha.procs import BrokerProcess, DLedgerGroup
 
@@ -35,8 +35,9 @@ from .proxy import CutMode, Proxy
 
 STATUS_TIMEOUT = 1.5  # seconds for a member's runtime info; a paused one never answers
 # broker.conf lines for every member. RocketMQ's default registration period: a registration
-# that left a wrong route stands until the next one, as long as it would in production.
-DEFAULTS = {"registerNameServerPeriod": "30000"}
+# that left a wrong route stands until the next one, as long as it would in production. The
+# stores are small, but the disk is shared: the default 75 % refused writes when others filled it.
+DEFAULTS = {"registerNameServerPeriod": "30000", "diskMaxUsedSpaceRatio": "95"}
 
 
 class State(enum.Enum):
@@ -98,9 +99,6 @@ class ProcessCluster:
         for m in self.members:
             await trio.to_thread.run_sync(m.proc.start)
 
-    def member(self, name: str) -> Member:
-        return next(m for m in self.members if m.name == name)
-
     def by_address(self, address: str) -> Member | None:
         return next((m for m in self.members if m.address == address), None)
 
@@ -121,7 +119,7 @@ class ProcessCluster:
             return None
         if response.code != ResponseCode.SUCCESS:
             return None
-        return dict(json.loads(response.body)["table"])
+        return dict(json_body.loads(response.body)["table"])
 
     async def leader(self) -> Member | None:
         """The member that takes sends now (by its own account), None when none says so."""
@@ -200,6 +198,19 @@ class ProcessCluster:
                 self.resume(m)
             elif m.state is State.KILLED:
                 await self.restart(m)
+
+    def environment(self) -> list[str]:
+        """What the members' logs say went wrong with this machine rather than with them."""
+        found = []
+        for m in self.members:
+            try:
+                text = m.proc.log_path.read_text(errors="replace")
+            except OSError:
+                continue
+            lines = [line for line in text.splitlines() if "refusing writes" in line]
+            if lines:
+                found.append(f"{m.name}'s disk was too full: {len(lines)} times, e.g. {lines[0][-80:]}")
+        return found
 
     def stop(self) -> None:
         """Every member stopped cleanly (SIGCONT, SIGTERM), so its store is flushed."""

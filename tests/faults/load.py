@@ -6,6 +6,7 @@ with retry_times=0 and ``PyLoad`` tries a failed send again itself, as a new att
 two stored copies of one attempt are the broker's doing, while two attempts of one send
 stored both are the client's (a retry after an answer that never came).
 
+``PinnedLoad`` sends SEND_MESSAGE_V2 itself, one attempt per send, to a stale master.
 The official C++ client (``CppLoad``) sends in a child process. Its plain sync send retries
 inside the library with the same message (the wrapper has no setter for that), so it sends
 orderly (SendMessageOrderly, which takes the retry count: 0), each message to the queue its
@@ -15,26 +16,35 @@ index selects: each message is then one attempt, with its own ``FA``.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import trio
 
-from rmq.client import Message, Producer
+from rmq.client import Message, MQAdmin, Producer
 from rmq.client.errors import MQClientError
+from rmq.client.ids import UniqueIdGenerator
+from rmq.protocol import RequestCode
+from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
+from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import parse_offset_msg_id
 from tests.interop.cpp_client import make_messages, produce, start_scenario
 
+from .clusters import ProcessCluster
+
 ATTEMPT = "FA"  # the property holding an attempt's id
 TOPIC = "FaultTopic"
+DOWN_RETRY = 0.002  # seconds between a stale sender's tries of a member that is down
+MAX_WAVES = 2000  # C++ waves in one run (each is seconds long: a bound a run never meets)
 
 
 @dataclass
 class Attempt:
     id: str
     key: str
-    client: str  # "py" (a long-lived producer), "py-new" (a renewed one) or "cpp"
+    client: str  # "py" (a long-lived producer), "py-new" (a renewed one), "pinned" or "cpp"
     topic: str
     started: float | None  # trio clock; None for the C++ client's (its own clock)
     answered: float | None = None
@@ -168,6 +178,81 @@ class PyLoad:
         return attempt
 
 
+class PinnedLoad:
+    """Senders with a stale route, as the C++ client keeps one for up to 30 s: each sends
+    straight to the member the name server named as master when it last asked (every
+    ``refresh`` s), whatever became of that member since (client "pinned"). A member that is
+    down is tried again every DOWN_RETRY s, so when one is killed and restarted at once they
+    are there, sending, while it boots; and a member that no longer leads is asked to store
+    sends, which it must refuse."""
+
+    def __init__(
+        self,
+        cluster: ProcessCluster,
+        history: History,
+        *,
+        senders: int = 3,
+        interval: float = 0.15,
+        refresh: float = 5.0,
+    ) -> None:
+        self.cluster = cluster
+        self.history = history
+        self.senders = senders
+        self.interval = interval
+        self.refresh = refresh
+        self.stop = trio.Event()
+        self._ids = UniqueIdGenerator()
+
+    async def run(self, max_sends: int) -> None:
+        async with trio.open_nursery() as nursery:
+            for n in range(self.senders):
+                nursery.start_soon(self._sender, f"pin{n}", max_sends // self.senders)
+
+    async def _sender(self, name: str, max_sends: int) -> None:
+        async with MQAdmin(timeout=3.0) as admin:  # a connection of its own: its own moment to connect
+            await self._sends(admin, name, max_sends)
+
+    async def _sends(self, admin: MQAdmin, name: str, max_sends: int) -> None:
+        i = 0
+        while not self.stop.is_set() and i < max_sends:
+            addr = await self.cluster.namesrv_master()
+            until = trio.current_time() + self.refresh
+            while addr and not self.stop.is_set() and i < max_sends and trio.current_time() < until:
+                down = await self.send(admin, addr, f"{name}-{i}", i % 4)
+                i += 1
+                # a member that is down is tried again soon: it is there the moment it is back
+                await trio.sleep(DOWN_RETRY if down else self.interval)
+            if not addr:
+                await trio.sleep(self.interval)
+
+    async def send(self, admin: MQAdmin, addr: str, key: str, queue_id: int) -> bool:
+        """One attempt; True when the member could not be reached."""
+        attempt = Attempt(f"{key}.0", key, "pinned", TOPIC, trio.current_time())
+        self.history.attempts.append(attempt)
+        msg_id = self._ids.next_id()
+        props = {P.UNIQ_KEY: msg_id, P.KEYS: key, ATTEMPT: attempt.id, P.WAIT: "true"}
+        header = SendMessageRequestHeader(
+            producer_group="fault-pinned", topic=TOPIC, queue_id=queue_id, born_timestamp=int(time.time() * 1000),
+            properties=P.encode_properties(props),
+        )  # fmt: skip
+        try:
+            result = await admin.api.send_message(
+                addr, self.cluster.group, RequestCode.SEND_MESSAGE_V2, header, body_of(attempt.id, 200), msg_id, 3.0
+            )
+        except MQClientError as exc:
+            attempt.status = f"error: {type(exc).__name__}: {str(exc)[:80]}"
+        else:
+            assert result is not None
+            attempt.status = result.status.value
+            attempt.store, attempt.queue_id, attempt.queue_offset = addr, queue_id, result.queue_offset
+            try:
+                attempt.offset = parse_offset_msg_id(result.offset_msg_id)[2]
+            except ProtocolError:
+                pass
+        attempt.answered = trio.current_time()
+        return attempt.status.startswith("error: MQConnectError")
+
+
 class CppLoad:
     """The official C++ client, in waves: a child process sends ``per_wave`` messages one at
     a time, then ``pause`` s pass before the next (the child cannot pace its sends, and a
@@ -182,7 +267,7 @@ class CppLoad:
         self.waves = 0
 
     async def run(self) -> None:
-        while not self.stop.is_set():
+        while not self.stop.is_set() and self.waves < MAX_WAVES:
             await self._wave(self.waves)
             self.waves += 1
             with trio.move_on_after(self.pause):

@@ -20,7 +20,7 @@ from tests.broker.cluster import loopback_namesrv
 
 from .checker import Checker, Report, failovers, recoveries
 from .clusters import DLedgerCluster, HACluster, ProcessCluster
-from .load import CppLoad, History, PyLoad
+from .load import CppLoad, History, PinnedLoad, PyLoad
 from .nemesis import KINDS, EventLog, Nemesis, plan
 from .watch import RouteWatch
 
@@ -79,17 +79,20 @@ async def run(s: Scenario, root: Path, *, echo: bool = False) -> Report:
             await first_send_ok(py, ns.address)
             log("first SEND_OK; load and faults start")
             nemesis = Nemesis(cluster, faults, log, s.seed)
+            pinned = PinnedLoad(cluster, history)
             cpp = CppLoad(ns.address, history) if s.cpp else None
             watch = RouteWatch(cluster)  # until the online checks are done: they wait for the route too
             proxies.start_soon(watch.run)
             async with trio.open_nursery() as work:
                 work.start_soon(py.run)
+                work.start_soon(pinned.run, budget)
                 if cpp is not None:
                     work.start_soon(cpp.run)
                 await nemesis.run()
                 log("all healed")
                 await tail(history, log, s.settle)
                 py.stop.set()
+                pinned.stop.set()
                 if cpp is not None:
                     cpp.stop.set()
             log("load stopped")
@@ -102,6 +105,7 @@ async def run(s: Scenario, root: Path, *, echo: bool = False) -> Report:
                 await trio.to_thread.run_sync(cluster.stop)
             proxies.cancel_scope.cancel()
     checker.check_offline()
+    report.environment = cluster.environment()
     a = history.attempts
     report.attempts = len(a)
     report.acked = sum(1 for x in a if x.ok)
@@ -149,10 +153,17 @@ def judge_availability(s: Scenario, report: Report, nemesis: Nemesis, history: H
 
 
 async def first_send_ok(load: PyLoad, namesrv: str) -> None:
-    """Send until one attempt is SEND_OK (the topic then exists on the master)."""
+    """Send until one attempt is SEND_OK (the topic then exists on the master).
+
+    Raises:
+        RuntimeError: none within BOOT_TIMEOUT, with the last attempt's answer.
+    """
+    last = None
     async with Producer("fault-warm", namesrv=namesrv, retry_times=0, send_timeout=3.0) as producer:
-        with trio.fail_after(BOOT_TIMEOUT):
+        with trio.move_on_after(BOOT_TIMEOUT):
             n = 0
-            while not (await load.send(producer, f"warm-{n}")).ok:
+            while not (last := await load.send(producer, f"warm-{n}")).ok:
                 n += 1
                 await trio.sleep(0.2)
+            return
+    raise RuntimeError(f"no SEND_OK within {BOOT_TIMEOUT:.0f}s of the members' start; the last: {last}")
