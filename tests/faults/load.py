@@ -36,7 +36,7 @@ from .clusters import ProcessCluster
 
 ATTEMPT = "FA"  # the property holding an attempt's id
 TOPIC = "FaultTopic"
-DOWN_RETRY = 0.002  # seconds between a stale sender's tries of a member that is down
+DOWN_RETRY = 0.005  # seconds between a stale sender's tries of a member that is down
 MAX_WAVES = 2000  # C++ waves in one run (each is seconds long: a bound a run never meets)
 
 
