@@ -10,15 +10,18 @@ Online, with every member running (``check_online``):
   are the broker's; two attempts of one send are a client retry, counted but allowed);
 * in place: an attempt sits at the queue, queue offset and CommitLog offset its SEND_OK
   reported;
-* availability: a leader fault held past ``failover_bound`` s (pause, kill, partition) is
-  followed within ``failover_bound`` s by a SEND_OK from another member.
+* availability (judged by the run, from the history, the nemesis's record and the route
+  watch): a leader fault held past ``failover_bound`` s (pause, kill, partition) is
+  followed within that bound by a long-lived producer's SEND_OK from another member; a
+  heal followed by that long a quiet, by a SEND_OK; and the name server never names as
+  master, for that long, a member that does not lead.
 
 Offline, from the stopped members' files (``check_offline``):
 
-* the logs agree: DLedger members hold the same entries (index, term, position, bytes) up to
-  the shortest, and each one at least to the committed index; a slave's CommitLog is a
-  byte-identical prefix of its master's;
-* every SEND_OK'd attempt is in the log once;
+* the logs agree: DLedger members hold the same entries (index, term, position, bytes)
+  wherever two hold one, and each holds them at least to the committed index; a slave's
+  CommitLog is a byte-identical prefix of its master's;
+* every SEND_OK'd attempt is in the (committed) log once, and in a slave's;
 * consume queues are complete: each record the member dispatched has the entry its queue
   offset names, pointing at it, and no entry points elsewhere.
 """

@@ -8,9 +8,10 @@ stored both are the client's (a retry after an answer that never came).
 
 ``PinnedLoad`` sends SEND_MESSAGE_V2 itself, one attempt per send, to a stale master.
 The official C++ client (``CppLoad``) sends in a child process. Its plain sync send retries
-inside the library with the same message (the wrapper has no setter for that), so it sends
-orderly (SendMessageOrderly, which takes the retry count: 0), each message to the queue its
-index selects: each message is then one attempt, with its own ``FA``.
+inside the library with the same message (cpp_child.py sets no retry count for it; a first
+send of a new client was seen stored twice, in two queues), so it sends orderly
+(SendMessageOrderly, which takes the retry count: 0), each message to the queue its index
+selects: each message is then one attempt, with its own ``FA``.
 """
 
 from __future__ import annotations
