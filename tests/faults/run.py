@@ -21,7 +21,7 @@ from tests.broker.cluster import loopback_namesrv
 from .checker import Checker, Report, failovers, recoveries
 from .clusters import DLedgerCluster, HACluster, ProcessCluster
 from .load import CppLoad, History, PinnedLoad, PyLoad
-from .nemesis import KINDS, EventLog, Nemesis, plan
+from .nemesis import KINDS, EventLog, Fault, Nemesis, plan
 from .watch import RouteWatch
 
 BOOT_TIMEOUT = 60.0  # seconds to the first SEND_OK after the members started
@@ -67,57 +67,73 @@ async def run(s: Scenario, root: Path, *, echo: bool = False) -> Report:
         log(f"  planned: {f}")
     history = History()
     report = Report(s.cluster, s.seed)
-    async with loopback_namesrv() as ns, RemotingClient() as client, trio.open_nursery() as proxies:
-        cluster = make_cluster(s, root, ns.address)
-        checker = Checker(cluster, history, report)
-        try:
-            await cluster.start(proxies, client)
-            log(f"members up: {', '.join(str(m) for m in cluster.members)}")
-            # a count no run reaches before its stop (the bound is for a clock gone wrong)
-            budget = int(s.senders * (s.seconds + 3 * s.settle + 60) / s.interval)
-            py = PyLoad(ns.address, history, senders=s.senders, interval=s.interval, max_sends=budget)
-            await first_send_ok(py, ns.address)
-            log("first SEND_OK; load and faults start")
-            nemesis = Nemesis(cluster, faults, log, s.seed)
-            pinned = PinnedLoad(cluster, history)
-            cpp = CppLoad(ns.address, history) if s.cpp else None
-            watch = RouteWatch(cluster)  # until the online checks are done: they wait for the route too
-            proxies.start_soon(watch.run)
-            async with trio.open_nursery() as work:
-                work.start_soon(py.run)
-                work.start_soon(pinned.run, budget)
-                if cpp is not None:
-                    work.start_soon(cpp.run)
-                await nemesis.run()
-                log("all healed")
-                await tail(history, log, s.settle)
-                py.stop.set()
-                pinned.stop.set()
-                if cpp is not None:
-                    cpp.stop.set()
-            log("load stopped")
-            await checker.check_online(s.settle)
-            watch.stop.set()
-            judge_availability(s, report, nemesis, history, watch)
-            log("online checks done")
-        finally:
-            with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(cluster.stop)
-            proxies.cancel_scope.cancel()
-    checker.check_offline()
-    report.environment = cluster.environment()
-    a = history.attempts
-    report.attempts = len(a)
-    report.acked = sum(1 for x in a if x.ok)
-    report.errors = sum(1 for x in a if x.status.startswith("error"))
-    report.not_ok = len(a) - report.acked - report.errors
-    history.dump(root / "history.jsonl")
-    for line in report.summary().splitlines():
-        log(line)
-    if isinstance(cluster, DLedgerCluster):
-        log("roles:\n" + cluster.roles())
-    log.close()
-    return report
+    try:
+        async with loopback_namesrv() as ns, RemotingClient() as client, trio.open_nursery() as proxies:
+            cluster = make_cluster(s, root, ns.address)
+            checker = Checker(cluster, history, report)
+            try:
+                await cluster.start(proxies, client)
+                log(f"members up: {', '.join(str(m) for m in cluster.members)}")
+                await drive(s, cluster, faults, history, log, proxies, checker)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(cluster.stop)
+                proxies.cancel_scope.cancel()
+        checker.check_offline()
+        report.environment = cluster.environment()
+        a = history.attempts
+        report.attempts = len(a)
+        report.acked = sum(1 for x in a if x.ok)
+        report.errors = sum(1 for x in a if x.status.startswith("error"))
+        report.not_ok = len(a) - report.acked - report.errors
+        for line in report.summary().splitlines():
+            log(line)
+        if isinstance(cluster, DLedgerCluster):
+            log("roles:\n" + cluster.roles())
+        return report
+    finally:  # what happened, also when the run did not get to its end
+        history.dump(root / "history.jsonl")
+        log.close()
+
+
+async def drive(
+    s: Scenario,
+    cluster: ProcessCluster,
+    faults: list[Fault],
+    history: History,
+    log: EventLog,
+    nursery: trio.Nursery,
+    checker: Checker,
+) -> None:
+    """Load and faults, the heal, then the online checks and the availability verdicts."""
+    ns = cluster.namesrv
+    # a count no run reaches before its stop (the bound is for a clock gone wrong)
+    budget = int(s.senders * (s.seconds + 3 * s.settle + 60) / s.interval)
+    py = PyLoad(ns, history, senders=s.senders, interval=s.interval, max_sends=budget)
+    await first_send_ok(py, ns)
+    log("first SEND_OK; load and faults start")
+    nemesis = Nemesis(cluster, faults, log, s.seed)
+    pinned = PinnedLoad(cluster, history)
+    cpp = CppLoad(ns, history) if s.cpp else None
+    watch = RouteWatch(cluster)  # until the online checks are done: they wait for the route too
+    nursery.start_soon(watch.run)
+    async with trio.open_nursery() as work:
+        work.start_soon(py.run)
+        work.start_soon(pinned.run, budget)
+        if cpp is not None:
+            work.start_soon(cpp.run)
+        await nemesis.run()
+        log("all healed")
+        await tail(history, log, s.settle)
+        py.stop.set()
+        pinned.stop.set()
+        if cpp is not None:
+            cpp.stop.set()
+    log("load stopped")
+    await checker.check_online(s.settle)
+    watch.stop.set()
+    judge_availability(s, checker.report, nemesis, history, watch)
+    log("online checks done")
 
 
 async def tail(history: History, log: EventLog, settle: float) -> None:
