@@ -163,26 +163,45 @@ class DLedgerGroup:
     """Three (or more) brokers of one DLedger group as processes, DLedger port = listenPort + 2.
 
     ``conf`` overrides broker.conf keys for every member (timeouts, flushDiskType, ...).
+    ``ports`` (from ``DLedgerGroup.pick_ports``) fixes each member's listenPort; ``peers``
+    gives each member a dLegerPeers of its own and ``namesrvs`` a namesrvAddr of its own (a
+    test that puts proxies between members and name servers builds them from the ports).
     """
 
-    def __init__(self, root: Path, namesrv: str, name: str = "broker-d", size: int = 3, **conf: str) -> None:
-        ports = [free_port_block(5) for _ in range(size)]
-        peers = ";".join(f"n{i}-127.0.0.1:{p + 2}" for i, p in enumerate(ports))
+    def __init__(
+        self,
+        root: Path,
+        namesrv: str,
+        name: str = "broker-d",
+        size: int = 3,
+        *,
+        ports: list[int] | None = None,
+        peers: list[str] | None = None,
+        namesrvs: list[str] | None = None,
+        **conf: str,
+    ) -> None:
+        ports = ports or self.pick_ports(size)
+        shared = ";".join(f"n{i}-127.0.0.1:{p + 2}" for i, p in enumerate(ports))
         settings = {"dLegerElectionTimeoutMs": "1000", "dLegerHeartbeatIntervalMs": "200", **conf}
         self.members = [
             BrokerProcess(
                 root / f"n{i}",
-                namesrv,
+                namesrvs[i] if namesrvs else namesrv,
                 name,
                 port=p,
                 enableDLegerCommitLog="true",
                 dLegerGroup=name,
-                dLegerPeers=peers,
+                dLegerPeers=peers[i] if peers else shared,
                 dLegerSelfId=f"n{i}",
                 **settings,
             )  # fmt: skip
             for i, p in enumerate(ports)
         ]
+
+    @staticmethod
+    def pick_ports(size: int = 3) -> list[int]:
+        """A listenPort for each member, with its neighbours free (DLedger's is listenPort + 2)."""
+        return [free_port_block(5) for _ in range(size)]
 
     def start(self) -> None:
         for m in self.members:
