@@ -31,11 +31,11 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import trio
 
+from rmq.lifetime import Service
 from rmq.protocol import LanguageCode, RemotingCommand, RequestCode
 from rmq.raft.core import RaftConfig
 from rmq.remoting import (
@@ -92,7 +92,7 @@ def _memory_budget(percent: int) -> int:
     return total * percent // 100
 
 
-class BrokerController:
+class BrokerController(Service):
     """A broker: metadata, message store, servers and background tasks.
 
     Args:
@@ -152,7 +152,6 @@ class BrokerController:
         self._stopped = trio.Event()
         self._clock_jumped = trio.Event()
         self._leader_changed = trio.Event()  # a DLedger follower's leader changed
-        self._owned: Any = None
 
     def __repr__(self) -> str:
         return f"<BrokerController {self.config.broker_name} {self.address if self.port else 'not serving'}>"
@@ -516,25 +515,6 @@ class BrokerController:
             store.close()
         self._stopped.set()
         log.info("broker %s stopped", self.config.broker_name)
-
-    async def __aenter__(self) -> Self:
-        manager = trio.open_nursery()
-        nursery = await manager.__aenter__()
-        try:
-            await nursery.start(self.serve)
-        except BaseException:
-            # close the nursery as if nothing happened, then raise the error unwrapped
-            nursery.cancel_scope.cancel()
-            await manager.__aexit__(None, None, None)
-            raise
-        self._owned = manager
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        self.shutdown()
-        return await self._owned.__aexit__(exc_type, exc, tb)  # type: ignore[no-any-return]
 
     # -- hooks used by the processors -------------------------------------------------
 

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from rmq.lifetime import Service
 from rmq.remoting import Connection, RemotingServer, ServerConfig, TlsMode
-from rmq.remoting.service import Service
 from rmq.remoting.tlsconfig import TlsConfigError, server_ssl_context
 
 from .config import ConfigError, NamesrvConfig
