@@ -31,7 +31,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import trio
 
@@ -52,7 +52,7 @@ from rmq.store.config import FlushDiskType
 
 from .acl import PlainAcl
 from .client_manager import ClientManager
-from .config import MASTER_ID, BrokerConfig, BrokerRole
+from .config import MASTER_ID, BrokerConfig, BrokerRole, ConfigError
 from .dledger.commitlog import DLedgerCommitLog, member_commitlog, slave_id
 from .dledger.node import NodeConfig
 from .ha.master import HAService
@@ -77,6 +77,7 @@ CLIENT_SCAN_INTERVAL = 10.0  # seconds (ClientHousekeepingService)
 NOTIFY_TIMEOUT = 3.0  # seconds to queue a NOTIFY_CONSUMER_IDS_CHANGED on one connection
 UNREGISTER_TIMEOUT = 3.0  # seconds the shutdown waits for the name servers
 SHUTDOWN_GRACE = 2.0  # seconds connections get to finish in-flight requests
+NO_EXPORTER = "PROM, but this process has no exporter: call rmq.metrics.install() first"
 MAX_IN_FLIGHT = 16384  # per connection: a consumer parks one pull per queue it owns
 FIND_MASTER_INTERVAL = 1.0  # seconds between a DLedger follower's registrations to learn its master
 FIND_MASTER_TRIES = 30
@@ -109,6 +110,11 @@ class BrokerController(Service):
       address: "brokerIP1:port", the address registered with name servers and stamped
         into records as the store host.
     """
+
+    #: Builds the Prometheus exporter of a broker configured with metricsExporterType=PROM,
+    #: from the broker's own state. rmq.metrics.install() sets it: the rmq commands, `rmq dev`
+    #: and EmbeddedCluster call that, so the broker never imports what observes it.
+    exporter_factory: ClassVar[Callable[[BrokerController], Any] | None] = None
 
     def __init__(self, config: BrokerConfig, *, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         if config.enable_d_leger_commit_log:
@@ -216,6 +222,8 @@ class BrokerController(Service):
           ValueError: a metadata file (topics, offsets, groups) and its backup are unreadable.
         """
         config = self.config
+        if config.prometheus_enabled and type(self).exporter_factory is None:
+            raise ConfigError(f"broker config metricsExporterType: {NO_EXPORTER}")
         if config.busy_poll_micros:  # asked for: this process's loop polls before it sleeps
             busypoll.install(config.busy_poll_micros)
         if config.acl_enable and config.acl_file is not None:
@@ -283,10 +291,9 @@ class BrokerController(Service):
         self.timers.load()
         self.transactions.load()
         await self._start_servers(nursery)
-        if config.prometheus_enabled:
-            from rmq.metrics.broker import broker_exporter
-
-            self.metrics = broker_exporter(self)
+        factory = type(self).exporter_factory
+        if config.prometheus_enabled and factory is not None:  # serve() refused PROM without one
+            self.metrics = factory(self)
             await nursery.start(self.metrics.serve)
         await self._start_replication(nursery, namesrv_client)
         self.topics.persist()

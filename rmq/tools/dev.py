@@ -28,6 +28,7 @@ from pathlib import Path
 
 import trio
 
+from rmq import metrics
 from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.controller import BrokerController
 from rmq.lifetime import SignalledRun, until_signalled
@@ -192,6 +193,7 @@ async def _stop(brokers: list[BrokerController]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    metrics.install()  # metricsExporterType=PROM in a server's config serves its metrics
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s - %(message)s")
     try:
         trio.run(run, args)
