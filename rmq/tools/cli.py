@@ -70,7 +70,7 @@ def _export(argv: list[str]) -> int:
     if not argv or argv[0] != "parquet":
         print("usage: rmq export parquet [options]", file=sys.stderr)
         return 2
-    return _call("spark.export", "main", argv[1:])
+    return _call("rmq_spark.export", "main", argv[1:])
 
 
 def main(argv: list[str] | None = None) -> int:
