@@ -127,6 +127,8 @@ class PushConsumer(ConsumerBase):
       **options: ConsumerConfig fields (message_model, consume_from_where, ...).
     """
 
+    consumes_directly = True  # CONSUME_MESSAGE_DIRECTLY runs the handler (consume_directly)
+
     def __init__(
         self,
         group: str,
@@ -179,8 +181,6 @@ class PushConsumer(ConsumerBase):
         return dict(self._queues)
 
     # -- what admins ask through a broker (running_info.py) ---------------------------------
-
-    consumes_directly = True
 
     def running_info(self, namesrv: Sequence[str]) -> dict[str, Any]:
         return push_running_info(self, namesrv)

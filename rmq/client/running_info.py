@@ -3,8 +3,8 @@
 GET_CONSUMER_RUNNING_INFO (307) gets RocketMQ's ConsumerRunningInfo: `properties`
 (config and start time), `subscriptionSet`, `mqTable` (ProcessQueueInfo of each owned
 queue) and `statusTable` (ConsumeStatus per topic: pull and consume RT and TPS).
-(CONSUME_MESSAGE_DIRECTLY, 309, is the consumer's own: PushConsumer.consume_directly.) Field
-names are RocketMQ 4.9's. What is read of the consumer is `RunningConsumer`.
+Field names are RocketMQ 4.9's; what is read of the consumer is `RunningConsumer`.
+CONSUME_MESSAGE_DIRECTLY (309) is answered by PushConsumer.consume_directly.
 
 ConsumeCounters is the one piece on the consume path: plain integer and float adds per
 topic; rates are worked out when someone asks, over the time since the previous ask.

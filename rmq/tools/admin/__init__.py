@@ -13,8 +13,8 @@ updateGlobalWhiteAddr and clusterAclConfigVersion manage brokers' ACL (docs/secu
 `--tls-config tls.properties`) connects with TLS (tlsopts.py).
 
 The commands are thin: each parses its options, calls the admin operations of rmq.admin
-(the dashboard's too) or MQAdmin, and prints. One module per command group, as rmq.admin
-has them: topics, groups, brokers, namesrv, offsets, messages, probes, acl.
+(the dashboard's too) or MQAdmin, and prints. One module per command group, as in rmq.admin:
+topics, groups, brokers, offsets, messages, probes, acl, and namesrv (single MQAdmin calls).
 
 A failure prints one line on stderr ("error: <command>: <what failed>") and exits 1;
 bad usage exits 2.
