@@ -1,4 +1,4 @@
-"""Coverage-guided fuzzing of the sans-IO decoders (rmq/protocol/fuzz_targets.py).
+"""Coverage-guided fuzzing of the sans-IO decoders (rmq/fuzzing/targets.py).
 
     python bench/fuzz_decoders.py --seconds 60 [--target NAME ...] [--jobs 2]
                                   [--engine atheris|builtin] [--artifacts DIR]
@@ -6,12 +6,12 @@
 Each target (FrameDecoder, RemotingCommand.decode in both serializations, message records,
 batch bodies, properties strings, fastjson bodies, Java properties text, the HA decoders,
 typed headers, DLedger entries) runs for --seconds in a process of its own, started from
-the seeds in fuzz_targets.SEEDS. The contract: on bad bytes a decoder raises ProtocolError
+the seeds in targets.SEEDS. The contract: on bad bytes a decoder raises ProtocolError
 and nothing else, so every other exception is a finding. Findings are deduplicated by
 exception type and the innermost line of rmq/protocol that raised it; the first input of
 each is written to --artifacts (default ./fuzz-artifacts) to replay with
 
-    python -c "import sys; from rmq.protocol.fuzz_targets import TARGETS; \\
+    python -c "import sys; from rmq.fuzzing.targets import TARGETS; \\
                TARGETS['NAME'](open(sys.argv[1], 'rb').read())" FILE
 
 Engines: atheris (libFuzzer; `pip install 'rmq[fuzz]'`), coverage-guided over the bytecode of
@@ -53,7 +53,7 @@ def _signature(exc: BaseException) -> str:
     frames = traceback.extract_tb(exc.__traceback__)
     where = "?"
     for fr in reversed(frames):
-        if f"rmq{os.sep}protocol{os.sep}" in fr.filename and not fr.filename.endswith("fuzz_targets.py"):
+        if f"rmq{os.sep}protocol{os.sep}" in fr.filename:
             where = f"{Path(fr.filename).name}:{fr.lineno}"
             break
     else:
@@ -91,7 +91,7 @@ def _child_atheris(name: str, seconds: int, out: Path, artifacts: Path, args: ar
     import atheris  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     with atheris.instrument_imports(include=["rmq.protocol"]):
-        from rmq.protocol import fuzz_targets
+        from rmq.fuzzing import targets as fuzz_targets
 
     findings = _Findings(name, out, artifacts)
     target = fuzz_targets.TARGETS[name]
@@ -164,7 +164,7 @@ def _mutate(rng: random.Random, data: bytes, corpus: list[bytes], max_len: int) 
 
 def _child_builtin(name: str, seconds: int, out: Path, artifacts: Path, args: argparse.Namespace) -> None:
     """Mutation fuzzing guided by the lines of rmq/protocol each input runs (sys.settrace)."""
-    from rmq.protocol import fuzz_targets
+    from rmq.fuzzing import targets as fuzz_targets
     from rmq.protocol.errors import ProtocolError
 
     target = fuzz_targets.TARGETS[name]
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         # the child imports rmq.protocol itself, after atheris hooks imports to instrument it
         names = [argv[argv.index("--child") + 1]]
     else:
-        from rmq.protocol.fuzz_targets import TARGETS
+        from rmq.fuzzing.targets import TARGETS
 
         names = sorted(TARGETS)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

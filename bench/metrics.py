@@ -26,6 +26,7 @@ import trio
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from rmq import metrics
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
 from rmq.broker.stats import BrokerStats
@@ -101,6 +102,7 @@ def main() -> None:
     parser.add_argument("--sends", type=int, default=3000, help="sends per end-to-end round")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    metrics.install()  # the PROM rounds' brokers serve their exporter
     print("hot-path calls, µs per call:")
     for name, us in per_call_us(args.count).items():
         print(f"  {name:36s} {us:7.3f}")

@@ -4,7 +4,7 @@
 
 Writes a store of --messages records with --body-byte bodies over --topics topics with
 the synchronous MessageStore, then, in the same run:
-  (a) exports it with Spark (spark.export.run: the "rocketmq-store" source, Parquet
+  (a) exports it with Spark (rmq_spark.export.run: the "rocketmq-store" source, Parquet
       partitioned by topic and date), timing the export job only (not the JVM start);
       and the source alone into Spark's no-op sink;
   (b) reads the same splits in this one process (spark.store_scan + spark.rows, the code
@@ -31,9 +31,9 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
 from rmq.store import MessageStore, StoreConfig
-from spark.rows import batches
-from spark.schema import arrow_schema
-from spark.store_scan import plan_splits, scan_split
+from rmq_spark.rows import batches
+from rmq_spark.schema import arrow_schema
+from rmq_spark.store_scan import plan_splits, scan_split
 
 T0 = 1_714_521_600_000  # 2024-05-01T00:00:00Z
 
@@ -63,8 +63,8 @@ def make_store(root: Path, messages: int, body: int, topics: int) -> int:
 
 def run_spark(root: Path, out: Path, master: str, warmup: Path) -> tuple[int, float, float, float]:
     """(rows, export seconds, read-only seconds, seconds to start the session and warm up)."""
-    from spark import export
-    from spark.session import build_session
+    from rmq_spark import export
+    from rmq_spark.session import build_session
 
     started = time.monotonic()
     session = build_session(master, "rmq bench", {"spark.driver.memory": "1g"})
@@ -128,7 +128,7 @@ def run_sink(work: Path, master: str, messages: int, body: int) -> tuple[int, fl
     from pyspark.sql import functions as F
 
     from rmq.client.blocking import QueueReader
-    from spark.session import build_session
+    from rmq_spark.session import build_session
 
     ns_port, broker_port = _free_port(), _free_port(3)
     cmd = [sys.executable, "-m", "rmq", "dev", "--store", str(work / "sink-store"), "--log-level", "WARNING",

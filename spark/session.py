@@ -1,6 +1,6 @@
 """Start a SparkSession set up for the RocketMQ sources.
 
-The Python workers Spark starts must import `spark` and `rmq` the way this process does,
+The Python workers Spark starts must import `rmq_spark` and `rmq` the way this process does,
 so the directories they come from are put on PYTHONPATH (and the same interpreter on
 PYSPARK_PYTHON) before the JVM starts. On a real cluster, install the rmq package on the
 executors instead.
@@ -51,7 +51,7 @@ def build_session(master: str = "local[*]", app_name: str = "rmq", conf: dict[st
     """A SparkSession with both sources registered.
 
     Raises:
-        spark.java.JavaMissing: no Java 17+ (checked before Spark is started).
+        rmq_spark.java.JavaMissing: no Java 17+ (checked before Spark is started).
     """
     check_java()
     prepare_environment()

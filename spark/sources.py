@@ -1,6 +1,6 @@
 """Spark Python Data Sources over RocketMQ: "rocketmq-store" (store directories) and "rocketmq" (a live broker).
 
-Register them with `spark.sources.register(session)` (or `spark.session.build_session`),
+Register them with `rmq_spark.sources.register(session)` (or `rmq_spark.session.build_session`),
 then::
 
     spark.read.format("rocketmq-store").load("/data/broker-a/store")
@@ -34,7 +34,7 @@ Filter pushdown (Spark 4.1+, `spark.sql.python.filterPushdown.enabled`, which `r
 turns on): `topic = ...`, `topic IN (...)` and `store_timestamp` comparisons narrow the
 scan exactly like the topics / since / until options.
 
-Writing: `df.write.format("rocketmq")` and `df.writeStream.format("rocketmq")`, see spark.sink.
+Writing: `df.write.format("rocketmq")` and `df.writeStream.format("rocketmq")`, see rmq_spark.sink.
 
 Streaming offsets live in Spark's checkpoint only (nothing is committed to the broker),
 so a restarted query resumes exactly after the last committed micro-batch.

@@ -34,8 +34,10 @@ def _wait_line(proc: subprocess.Popen[str], needle: str, timeout: float = 60) ->
 
 def test_wheel_installs_alone_and_runs_the_quickstart(tmp_path: Path) -> None:
     dist = tmp_path / "dist"
+    # The wheel is built from the sdist, as pip builds one: nothing left in the checkout's
+    # build/ (an old `spark` package, say) can slip into it.
     subprocess.run(
-        [sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", str(dist), str(ROOT)],
+        [sys.executable, "-m", "build", "--outdir", str(dist), str(ROOT)],
         check=True, capture_output=True, timeout=600,
     )  # fmt: skip
     wheels = list(dist.glob("rmq-*.whl"))
@@ -43,6 +45,9 @@ def test_wheel_installs_alone_and_runs_the_quickstart(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheels[0]).namelist()
     assert "rmq/client/__init__.py" in names and "rmq/py.typed" in names
     assert not any(n.startswith("tests/") for n in names)
+    # The Spark integration installs as rmq_spark: a top-level `spark` would shadow users' own.
+    assert "rmq_spark/__init__.py" in names and "rmq_spark/sources.py" in names
+    assert not any(n.split("/")[0] == "spark" for n in names)
 
     # Nothing from this process may leak in: a PYTHONPATH naming the source tree (Spark tests
     # set one) would make pip think rmq is installed already and the commands import it.
@@ -57,6 +62,9 @@ def test_wheel_installs_alone_and_runs_the_quickstart(tmp_path: Path) -> None:
         [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheels[0])],
         check=True, capture_output=True, timeout=600, env=env, cwd=run_dir,
     )  # fmt: skip
+    imports = "import importlib.util, rmq_spark.options; print(importlib.util.find_spec('spark'))"
+    found = subprocess.run([str(py), "-c", imports], capture_output=True, text=True, cwd=run_dir, env=env, timeout=60)
+    assert found.returncode == 0 and found.stdout.strip() == "None", found.stdout + found.stderr
     rmq = str(env_dir / "bin" / "rmq")
     ns_port, broker_port = free_ports(), free_ports(3, below=2)
     procs: list[subprocess.Popen[str]] = []

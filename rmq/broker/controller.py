@@ -31,11 +31,11 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar
 
 import trio
 
+from rmq.lifetime import Service
 from rmq.protocol import LanguageCode, RemotingCommand, RequestCode
 from rmq.raft.core import RaftConfig
 from rmq.remoting import (
@@ -52,7 +52,7 @@ from rmq.store.config import FlushDiskType
 
 from .acl import PlainAcl
 from .client_manager import ClientManager
-from .config import MASTER_ID, BrokerConfig, BrokerRole
+from .config import MASTER_ID, BrokerConfig, BrokerRole, ConfigError
 from .dledger.commitlog import DLedgerCommitLog, member_commitlog, slave_id
 from .dledger.node import NodeConfig
 from .ha.master import HAService
@@ -77,6 +77,7 @@ CLIENT_SCAN_INTERVAL = 10.0  # seconds (ClientHousekeepingService)
 NOTIFY_TIMEOUT = 3.0  # seconds to queue a NOTIFY_CONSUMER_IDS_CHANGED on one connection
 UNREGISTER_TIMEOUT = 3.0  # seconds the shutdown waits for the name servers
 SHUTDOWN_GRACE = 2.0  # seconds connections get to finish in-flight requests
+NO_EXPORTER = "PROM, but this process has no exporter: call rmq.metrics.install() first"
 MAX_IN_FLIGHT = 16384  # per connection: a consumer parks one pull per queue it owns
 FIND_MASTER_INTERVAL = 1.0  # seconds between a DLedger follower's registrations to learn its master
 FIND_MASTER_TRIES = 30
@@ -92,7 +93,7 @@ def _memory_budget(percent: int) -> int:
     return total * percent // 100
 
 
-class BrokerController:
+class BrokerController(Service):
     """A broker: metadata, message store, servers and background tasks.
 
     Args:
@@ -109,6 +110,11 @@ class BrokerController:
       address: "brokerIP1:port", the address registered with name servers and stamped
         into records as the store host.
     """
+
+    #: Builds the Prometheus exporter of a broker configured with metricsExporterType=PROM,
+    #: from the broker's own state. rmq.metrics.install() sets it: the rmq commands, `rmq dev`
+    #: and EmbeddedCluster call that, so the broker never imports what observes it.
+    exporter_factory: ClassVar[Callable[[BrokerController], Any] | None] = None
 
     def __init__(self, config: BrokerConfig, *, clock_ms: Callable[[], int] = wall_clock_ms) -> None:
         # A DLedger member comes as a follower (SLAVE, its follower brokerId) from
@@ -147,7 +153,6 @@ class BrokerController:
         self._stopped = trio.Event()
         self._clock_jumped = trio.Event()
         self._leader_changed = trio.Event()  # a DLedger follower's leader changed
-        self._owned: Any = None
 
     def __repr__(self) -> str:
         return f"<BrokerController {self.config.broker_name} {self.address if self.port else 'not serving'}>"
@@ -216,6 +221,8 @@ class BrokerController:
           ValueError: a metadata file (topics, offsets, groups) and its backup are unreadable.
         """
         config = self.config
+        if config.prometheus_enabled and type(self).exporter_factory is None:
+            raise ConfigError(f"broker config metricsExporterType: {NO_EXPORTER}")
         if config.busy_poll_micros:  # asked for: this process's loop polls before it sleeps
             busypoll.install(config.busy_poll_micros)
         if config.acl_enable and config.acl_file is not None:
@@ -283,10 +290,9 @@ class BrokerController:
         self.timers.load()
         self.transactions.load()
         await self._start_servers(nursery)
-        if config.prometheus_enabled:
-            from rmq.metrics.broker import broker_exporter
-
-            self.metrics = broker_exporter(self)
+        factory = type(self).exporter_factory
+        if config.prometheus_enabled and factory is not None:  # serve() refused PROM without one
+            self.metrics = factory(self)
             await nursery.start(self.metrics.serve)
         await self._start_replication(nursery, namesrv_client)
         try:
@@ -518,25 +524,6 @@ class BrokerController:
             store.close()
         self._stopped.set()
         log.info("broker %s stopped", self.config.broker_name)
-
-    async def __aenter__(self) -> Self:
-        manager = trio.open_nursery()
-        nursery = await manager.__aenter__()
-        try:
-            await nursery.start(self.serve)
-        except BaseException:
-            # close the nursery as if nothing happened, then raise the error unwrapped
-            nursery.cancel_scope.cancel()
-            await manager.__aexit__(None, None, None)
-            raise
-        self._owned = manager
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
-        self.shutdown()
-        return await self._owned.__aexit__(exc_type, exc, tb)  # type: ignore[no-any-return]
 
     # -- hooks used by the processors -------------------------------------------------
 

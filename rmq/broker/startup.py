@@ -16,12 +16,11 @@ import argparse
 import contextlib
 import gc
 import logging
-import signal
 import sys
-from collections.abc import AsyncIterator
 
 import trio
 
+from rmq.lifetime import until_signalled
 from rmq.rundir import pid_file
 from rmq.store import StoreError
 
@@ -101,53 +100,27 @@ def load_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 async def serve_until_signalled(config: BrokerConfig) -> None:
-    # the receiver is open before starting, so an early SIGTERM is not lost
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    async with until_signalled(log) as run:
         broker = BrokerController(config)
-        failure: Exception | None = None
-        async with trio.open_nursery() as nursery:
+        await run.nursery.start(broker.serve)
+        with contextlib.ExitStack() as stack:
             try:
-                await nursery.start(broker.serve)
-            except (OSError, StoreError, ValueError) as exc:
-                failure = exc  # raised below, outside the nursery, so it stays unwrapped
-            else:
-                await _serve(broker, signals, nursery.cancel_scope)
-        if failure is not None:
-            raise failure
-
-
-async def _serve(broker: BrokerController, signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
-    config = broker.config
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(pid_file("broker", broker.port))
-        except OSError as exc:
-            log.warning("cannot write the pid file (%s): mqshutdown will not find this broker", exc)
-        tip = f"The broker[{config.broker_name}, {broker.address}] boot success. serializeType=JSON"
-        if config.namesrv_addr:
-            tip += f" and name server is {';'.join(config.namesrv_addr)}"
-        print(tip, flush=True)
-        print(f"The store path is {config.store_path_root_dir}", flush=True)
-        # What start-up made lives as long as the process: frozen, a full collection (set off
-        # by a burst of new objects, a big heartbeat) no longer walks it on the event loop
-        # (30-45 ms a collection, measured, before).
-        gc.collect()
-        gc.freeze()
-        async for signum in signals:
-            log.info("%s received, shutting down", signal.Signals(signum).name)
-            break
-        broker.shutdown()
-        async with trio.open_nursery() as waiting:
-            waiting.start_soon(_stop_on_second_signal, signals, scope)
-            await broker.wait_stopped()
-            waiting.cancel_scope.cancel()
-
-
-async def _stop_on_second_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
-    async for signum in signals:
-        log.warning("%s received again, stopping now", signal.Signals(signum).name)
-        scope.cancel()
-        return
+                stack.enter_context(pid_file("broker", broker.port))
+            except OSError as exc:
+                log.warning("cannot write the pid file (%s): mqshutdown will not find this broker", exc)
+            tip = f"The broker[{config.broker_name}, {broker.address}] boot success. serializeType=JSON"
+            if config.namesrv_addr:
+                tip += f" and name server is {';'.join(config.namesrv_addr)}"
+            print(tip, flush=True)
+            print(f"The store path is {config.store_path_root_dir}", flush=True)
+            # What start-up made lives as long as the process: frozen, a full collection (set off
+            # by a burst of new objects, a big heartbeat) no longer walks it on the event loop
+            # (30-45 ms a collection, measured, before).
+            gc.collect()
+            gc.freeze()
+            await run.wait()
+            broker.shutdown()
+            await run.stop(broker.wait_stopped)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,6 +43,8 @@ from __future__ import annotations
 import enum
 import inspect
 import logging
+import time
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
@@ -57,15 +59,15 @@ from .api import PullAhead, PullResult, PullStatus
 from .consumer_base import ConsumerBase, group_by_broker, no_progress
 from .errors import MQClientError, MQClientStateError
 from .ids import wall_clock_ms
-from .instance import ClientInstance
+from .members import Instance
 from .message import Message, MessageQueue, check_topic, retry_topic
 from .process_queue import ProcessQueue
 from .producer import Producer
 from .rebalance import AllocateStrategy, allocate_averagely
 from .route import MASTER_ID
-from .running_info import ConsumeCounters
+from .running_info import ConsumeCounters, push_running_info
 from .subscription import Subscription
-from .trace import TraceDispatcher
+from .trace import TraceDispatcher, inner_producer_group
 
 log = logging.getLogger("rmq.client.consumer")
 
@@ -125,6 +127,8 @@ class PushConsumer(ConsumerBase):
       **options: ConsumerConfig fields (message_model, consume_from_where, ...).
     """
 
+    consumes_directly = True  # CONSUME_MESSAGE_DIRECTLY runs the handler (consume_directly)
+
     def __init__(
         self,
         group: str,
@@ -133,7 +137,7 @@ class PushConsumer(ConsumerBase):
         handler: Handler | None = None,
         orderly: bool = False,
         allocate: AllocateStrategy = allocate_averagely,
-        instance: ClientInstance | None = None,
+        instance: Instance | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
         **options: Any,
@@ -150,7 +154,13 @@ class PushConsumer(ConsumerBase):
         self.counters = ConsumeCounters()  # for running info (307)
         self.start_timestamp = 0  # epoch ms of the last start
         # SubBefore/SubAfter records to the trace topic (trace.py), sent in the background
-        self.tracer = TraceDispatcher(self.instance, group, trace_topic) if enable_trace else None
+        self.tracer = (
+            TraceDispatcher(
+                self.instance.ip, group, Producer(inner_producer_group(group), instance=self.instance), trace_topic
+            )
+            if enable_trace
+            else None
+        )
 
     def __repr__(self) -> str:
         return f"<PushConsumer {self.group} {self.instance.client_id} {len(self._queues)} queues>"
@@ -169,6 +179,35 @@ class PushConsumer(ConsumerBase):
     def queue_states(self) -> dict[MessageQueue, _QueueState]:
         """The queues owned now, with their process queues (for running info)."""
         return dict(self._queues)
+
+    # -- what admins ask through a broker (running_info.py) ---------------------------------
+
+    def running_info(self, namesrv: Sequence[str]) -> dict[str, Any]:
+        return push_running_info(self, namesrv)
+
+    async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:
+        """Run the handler on `msg` (nothing is committed or sent back) and answer a
+        ConsumeMessageDirectlyResult."""
+        start = time.monotonic()
+        remark = None
+        if self.handler is None:
+            result, remark = "CR_THROW_EXCEPTION", "the consumer has no handler (it is iterated)"
+        else:
+            try:
+                status = self.handler(msg)
+                if inspect.isawaitable(status):
+                    status = await status
+            except Exception:
+                result, remark = "CR_THROW_EXCEPTION", traceback.format_exc(limit=8)
+            else:
+                result = "CR_SUCCESS" if status is None or status is ConsumeStatus.SUCCESS else "CR_LATER"
+        return {
+            "autoCommit": True,
+            "consumeResult": result,
+            "order": self.orderly,
+            "remark": remark,
+            "spentTimeMills": int((time.monotonic() - start) * 1000),
+        }
 
     def __aiter__(self) -> PushConsumer:
         if self.handler is not None:

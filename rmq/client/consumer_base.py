@@ -44,9 +44,10 @@ from .api import (
     PullStatus,
 )
 from .config import ConsumeFromWhere, ConsumerConfig
-from .errors import MQClientError, MQConnectError, MQTimeoutError
+from .errors import MQClientError, MQClientStateError, MQConnectError, MQTimeoutError
 from .ids import wall_clock_ms
 from .instance import ClientInstance
+from .members import Instance
 from .message import RETRY_PREFIX, MessageQueue, retry_topic
 from .offset_store import NO_OFFSET, LocalOffsetStore, OffsetStore, ReadType, RemoteOffsetStore
 from .rebalance import AllocateStrategy
@@ -63,13 +64,14 @@ class ConsumerBase(AsyncService):
     """Shared machinery; see the module docstring. Not used directly."""
 
     consume_type = "CONSUME_PASSIVELY"
+    consumes_directly = False  # CONSUME_MESSAGE_DIRECTLY: push consumers only
 
     def __init__(
         self,
         group: str,
         namesrv: str | Sequence[str] | None,
         *,
-        instance: ClientInstance | None,
+        instance: Instance | None,
         allocate: AllocateStrategy,
         options: dict[str, Any],
     ) -> None:
@@ -78,7 +80,7 @@ class ConsumerBase(AsyncService):
         self.group = group
         self.config = ConsumerConfig.build(namesrv if instance is None else instance.namesrv, options)
         self._own_instance = instance is None
-        self.instance = instance if instance is not None else ClientInstance(self.config)
+        self.instance: Instance = instance if instance is not None else ClientInstance(self.config)
         self.allocate = allocate
         self._subs: dict[str, Subscription] = {}
         self._topic_queues: dict[str, list[MessageQueue]] = {}
@@ -175,6 +177,26 @@ class ConsumerBase(AsyncService):
     def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """Overridden by consumers that can act on an admin's offset reset."""
         log.info("offset reset of %s for group %s ignored", topic, self.group)
+
+    def running_info(self, namesrv: Sequence[str]) -> dict[str, Any]:
+        """ConsumerRunningInfo with the subscriptions only (push consumers tell more)."""
+        data = self.consumer_data()
+        return {
+            "jstack": "",
+            "mqTable": {},
+            "properties": {
+                "PROP_CLIENT_VERSION": "rmq",
+                "PROP_CONSUME_TYPE": data["consumeType"],
+                "PROP_CONSUMER_START_TIMESTAMP": "0",
+                "PROP_NAMESERVER_ADDR": ";".join(namesrv),
+            },
+            "statusTable": {},
+            "subscriptionSet": data["subscriptionDataSet"],
+        }
+
+    async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:
+        """Push consumers only (`consumes_directly`): the instance asks no other."""
+        raise MQClientStateError(f"{self!r} has no handler to consume {msg.msg_id} directly")
 
     # -- startup and loops ------------------------------------------------------------------
 

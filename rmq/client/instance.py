@@ -31,9 +31,9 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -48,9 +48,9 @@ from .api import ClientAPI
 from .config import ClientConfig, tls_context
 from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRouteError, MQTimeoutError
 from .ids import client_id, default_instance_name, local_ip
+from .members import ConsumerMember, Member
 from .message import MessageQueue
 from .route import MASTER_ID, BrokerData, TopicRoute, brokers_of
-from .running_info import consume_directly, running_info
 
 log = logging.getLogger("rmq.client.instance")
 
@@ -62,34 +62,6 @@ ROUTE_RETRY_INTERVAL = 1.0  # seconds between route refreshes a failing topic ma
 # when its group has another broker: a dead master can stay in the route for up to the name
 # server's 120 s broker expiry
 UNREACHABLE_FOR = 5.0
-
-
-class Member(Protocol):
-    """A producer or consumer using the instance."""
-
-    def route_topics(self) -> Iterable[str]:
-        """Topics whose routes the refresh loop should keep current."""
-        ...
-
-    def on_route(self, topic: str, route: TopicRoute) -> None:
-        """A route was fetched (changed or not)."""
-        ...
-
-
-class ConsumerMember(Member, Protocol):
-    group: str
-
-    def consumer_data(self) -> dict[str, Any]:
-        """ConsumerData for heartbeats (PROTOCOL.md 4.2)."""
-        ...
-
-    def on_ids_changed(self) -> None:
-        """The broker says the group's members changed: rebalance soon."""
-        ...
-
-    def reset_offsets(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
-        """An admin reset the group's offsets of `topic`."""
-        ...
 
 
 class ClientInstance:
@@ -441,28 +413,12 @@ class ClientInstance:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{header.consumer_group}> not exist in this consumer"
             )
-        if hasattr(consumer, "queue_states"):  # a push consumer: the full picture
-            info = running_info(consumer, self.namesrv)  # type: ignore[arg-type]
-            return request.make_response(body=B.dumps(info))
-        data = consumer.consumer_data()
-        info = {
-            "jstack": "",
-            "mqTable": {},
-            "properties": {
-                "PROP_CLIENT_VERSION": "rmq",
-                "PROP_CONSUME_TYPE": data["consumeType"],
-                "PROP_CONSUMER_START_TIMESTAMP": "0",
-                "PROP_NAMESERVER_ADDR": ";".join(self.namesrv),
-            },
-            "statusTable": {},
-            "subscriptionSet": data["subscriptionDataSet"],
-        }
-        return request.make_response(body=B.dumps(info))
+        return request.make_response(body=B.dumps(consumer.running_info(self.namesrv)))
 
     async def _consume_directly(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = H.ConsumeMessageDirectlyRequestHeader.from_ext(request.ext_fields)
         consumer = self._consumers.get(header.consumer_group)
-        if consumer is None or not hasattr(consumer, "queue_states"):
+        if consumer is None or not consumer.consumes_directly:
             return request.make_response(
                 ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{header.consumer_group}> not exist in this consumer"
             )
@@ -471,5 +427,5 @@ class ClientInstance:
         except (ProtocolError, StopIteration) as exc:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad message in the request body: {exc!r}")
         msg.body = decompress_body(msg.body, msg.sys_flag)
-        result = await consume_directly(consumer, msg)  # type: ignore[arg-type]
+        result = await consumer.consume_directly(msg)
         return request.make_response(body=B.dumps(result))

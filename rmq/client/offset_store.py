@@ -30,7 +30,7 @@ from rmq.protocol import ProtocolError
 from rmq.protocol import body as B
 
 from .errors import MQBrokerError, MQClientError, MQConnectError, MQTimeoutError
-from .instance import ClientInstance
+from .members import BrokerAccess
 from .message import MessageQueue
 
 log = logging.getLogger("rmq.client.offset_store")
@@ -83,7 +83,7 @@ class _Table:
 class RemoteOffsetStore(_Table):
     """Offsets kept by the broker (clustering)."""
 
-    def __init__(self, instance: ClientInstance, group: str) -> None:
+    def __init__(self, instance: BrokerAccess, group: str) -> None:
         super().__init__()
         self.instance = instance
         self.group = group

@@ -54,6 +54,7 @@ from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRoute
 from .ids import UniqueIdGenerator, wall_clock_ms
 from .instance import ROUTE_RETRY_INTERVAL, ClientInstance
 from .latency import LatencyFaultTolerance
+from .members import Instance
 from .message import (
     RETRY_PREFIX,
     MessageQueue,
@@ -68,7 +69,7 @@ from .message import (
 from .route import PublishInfo, TopicRoute
 from .selector import QueueSelector, select_by_hash
 from .service import AsyncService
-from .trace import TraceDispatcher
+from .trace import TraceDispatcher, inner_producer_group
 
 log = logging.getLogger("rmq.client.producer")
 
@@ -149,7 +150,7 @@ class Producer(AsyncService):
         group: str = DEFAULT_PRODUCER_GROUP,
         namesrv: str | Sequence[str] | None = None,
         *,
-        instance: ClientInstance | None = None,
+        instance: Instance | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
         **options: Any,
@@ -159,7 +160,7 @@ class Producer(AsyncService):
         self.group = group
         self.config = ProducerConfig.build(namesrv if instance is None else instance.namesrv, options)
         self._own_instance = instance is None
-        self.instance = instance if instance is not None else ClientInstance(self.config)
+        self.instance: Instance = instance if instance is not None else ClientInstance(self.config)
         self._ids = UniqueIdGenerator(self.instance.ip)
         self._publish: dict[str, PublishInfo] = {}
         self._faults = LatencyFaultTolerance(trio.current_time) if self.config.send_latency_fault_enable else None
@@ -167,7 +168,13 @@ class Producer(AsyncService):
         self._async_slots = trio.Semaphore(self.config.max_async_in_flight)
         self._nursery: trio.Nursery | None = None
         # Pub records to the trace topic (trace.py), sent in the background
-        self.tracer = TraceDispatcher(self.instance, group, trace_topic) if enable_trace else None
+        self.tracer = (
+            TraceDispatcher(
+                self.instance.ip, group, Producer(inner_producer_group(group), instance=self.instance), trace_topic
+            )
+            if enable_trace
+            else None
+        )
         c = self.config
         self._batcher = (
             AutoBatcher(

@@ -31,7 +31,7 @@ from rmq.scheduling import after_woken
 from .api import PullAhead, PullResult, PullStatus
 from .consumer_base import ConsumerBase, no_progress
 from .errors import MQClientError, MQClientStateError, MQNoRouteError
-from .instance import ClientInstance
+from .members import Instance
 from .message import MessageQueue, check_topic
 from .offset_store import ReadType
 from .rebalance import AllocateStrategy, allocate_averagely
@@ -73,7 +73,7 @@ class PullConsumer(ConsumerBase):
         *,
         auto_commit: bool = True,
         allocate: AllocateStrategy = allocate_averagely,
-        instance: ClientInstance | None = None,
+        instance: Instance | None = None,
         **options: Any,
     ) -> None:
         super().__init__(group, namesrv, instance=instance, allocate=allocate, options=options)

@@ -3,8 +3,8 @@
 GET_CONSUMER_RUNNING_INFO (307) gets RocketMQ's ConsumerRunningInfo: `properties`
 (config and start time), `subscriptionSet`, `mqTable` (ProcessQueueInfo of each owned
 queue) and `statusTable` (ConsumeStatus per topic: pull and consume RT and TPS).
-CONSUME_MESSAGE_DIRECTLY (309) runs the handler on the message the broker sent and
-answers a ConsumeMessageDirectlyResult. Field names are RocketMQ 4.9's.
+Field names are RocketMQ 4.9's; what is read of the consumer is `RunningConsumer`.
+CONSUME_MESSAGE_DIRECTLY (309) is answered by PushConsumer.consume_directly.
 
 ConsumeCounters is the one piece on the consume path: plain integer and float adds per
 topic; rates are worked out when someone asks, over the time since the previous ask.
@@ -12,21 +12,21 @@ topic; rates are worked out when someone asks, over the time since the previous 
 
 from __future__ import annotations
 
-import inspect
 import time
-import traceback
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
 from rmq.protocol import body as B
-from rmq.protocol.message import MessageExt
 
+from .config import ConsumerConfig
 from .ids import wall_clock_ms
-
-if TYPE_CHECKING:
-    from .consumer import PushConsumer
+from .message import MessageQueue
+from .offset_store import OffsetStore
+from .process_queue import ProcessQueue
+from .subscription import Subscription
 
 CLIENT_VERSION = "V4_9_8"
 MIB = 1024 * 1024
@@ -102,7 +102,30 @@ def _wall_ms(trio_time: float) -> int:
     return wall_clock_ms() - int((trio.current_time() - trio_time) * 1000)
 
 
-def running_info(consumer: PushConsumer, namesrv: tuple[str, ...]) -> dict[str, Any]:
+class QueueState(Protocol):
+    @property
+    def pq(self) -> ProcessQueue: ...
+
+
+class RunningConsumer(Protocol):
+    """What running info reads of a push consumer."""
+
+    group: str
+    config: ConsumerConfig
+    consume_type: str
+    orderly: bool
+    start_timestamp: int
+    offsets: OffsetStore
+    counters: ConsumeCounters
+
+    @property
+    def queue_states(self) -> Mapping[MessageQueue, QueueState]: ...
+
+    @property
+    def subscriptions(self) -> Mapping[str, Subscription]: ...
+
+
+def push_running_info(consumer: RunningConsumer, namesrv: Sequence[str]) -> dict[str, Any]:
     """ConsumerRunningInfo of a running push consumer, as a JSON-ready dict."""
     cfg = consumer.config
     properties = {
@@ -145,31 +168,4 @@ def running_info(consumer: PushConsumer, namesrv: tuple[str, ...]) -> dict[str, 
         "properties": properties,
         "statusTable": consumer.counters.status_table(),
         "subscriptionSet": [s.to_json() for s in consumer.subscriptions.values()],
-    }
-
-
-async def consume_directly(consumer: PushConsumer, msg: MessageExt) -> dict[str, Any]:
-    """Run the consumer's handler on `msg` (nothing is committed or sent back) and
-    answer a ConsumeMessageDirectlyResult."""
-    from .consumer import ConsumeStatus
-
-    start = time.monotonic()
-    remark = None
-    if consumer.handler is None:
-        result, remark = "CR_THROW_EXCEPTION", "the consumer has no handler (it is iterated)"
-    else:
-        try:
-            status = consumer.handler(msg)
-            if inspect.isawaitable(status):
-                status = await status
-        except Exception:
-            result, remark = "CR_THROW_EXCEPTION", traceback.format_exc(limit=8)
-        else:
-            result = "CR_SUCCESS" if status is None or status is ConsumeStatus.SUCCESS else "CR_LATER"
-    return {
-        "autoCommit": True,
-        "consumeResult": result,
-        "order": consumer.orderly,
-        "remark": remark,
-        "spentTimeMills": int((time.monotonic() - start) * 1000),
     }

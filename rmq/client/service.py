@@ -24,18 +24,9 @@ from typing import Self
 
 import trio
 
+from rmq.lifetime import unwrapped
+
 from .errors import MQClientStateError
-
-
-def sole_exception(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """The one exception inside (possibly nested) groups, or None if there are more."""
-    leaves = group.exceptions
-    if len(leaves) != 1:
-        return None
-    leaf = leaves[0]
-    if isinstance(leaf, BaseExceptionGroup):
-        return sole_exception(leaf)
-    return leaf
 
 
 class AsyncService(abc.ABC):
@@ -103,16 +94,10 @@ class AsyncService(abc.ABC):
         if self._stack is not None:
             raise MQClientStateError(f"{self!r} is already running")
         stack = AsyncExitStack()
-        try:
+        async with unwrapped():
             await stack.enter_async_context(self._lifecycle())
-        except BaseExceptionGroup as group:
-            leaf = sole_exception(group)
-            if leaf is None:
-                raise
-        else:
-            self._stack = stack
-            return self
-        raise leaf
+        self._stack = stack
+        return self
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
@@ -120,10 +105,6 @@ class AsyncService(abc.ABC):
         stack, self._stack = self._stack, None
         if stack is None:
             return None
-        try:
-            return await stack.__aexit__(exc_type, exc, tb)
-        except BaseExceptionGroup as group:
-            leaf = sole_exception(group)
-            if leaf is None:
-                raise
-        raise leaf
+        async with unwrapped():
+            suppressed = await stack.__aexit__(exc_type, exc, tb)
+        return suppressed

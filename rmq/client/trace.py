@@ -13,7 +13,8 @@ are logged and dropped. Leaving the owner flushes what is queued, within STOP_TI
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from types import TracebackType
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -26,9 +27,7 @@ from .ids import UniqueIdGenerator, wall_clock_ms
 from .message import Message
 
 if TYPE_CHECKING:
-    from .instance import ClientInstance
     from .message import SendResult
-    from .producer import Producer
 
 log = logging.getLogger("rmq.client.trace")
 
@@ -40,18 +39,37 @@ STOP_TIMEOUT = 3.0
 INNER_PRODUCER_PREFIX = "_INNER_TRACE_PRODUCER-"
 
 
+def inner_producer_group(group: str) -> str:
+    """The group of the producer that sends `group`'s traces."""
+    return INNER_PRODUCER_PREFIX + group
+
+
+class Sender(Protocol):
+    """The dispatcher's inner producer: a Producer of `inner_producer_group(owner's group)`
+    on its owner's instance, not yet started (the dispatcher runs it)."""
+
+    async def __aenter__(self) -> object: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None: ...
+
+    async def send(self, msg: Message) -> object: ...
+
+
 class TraceDispatcher:
     """Queue trace contexts and send them in batches; see the module docstring."""
 
-    def __init__(self, instance: ClientInstance, group: str, trace_topic: str | None = None) -> None:
-        self.instance = instance
+    def __init__(self, client_ip: str, group: str, producer: Sender, trace_topic: str | None = None) -> None:
+        self.client_ip = client_ip
         self.group = group
+        self._producer = producer
         self.topic = trace_topic or T.TRACE_TOPIC
         self.dropped = 0
         self.sent = 0  # trace messages sent
         self._send, self._recv = trio.open_memory_channel[T.TraceContext](QUEUE_SIZE)
         self._scope = trio.CancelScope()
-        self._ids = UniqueIdGenerator(instance.ip)
+        self._ids = UniqueIdGenerator(client_ip)
 
     def stop(self) -> None:
         """End `run` (it flushes what is queued first)."""
@@ -79,7 +97,7 @@ class TraceDispatcher:
             tags=props.get(P.TAGS, ""),
             keys=props.get(P.KEYS, ""),
             store_host=store_host,
-            client_host=self.instance.ip,
+            client_host=self.client_ip,
             body_length=len(msg.body),
             msg_type=kind,
             offset_msg_id=result.offset_msg_id if result else "",
@@ -96,7 +114,7 @@ class TraceDispatcher:
             tags=msg.tags or "",
             keys=msg.keys or "",
             store_host=f"{msg.store_host[0]}:{msg.store_host[1]}",
-            client_host=self.instance.ip,
+            client_host=self.client_ip,
             body_length=len(msg.body),
             retry_times=msg.reconsume_times,
         )
@@ -121,9 +139,8 @@ class TraceDispatcher:
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Send batches until stopped or cancelled, then flush what is queued."""
-        from .producer import Producer as InnerProducer  # producer.py imports this module
-
-        async with InnerProducer(INNER_PRODUCER_PREFIX + self.group, instance=self.instance) as producer:
+        producer = self._producer
+        async with producer:
             task_status.started()
             batch: list[T.TraceContext] = []
             try:
@@ -145,7 +162,7 @@ class TraceDispatcher:
                     for i in range(0, len(batch), MAX_BATCH):
                         await self._send_batch(producer, batch[i : i + MAX_BATCH])
 
-    async def _send_batch(self, producer: Producer, batch: list[T.TraceContext]) -> None:
+    async def _send_batch(self, producer: Sender, batch: list[T.TraceContext]) -> None:
         data: list[str] = []
         keys: list[str] = []
         size = 0
@@ -160,7 +177,7 @@ class TraceDispatcher:
         if data:
             await self._send_one(producer, data, keys)
 
-    async def _send_one(self, producer: Producer, data: list[str], keys: list[str]) -> None:
+    async def _send_one(self, producer: Sender, data: list[str], keys: list[str]) -> None:
         unique = list(dict.fromkeys(k for k in keys if k))
         msg = Message(self.topic, "".join(data).encode("utf-8"), keys=T.KEY_SEPARATOR.join(unique))
         try:

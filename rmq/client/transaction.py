@@ -38,7 +38,7 @@ from rmq.protocol.message import Message as ProtocolMessage
 from rmq.remoting import Dispatcher, RemotingError, RequestContext
 
 from .errors import MQClientError
-from .instance import ClientInstance
+from .members import Instance
 from .message import SendResult, SendStatus
 from .producer import DEFAULT_PRODUCER_GROUP, Producer, _Outgoing
 
@@ -84,7 +84,7 @@ class TransactionProducer(Producer):
         namesrv: str | Sequence[str] | None = None,
         *,
         check: CheckListener | None = None,
-        instance: ClientInstance | None = None,
+        instance: Instance | None = None,
         **options: Any,
     ) -> None:
         super().__init__(group, namesrv, instance=instance, **options)

@@ -24,10 +24,11 @@ from typing import Any
 
 import trio
 
+from rmq.admin import offsets
+from rmq.admin.messages import admin_producer, dead_letters, resend, with_id
 from rmq.client import Message, MessageQueue, MQAdmin, MQClientError
-from rmq.client.admin import AdminResponseError, TopicConfig
+from rmq.client.admin import TopicConfig
 from rmq.client.message import check_topic
-from rmq.tools.admin import admin_producer, dead_letters, origin_topic, resend_copy
 
 from . import data
 from .auth import User, UsersFileError, check, load_users
@@ -246,13 +247,9 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         if not group:
             raise InputError("no consumer group given")
         when = _time_ms(str(form.get("time") or ""), int(time.time() * 1000))
-        try:
-            table = await admin.reset_offset_by_time(name, group, when)
-        except AdminResponseError as exc:
-            if exc.response_code != 206:  # CONSUMER_NOT_ONLINE: reset the stored offsets instead
-                raise
-            table = await admin.reset_offset_by_time_old(group, name, when)
-        return back(f"/topic/{name}", f"offsets of {group} reset on {len(table)} queue(s)")
+        reset = await offsets.reset_by_time(admin, name, group, when)  # nobody online: the stored offsets
+        count = len(reset.offsets) if reset.offsets is not None else len(reset.stats or [])
+        return back(f"/topic/{name}", f"offsets of {group} reset on {count} queue(s)")
 
     async def consumers(request: Request) -> Response:
         return render(request, "consumers.html", groups=await data.group_rows(admin))
@@ -332,15 +329,16 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
             raise InputError("no consumer group given")
         msgs = await dead_letters(admin, group, DLQ_PAGE)
         if msg_id:
-            msgs = [m for m in msgs if msg_id in (m.msg_id, m.offset_msg_id)]
+            msgs = with_id(msgs, msg_id)
             if not msgs:
                 raise InputError(f"message {msg_id} is not among {group}'s dead letters")
         sent = 0
         async with admin_producer(admin) as producer:
             for m in msgs:
-                target = origin_topic(m)
-                if target:
-                    await producer.send(resend_copy(m, target))
+                done = await resend(producer, m)  # one without an origin topic is left alone
+                if done.error is not None:
+                    raise done.error
+                if done.result is not None:
                     sent += 1
         return back(f"/dlq?group={group}", f"resent {sent} of {len(msgs)} dead letter(s)")
 

@@ -13,11 +13,12 @@ from typing import Any
 
 import trio
 
-from rmq.client import MessageExt, MessageQueue, MQAdmin, MQClientError, MQNoRouteError
+from rmq.admin import brokers
+from rmq.admin.messages import origin_topic, trace_views
+from rmq.client import MessageExt, MessageQueue, MQAdmin, MQClientError
 from rmq.client.message import DLQ_PREFIX, RETRY_PREFIX
 from rmq.protocol import properties as P
 from rmq.protocol import trace as T
-from rmq.tools.admin import origin_topic
 
 SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
                            "RMQ_SYS_TRACE_TOPIC", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "BenchmarkTest",
@@ -51,17 +52,13 @@ def first_figure(tps: str | None) -> float:
 async def cluster_rows(admin: MQAdmin) -> list[dict[str, Any]]:
     """One row per broker (masters and slaves) of every cluster, with its runtime figures;
     a broker that does not answer shows its error instead."""
-    info = await admin.cluster_info()
     rows: list[dict[str, Any]] = []
-    for cluster in sorted(info.clusters):
-        for name, bid, addr in info.members(cluster):
-            row: dict[str, Any] = {"cluster": cluster, "broker": name, "bid": bid, "addr": addr}
-            try:
-                rt = await admin.broker_runtime_info(addr)
-            except MQClientError as exc:
-                row["error"] = str(exc)
-                rows.append(row)
-                continue
+    for broker in await brokers.runtimes(admin):
+        bid, rt = broker.broker_id, broker.table
+        row: dict[str, Any] = {"cluster": broker.cluster, "broker": broker.name, "bid": bid, "addr": broker.addr}
+        if broker.error is not None:
+            row["error"] = str(broker.error)
+        else:
             role = rt.get("brokerRole") or ("SLAVE" if bid else "MASTER")
             row.update(
                 role=role,
@@ -75,7 +72,7 @@ async def cluster_rows(admin: MQAdmin) -> list[dict[str, Any]]:
                 lag=rt.get("slaveFallBehind", "") if bid or int(rt.get("haConnectionNum") or 0) else "",
                 runtime=rt,
             )
-            rows.append(row)
+        rows.append(row)
     return rows
 
 
@@ -280,20 +277,12 @@ async def message_trace(admin: MQAdmin, msg_id: str, trace_topic: str = T.TRACE_
     """The message's trace records (Pub, SubBefore, SubAfter) from the trace topic; none when
     tracing was off or the topic does not exist."""
     try:
-        msgs = await admin.query_message(trace_topic, msg_id)
-    except (MQNoRouteError, MQClientError):
+        views = await trace_views(admin, msg_id, trace_topic)
+    except MQClientError:  # MQNoRouteError too: no trace topic
         return []
-    rows = []
-    for m in msgs:
-        try:
-            contexts = T.decode_trace(m.body.decode("utf-8", "replace"))
-        except T.TraceFormatError:
-            continue
-        for ctx in contexts:
-            if any(b.msg_id == msg_id for b in ctx.beans):
-                rows.append({"type": ctx.trace_type.value, "group": ctx.group_name, "host": m.born_host[0],
-                             "time": _time_text(ctx.timestamp), "cost": ctx.cost_time,
-                             "status": "success" if ctx.success else "failed", "ts": ctx.timestamp})  # fmt: skip
+    rows = [{"type": ctx.trace_type.value, "group": ctx.group_name, "host": host, "time": _time_text(ctx.timestamp),
+             "cost": ctx.cost_time, "status": "success" if ctx.success else "failed", "ts": ctx.timestamp}
+            for ctx, host in views]  # fmt: skip
     rows.sort(key=lambda r: r["ts"])
     return rows
 

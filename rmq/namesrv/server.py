@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import logging
 import ssl
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import trio
 
+from rmq.lifetime import Service, unwrapped
 from rmq.remoting import Connection, RemotingServer, ServerConfig, TlsMode
-from rmq.remoting.service import Service
 from rmq.remoting.tlsconfig import TlsConfigError, server_ssl_context
 
 from .config import ConfigError, NamesrvConfig
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.namesrv")
 
+NO_EXPORTER = "PROM, but this process has no exporter: call rmq.metrics.install() first"
+
 
 class NamesrvServer(Service):
     """One name server: routing state, KV config, the remoting server, the scan loop.
@@ -45,6 +48,11 @@ class NamesrvServer(Service):
 
     Raises ConfigError when TLS is enabled without a context or cert and key paths.
     """
+
+    #: Builds the Prometheus exporter when metricsExporterType=PROM. rmq.metrics.install() sets
+    #: it (the rmq commands, `rmq dev` and EmbeddedCluster call that): the name server never
+    #: imports what observes it.
+    exporter_factory: ClassVar[Callable[[NamesrvServer], Any] | None] = None
 
     def __init__(self, config: NamesrvConfig | None = None, *, ssl_context: ssl.SSLContext | None = None) -> None:
         config = config if config is not None else NamesrvConfig()
@@ -86,36 +94,22 @@ class NamesrvServer(Service):
         """Load the KV config, bind, report `self.address` to `nursery.start`, serve until
         shut down (`shutdown()` / `aclose()`) or cancelled.
 
-        Raises OSError if the port cannot be bound (before reporting started).
+        Raises OSError if a port cannot be bound (before reporting started), ConfigError
+        for metricsExporterType=PROM without an exporter installed.
         """
+        factory = type(self).exporter_factory
+        prometheus = self.config.metrics_exporter_type == "PROM"
+        if prometheus and factory is None:
+            raise ConfigError("metrics_exporter_type", NO_EXPORTER)
         self.kv.load()
-        failure: Exception | None = None
-        async with trio.open_nursery() as nursery:
+        async with unwrapped(), trio.open_nursery() as nursery:  # a port in use comes out as OSError
             self._nursery = nursery
-            try:
-                await nursery.start(self._serve_remoting)
-            except Exception as exc:
-                failure = exc
-            else:
-                nursery.start_soon(self._scan_loop)
-                try:
-                    if self.config.metrics_exporter_type == "PROM":
-                        await nursery.start(self._serve_metrics)
-                except OSError as exc:  # the metrics port is in use
-                    failure = exc
-                    nursery.cancel_scope.cancel()
-                else:
-                    task_status.started(self.address)
-        if failure is not None:
-            # raised outside the nursery, so callers see the OSError itself and not an
-            # ExceptionGroup, whatever trio's strict_exception_groups setting
-            raise failure
-
-    async def _serve_metrics(self, *, task_status: trio.TaskStatus[int]) -> None:
-        from rmq.metrics.namesrv import namesrv_exporter
-
-        self.metrics = namesrv_exporter(self)
-        await self.metrics.serve(task_status=task_status)
+            await nursery.start(self._serve_remoting)
+            nursery.start_soon(self._scan_loop)
+            if prometheus and factory is not None:
+                self.metrics = factory(self)
+                await nursery.start(self.metrics.serve)
+            task_status.started(self.address)
 
     async def _serve_remoting(self, *, task_status: trio.TaskStatus[RemotingServer]) -> None:
         try:

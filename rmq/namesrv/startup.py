@@ -15,20 +15,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import signal
 import sys
-from typing import TYPE_CHECKING
 
 import trio
 
+from rmq.lifetime import until_signalled
 from rmq.protocol import javaprops as properties
 from rmq.rundir import pid_file
 
 from .config import ConfigError, NamesrvConfig, report_unused
 from .server import NamesrvServer
-
-if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
 
 log = logging.getLogger("rmq.namesrv")
 
@@ -88,44 +84,19 @@ def load_config(args: argparse.Namespace) -> NamesrvConfig:
 
 
 async def serve_until_signalled(config: NamesrvConfig) -> None:
-    # the receiver is open before binding, so an early SIGTERM is not lost
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    async with until_signalled(log) as run:
         server = NamesrvServer(config)
-        failure: OSError | None = None
-        async with trio.open_nursery() as nursery:
+        await run.nursery.start(server.serve)
+        assert server.port is not None
+        with contextlib.ExitStack() as stack:
             try:
-                await nursery.start(server.serve)
+                stack.enter_context(pid_file("namesrv", server.port))
             except OSError as exc:
-                failure = exc  # raised below, outside the nursery, so it stays an OSError
-            else:
-                await _serve(server, signals, nursery.cancel_scope)
-        if failure is not None:
-            raise failure
+                log.warning("cannot write the pid file (%s): mqshutdown will not find this name server", exc)
+            print(f"The Name Server boot success. serializeType=JSON, listening on {server.listen_address}", flush=True)
+            await run.wait()
+            await run.stop(server.aclose)
     log.info("name server stopped")
-
-
-async def _serve(server: NamesrvServer, signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
-    assert server.port is not None
-    with contextlib.ExitStack() as stack:
-        try:
-            stack.enter_context(pid_file("namesrv", server.port))
-        except OSError as exc:
-            log.warning("cannot write the pid file (%s): mqshutdown will not find this name server", exc)
-        print(f"The Name Server boot success. serializeType=JSON, listening on {server.listen_address}", flush=True)
-        async for signum in signals:
-            log.info("%s received, shutting down", signal.Signals(signum).name)
-            break
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_stop_on_second_signal, signals, scope)
-            await server.aclose()
-            nursery.cancel_scope.cancel()
-
-
-async def _stop_on_second_signal(signals: AsyncIterator[int], scope: trio.CancelScope) -> None:
-    async for signum in signals:
-        log.warning("%s received again, stopping now", signal.Signals(signum).name)
-        scope.cancel()
-        return
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,11 +18,10 @@ import logging
 import ssl
 import urllib.parse
 from collections.abc import Callable
-from types import TracebackType
-from typing import Any, Self
 
 import trio
 
+from rmq.lifetime import Service
 from rmq.protocol import DEFAULT_MAX_FRAME_SIZE, RemotingCommand
 
 from .connection import (
@@ -106,7 +105,7 @@ def parse_address(address: str) -> _Target:
         raise RemotingConnectError(address, "not an address (ip:port, ws://host:port/path or wss://...)") from None
 
 
-class RemotingClient:
+class RemotingClient(Service):
     """Shared connections to RocketMQ servers; an `async with` object owning a nursery.
 
     Args:
@@ -123,23 +122,19 @@ class RemotingClient:
         self._connections: dict[str, Connection] = {}
         self._locks: dict[str, trio.Lock] = {}
         self._nursery: trio.Nursery | None = None
-        self._manager: Any = None
 
-    async def __aenter__(self) -> Self:
-        self._manager = trio.open_nursery()
-        self._nursery = await self._manager.__aenter__()
-        return self
+    async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Hold the nursery the connections run in until `shutdown()`."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
 
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool | None:
+    def shutdown(self) -> None:
+        """Close every connection; calls waiting on them fail."""
         nursery, self._nursery = self._nursery, None
-        assert nursery is not None
-        nursery.cancel_scope.cancel()
-        # The body's exception is not handed to the nursery, so it propagates as it was
-        # raised instead of wrapped in an ExceptionGroup (strict nurseries).
-        await self._manager.__aexit__(None, None, None)
-        return None
+        if nursery is not None:
+            nursery.cancel_scope.cancel()
 
     @property
     def connections(self) -> dict[str, Connection]:

@@ -37,12 +37,12 @@ from collections.abc import Callable
 
 import trio
 
+from rmq.lifetime import Service
 from rmq.protocol import DEFAULT_MAX_FRAME_SIZE
 
 from .connection import DEFAULT_MAX_IN_FLIGHT, DEFAULT_OUTBOX_SIZE, Connection
 from .dispatcher import Dispatcher
 from .errors import RemotingConnectError
-from .service import Service
 from .stages.codec import CommandStream
 from .stages.idle import DEFAULT_IDLE_TIMEOUT, IdleStream
 from .stages.tls import DEFAULT_HANDSHAKE_TIMEOUT, TlsMode, negotiate

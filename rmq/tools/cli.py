@@ -11,8 +11,8 @@ import sys
 
 # subcommand → (module, function, one-line help)
 _COMMANDS: dict[str, tuple[str, str, str]] = {
-    "namesrv": ("rmq.namesrv.startup", "main", "run a name server (like mqnamesrv)"),
-    "broker": ("rmq.broker.startup", "main", "run a broker (like mqbroker)"),
+    "namesrv": ("rmq.tools.cli", "_namesrv", "run a name server (like mqnamesrv)"),
+    "broker": ("rmq.tools.cli", "_broker", "run a broker (like mqbroker)"),
     "dev": ("rmq.tools.dev", "main", "run a name server and a broker in one process, for a first minute"),
     "admin": ("rmq.tools.admin", "main", "administer topics, groups, offsets and messages (like mqadmin)"),
     "shutdown": ("rmq.tools.shutdown", "main", "stop a running name server or broker (like mqshutdown)"),
@@ -44,6 +44,20 @@ def _pair(argv: list[str], module: str, what: str) -> int:
     return _call(module, f"{argv[0]}_main", argv[1:])
 
 
+def _namesrv(argv: list[str]) -> int:
+    from rmq import metrics  # metricsExporterType=PROM: the servers do not import their exporters
+
+    metrics.install_namesrv()
+    return _call("rmq.namesrv.startup", "main", argv)
+
+
+def _broker(argv: list[str]) -> int:
+    from rmq import metrics
+
+    metrics.install_broker()
+    return _call("rmq.broker.startup", "main", argv)
+
+
 def _quickstart(argv: list[str]) -> int:
     return _pair(argv, "rmq.tools.quickstart", "quickstart")
 
@@ -56,7 +70,7 @@ def _export(argv: list[str]) -> int:
     if not argv or argv[0] != "parquet":
         print("usage: rmq export parquet [options]", file=sys.stderr)
         return 2
-    return _call("spark.export", "main", argv[1:])
+    return _call("rmq_spark.export", "main", argv[1:])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,16 +23,18 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 from pathlib import Path
-from typing import Any
 
 import trio
 
+from rmq import metrics
 from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.controller import BrokerController
+from rmq.lifetime import SignalledRun, until_signalled
 from rmq.namesrv import NamesrvConfig, NamesrvServer
+
+log = logging.getLogger("rmq.tools.dev")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -131,7 +133,7 @@ def cluster_configs(
 
 async def run(args: argparse.Namespace) -> None:
     store = Path(args.store).resolve()
-    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+    async with until_signalled(log) as run:
         namesrv_config = NamesrvConfig(
             listen_host=args.host,
             listen_port=args.namesrv_port,
@@ -139,7 +141,7 @@ async def run(args: argparse.Namespace) -> None:
         )
         async with NamesrvServer(namesrv_config) as namesrv:
             if args.cluster:
-                await _run_cluster(args, namesrv, store, signals)
+                await _run_cluster(args, namesrv, store, run)
                 return
             config = BrokerConfig.load(
                 None,
@@ -152,46 +154,46 @@ async def run(args: argparse.Namespace) -> None:
                     "brokerName": args.broker_name,
                 },
             )
-            async with trio.open_nursery() as nursery:
-                broker = await nursery.start(BrokerController(config).serve)
-                print(f"The Name Server boot success. listening on {namesrv.address}", flush=True)
-                print(f"The broker[{config.broker_name}, {broker.address}] boot success. store: {store}", flush=True)
-                print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
-                async for _ in signals:
-                    break
-                broker.shutdown()
-                await broker.wait_stopped()
+            broker = await run.nursery.start(BrokerController(config).serve)
+            print(f"The Name Server boot success. listening on {namesrv.address}", flush=True)
+            print(f"The broker[{config.broker_name}, {broker.address}] boot success. store: {store}", flush=True)
+            print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
+            await run.wait()
+            await run.stop(lambda: _stop([broker]))
 
 
-async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: Path, signals: Any) -> None:
+async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: Path, run: SignalledRun) -> None:
     configs = cluster_configs(args.cluster, namesrv.address, store, args.host, args.broker_port)
     print(f"The Name Server boot success. listening on {namesrv.address}", flush=True)
-    async with trio.open_nursery() as nursery:
-        brokers = []
-        for config in configs:  # masters first: their slaves find them at once
-            broker = await nursery.start(BrokerController(config).serve)
-            brokers.append(broker)
-            role = (
-                f"DLedger member {config.d_leger_self_id} (elects a leader)"
-                if config.enable_d_leger_commit_log
-                else f"role: {config.broker_role.value}, brokerId: {config.broker_id}"
-            )
-            print(
-                f"The broker[{config.broker_name}, {broker.address}] boot success. "
-                f"{role}, store: {config.store_path_root_dir}",
-                flush=True,
-            )
-        print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
-        async for _ in signals:
-            break
-        for broker in brokers:
-            broker.shutdown()
-        for broker in brokers:
-            await broker.wait_stopped()
+    brokers = []
+    for config in configs:  # masters first: their slaves find them at once
+        broker = await run.nursery.start(BrokerController(config).serve)
+        brokers.append(broker)
+        role = (
+            f"DLedger member {config.d_leger_self_id} (elects a leader)"
+            if config.enable_d_leger_commit_log
+            else f"role: {config.broker_role.value}, brokerId: {config.broker_id}"
+        )
+        print(
+            f"The broker[{config.broker_name}, {broker.address}] boot success. "
+            f"{role}, store: {config.store_path_root_dir}",
+            flush=True,
+        )
+    print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
+    await run.wait()
+    await run.stop(lambda: _stop(brokers))
+
+
+async def _stop(brokers: list[BrokerController]) -> None:
+    for broker in brokers:
+        broker.shutdown()
+    for broker in brokers:
+        await broker.wait_stopped()
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    metrics.install()  # metricsExporterType=PROM in a server's config serves its metrics
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s - %(message)s")
     try:
         trio.run(run, args)

@@ -25,6 +25,7 @@ from typing import Any, Self
 
 import trio
 
+from rmq import metrics
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
 from rmq.broker.topics import TopicConfig
@@ -106,6 +107,7 @@ class EmbeddedCluster:
             self._ready.set()
 
     async def _main(self) -> None:
+        metrics.install()  # broker_config={"metricsExporterType": "PROM"} serves metrics
         self._token = trio.lowlevel.current_trio_token()
         self._stop = trio.Event()
 

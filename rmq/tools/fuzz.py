@@ -4,7 +4,7 @@
              [--kind namesrv|broker|dledger|auto] [--unsafe] [--timeout 5] [--concurrency 4]
     rmq fuzz --target 127.0.0.1:10911 --kind broker --replay SEED:CASE [--unsafe]
 
-The cases come from rmq.protocol.fuzzing: requests of every code the server kind handles,
+The cases come from rmq.fuzzing.cases: requests of every code the server kind handles,
 built from the project's header and body schemas and then broken one way each (wrong types,
 missing and extra fields, extreme numbers, hostile strings and properties, bad bodies,
 unknown codes, broken command headers, broken framing). Any RocketMQ 4.x name server or
@@ -46,8 +46,8 @@ from dataclasses import dataclass, field
 
 import trio
 
+from rmq.fuzzing import cases as F
 from rmq.protocol import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
-from rmq.protocol import fuzzing as F
 
 CRASH = "crash"
 HANG = "hang"

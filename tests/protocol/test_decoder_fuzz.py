@@ -1,6 +1,6 @@
 """The sans-IO decoders on hostile bytes: ProtocolError is the only exception allowed.
 
-A short hypothesis run per decoder of rmq/protocol/fuzz_targets.py (random bytes, and the
+A short hypothesis run per decoder of rmq/fuzzing/targets.py (random bytes, and the
 well-formed seeds with bytes flipped, cut, repeated and spliced), plus the inputs that found
 the bugs fixed so far. The long coverage-guided run is `python bench/fuzz_decoders.py`.
 """
@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from rmq.fuzzing.targets import SEEDS, TARGETS, run
 from rmq.protocol import RemotingCommand, encode_frame
 from rmq.protocol import body as json_body
 from rmq.protocol.errors import HeaderError, RemoteProtocolError
-from rmq.protocol.fuzz_targets import SEEDS, TARGETS, run
 from rmq.protocol.headers import CreateTopicRequestHeader, PullMessageRequestHeader, SendMessageRequestHeader
 from rmq.protocol.properties import java_string_hash
 

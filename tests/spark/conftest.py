@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spark.java import JavaMissing, check_java
+from rmq_spark.java import JavaMissing, check_java
 
 from .spark_fixtures import StoreWriter
 
@@ -29,7 +29,7 @@ def java() -> int:
 @pytest.fixture(scope="session")
 def spark_session(java: int) -> Iterator[Any]:
     """local[2], two shuffle partitions, no UI, 1 GiB of driver memory."""
-    from spark.session import build_session
+    from rmq_spark.session import build_session
 
     session = build_session(
         "local[2]",

@@ -20,7 +20,7 @@ from rmq.broker.controller import BrokerController
 from rmq.client import Message, SendResult, open_producer
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
-from spark.pull_client import ClientError, QueueRef, fetch_route
+from rmq_spark.pull_client import ClientError, QueueRef, fetch_route
 
 START_TIMEOUT = 60.0
 

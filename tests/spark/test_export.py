@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from rmq.protocol.message import make_offset_msg_id
-from spark import export
-from spark.store_scan import list_segments
+from rmq_spark import export
+from rmq_spark.store_scan import list_segments
 
 from .spark_fixtures import DAY_MS, StoreWriter, fill, read_parquet, tear_tail, write_garbage
 from .test_store_scan import crash_store
@@ -165,7 +165,7 @@ def test_interrupted_export_leaves_nothing_that_blocks_the_next(
 ) -> None:
     from pyspark.sql import functions as F
 
-    from spark.parquet_sink import write
+    from rmq_spark.parquet_sink import write
 
     out = tmp_path / "out"
     failing = spark_session.range(10).select(

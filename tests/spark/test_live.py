@@ -126,7 +126,7 @@ def test_stream_restarted_from_its_checkpoint_loses_and_repeats_nothing(
 
 
 def test_export_command_from_a_live_cluster(spark_session: Any, cluster: LiveCluster, tmp_path: Path) -> None:
-    from spark import export
+    from rmq_spark import export
 
     from .spark_fixtures import read_parquet
 

@@ -7,11 +7,11 @@ import datetime as dt
 import pytest
 from pyspark.sql.datasource import EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan, LessThanOrEqual
 
-from spark.java import parse_major
-from spark.live import parse_spec, plan_chunks
-from spark.options import Bounds, parse_time, push_filters
-from spark.pull_client import QueueRef, queues_from_route, split_addrs
-from spark.sources import _cap
+from rmq_spark.java import parse_major
+from rmq_spark.live import parse_spec, plan_chunks
+from rmq_spark.options import Bounds, parse_time, push_filters
+from rmq_spark.pull_client import QueueRef, queues_from_route, split_addrs
+from rmq_spark.sources import _cap
 
 UTC = dt.UTC
 

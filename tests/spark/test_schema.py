@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from rmq.protocol import schema as wire
-from spark.schema import COLUMNS, MESSAGE_SCHEMA, RECORD_FIELD_COLUMNS, arrow_schema
+from rmq_spark.schema import COLUMNS, MESSAGE_SCHEMA, RECORD_FIELD_COLUMNS, arrow_schema
 
 
 def test_every_record_field_has_a_column() -> None:

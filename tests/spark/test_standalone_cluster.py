@@ -96,7 +96,7 @@ def test_export_sources_and_sink_on_a_standalone_cluster(
         textwrap.dedent(
             f"""
             import sys
-            from spark.session import build_session
+            from rmq_spark.session import build_session
             spark = build_session({standalone!r}, "rmq standalone test")
             df = spark.read.format("rocketmq-store").load({str(w.root)!r})
             df.select("body", "tags").write.format("rocketmq").option("namesrv", {rmq_cluster.namesrv_addr!r}) \\

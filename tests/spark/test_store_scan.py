@@ -10,9 +10,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from rmq.protocol.message import decompress_body
-from spark.rows import batches
-from spark.schema import arrow_schema
-from spark.store_scan import DEFAULT_SPLIT_SIZE, list_segments, plan_splits, scan_split
+from rmq_spark.rows import batches
+from rmq_spark.schema import arrow_schema
+from rmq_spark.store_scan import DEFAULT_SPLIT_SIZE, list_segments, plan_splits, scan_split
 
 from .spark_fixtures import FILE_SIZE, StoreWriter, fill, tear_tail, write_garbage
 

@@ -14,7 +14,7 @@ from rmq.store.dledger_log import DLedgerLog, iter_dledger_records
 from rmq.store.dledger_view import DLedgerView
 from rmq.store.errors import StoreError
 from rmq.store.results import GetMessageStatus
-from spark.store_scan import first_store_timestamp, list_segments
+from rmq_spark.store_scan import first_store_timestamp, list_segments
 
 FILE = 64 * 1024
 

@@ -20,10 +20,10 @@ import trio
 from rmq.broker.controller import BrokerController
 from rmq.broker.dledger.node import DLedgerNode, NodeConfig
 from rmq.client import ConsumeFromWhere, Message, Producer, PullConsumer
+from rmq.fuzzing import cases as F
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.protocol import FrameDecoder, RemotingCommand, RequestCode, ResponseCode
-from rmq.protocol import fuzzing as F
 from rmq.protocol.errors import ProtocolError
 from rmq.raft import messages as DL
 from rmq.raft.core import RaftConfig

@@ -1,4 +1,4 @@
-"""mqadmin's maintenance commands (rmq/tools/admin_ops.py) against an in-process name
+"""mqadmin's maintenance commands (rmq/tools/admin/) against an in-process name
 server and broker on 127.0.0.1: config, write permission, KV, topics, queue inspection,
 broker cleanups and send probes. The fixture and helpers are test_admin.py's."""
 

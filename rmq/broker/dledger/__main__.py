@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 
 import trio
 
 from rmq.broker.config import parse_dledger_peers as parse_peers
+from rmq.lifetime import until_signalled
 from rmq.raft.core import RaftConfig
 
 from .node import DLedgerNode, NodeConfig
+
+log = logging.getLogger("rmq.broker.dledger")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,13 +45,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     async def run() -> None:
-        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
-            async with trio.open_nursery() as nursery:
-                node = await nursery.start(DLedgerNode(config).serve)
-                print(f"DLedger node {config.self_id} of {config.group} boot success on port {node.port}", flush=True)
-                async for _ in signals:
-                    break
-                nursery.cancel_scope.cancel()
+        async with until_signalled(log) as member:
+            node = await member.nursery.start(DLedgerNode(config).serve)
+            print(f"DLedger node {config.self_id} of {config.group} boot success on port {node.port}", flush=True)
+            await member.wait()
+            member.cancel()
 
     trio.run(run)
     return 0

@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from rmq.lifetime import unwrapped
 from rmq.protocol.errors import RemoteProtocolError
 from rmq.protocol.ha import ReportDecoder, encode_chunk_header
 from rmq.remoting import RemotingConnectError
 from rmq.remoting.stages.tls import negotiate
 from rmq.store.aio import Replication
 
-from . import unwrapped
 from .rate import ByteRate
 
 if TYPE_CHECKING:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
+from rmq.lifetime import unwrapped
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.ha import ChunkDecoder, encode_report
 from rmq.remoting import RemotingConnectError
@@ -31,7 +32,6 @@ from rmq.remoting.stages.tls import wrap_client
 from rmq.store import StoreError
 
 from ..processors.common import host_port
-from . import unwrapped
 from .rate import ByteRate
 
 if TYPE_CHECKING:

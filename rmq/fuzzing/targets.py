@@ -16,13 +16,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 
-from . import body as json_body
-from . import dledger, ha, header_codec, headers, javaprops, message
-from . import properties as props
-from .codes import LanguageCode, SerializeType
-from .command import RemotingCommand
-from .errors import ProtocolError
-from .frame import FrameDecoder
+from rmq.protocol import body as json_body
+from rmq.protocol import dledger, ha, header_codec, headers, javaprops, message
+from rmq.protocol import properties as props
+from rmq.protocol.codes import LanguageCode, SerializeType
+from rmq.protocol.command import RemotingCommand
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.frame import FrameDecoder
 
 # Bound on what a target makes a decoder allocate, so a fuzzer's input cannot exhaust memory
 # through a legitimate size field: frames and chunks up to 64 KiB, bodies inflated to 1 MiB.

@@ -44,14 +44,13 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
+from rmq.protocol import header_codec
+from rmq.protocol import headers as H
+from rmq.protocol import properties as P
+from rmq.protocol.codes import CURRENT_VERSION, RPC_ONEWAY, RPC_TYPE, RequestCode, ResponseCode, SerializeType
+from rmq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
+from rmq.protocol.message import COMPRESSED_FLAG, Message, encode_batch_body
 from rmq.raft import messages as DL  # DLedger's peer messages: JSON bodies, sans-IO as this module
-
-from . import header_codec
-from . import headers as H
-from . import properties as P
-from .codes import CURRENT_VERSION, RPC_ONEWAY, RPC_TYPE, RequestCode, ResponseCode, SerializeType
-from .frame import DEFAULT_MAX_FRAME_SIZE
-from .message import COMPRESSED_FLAG, Message, encode_batch_body
 
 BROKER = "broker"
 NAMESRV = "namesrv"
