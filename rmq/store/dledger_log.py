@@ -45,6 +45,7 @@ from .mapped_file_queue import MappedFileQueue
 log = logging.getLogger("rmq.store.dledger")
 
 DEFAULT_INDEX_FILE_SIZE = INDEX_UNIT_SIZE * 5 * 1024 * 1024  # DLedgerConfig.mappedFileSizeForEntryIndex
+ALLOCATE_AHEAD = 4 * 1024 * 1024  # bytes a file written through its mapping allocates at a time
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,14 +88,14 @@ class DLedgerLog:
             raise StoreError(f"index file size must be a multiple of {INDEX_UNIT_SIZE}")
         self.path = os.path.join(os.fspath(root), f"dledger-{self_id}")
         # pwrite_appends: for a log whose every append is synced before it counts (sync_flush);
-        # see MappedFile.expect_appends. A log written through its mappings has its files'
-        # blocks allocated when they are made: no SIGBUS on a full disk.
-        mapped = not pwrite_appends
+        # see MappedFile.expect_appends. A log written through its mappings gets its files'
+        # blocks ALLOCATE_AHEAD at a time before it writes into them: no SIGBUS on a full disk.
+        ahead = 0 if pwrite_appends else ALLOCATE_AHEAD
         self.data = MappedFileQueue(
-            os.path.join(self.path, "data"), data_file_size, pwrite_appends=pwrite_appends, preallocate=mapped
+            os.path.join(self.path, "data"), data_file_size, pwrite_appends=pwrite_appends, allocate_ahead=ahead
         )
         self.index = MappedFileQueue(
-            os.path.join(self.path, "index"), index_file_size, pwrite_appends=pwrite_appends, preallocate=mapped
+            os.path.join(self.path, "index"), index_file_size, pwrite_appends=pwrite_appends, allocate_ahead=ahead
         )
         self.data_file_size = data_file_size
         self.begin_index = 0  # first index held (entries before it were deleted or never copied)

@@ -69,6 +69,7 @@ class MappedFile:
         "_lock",
         "_mm",
         "_pool",
+        "_ahead",
         "_preallocate",
         "_appending",
         "_sync_fd",
@@ -89,6 +90,7 @@ class MappedFile:
         *,
         pool: MapPool | None = None,
         preallocate: bool = False,
+        allocate_ahead: int = 0,
     ) -> None:
         self.path = path
         self.start = start
@@ -104,6 +106,7 @@ class MappedFile:
         self._appending = False
         self.closed = False
         self.allocated_to = 0  # blocks below this file position are allocated
+        self._ahead = 0 if preallocate else allocate_ahead
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
             created = True
@@ -131,6 +134,16 @@ class MappedFile:
                     log.warning("cannot allocate %s (%s): written with pwrite until it can be", path, exc)
             if actual < size and not self.allocated:  # new, or a crash left it short: zeros
                 os.ftruncate(fd, size)
+            if self._ahead and created:
+                try:
+                    os.posix_fallocate(fd, 0, min(size, self._ahead))
+                except OSError:
+                    os.close(fd)
+                    fd = -1
+                    with contextlib.suppress(OSError):
+                        os.unlink(path)
+                    raise
+                self.allocated_to = min(size, self._ahead)
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -211,12 +224,26 @@ class MappedFile:
         """Whether appends go with pwrite (``expect_appends``)."""
         return self._appending
 
-    @property
-    def mapped_writes(self) -> bool:
-        """Whether a write may go straight into ``mm``: the blocks are allocated and appends do
-        not go with pwrite. Otherwise a record is built in a buffer and written with
-        ``pwrite``, and ``write`` and ``write_at`` use pwrite."""
-        return self.allocated and not self._appending
+    def mapped_writes_at(self, pos: int, n: int) -> bool:
+        """Whether ``n`` bytes at ``pos`` may be written straight into ``mm``: appends do not go
+        with pwrite and the blocks there are allocated. A file made with ``allocate_ahead``
+        allocates its next ``allocate_ahead`` bytes here when a write reaches past what it has
+        (files written in order, such as a DLedger log's, get their blocks as they fill rather
+        than all at once: a 1 GiB data file would take 1 GiB of disk when made). Otherwise,
+        or when the disk has no room, a record is built in a buffer and written with
+        ``pwrite``, where a full disk is an error rather than a SIGBUS."""
+        if self._appending:
+            return False
+        end = pos + n
+        if end <= self.allocated_to:
+            return True
+        if not self._ahead:
+            return False
+        try:
+            self.allocate(end + self._ahead)
+        except OSError:
+            return False
+        return True
 
     def pwrite(self, pos: int, data: bytes | bytearray | memoryview) -> None:
         """Write ``data`` at ``pos`` with pwrite, through a descriptor kept until
@@ -308,14 +335,14 @@ class MappedFile:
             OSError: the write failed (disk full, I/O error); ``wrote`` stays.
         """
         end = pos + len(data)
-        if self.mapped_writes:
+        if self.mapped_writes_at(pos, len(data)):
             _copy_head_last(self.mm, pos, data)
         else:
             self.write_at(pos, data)
         self.wrote = max(self.wrote, end)
 
     def write_at(self, pos: int, data: bytes | bytearray | memoryview) -> None:
-        """Write ``data`` at ``pos``: through the mapping if there is one and ``mapped_writes``,
+        """Write ``data`` at ``pos``: through the mapping if there is one and ``mapped_writes_at``,
         else with pwrite (far cheaper than mapping a file for one small write). Does not move
         ``wrote``.
 
@@ -326,7 +353,7 @@ class MappedFile:
             self.pwrite(pos, data)
             return
         mm = self._mm
-        if mm is not None and self.allocated:
+        if mm is not None and self.mapped_writes_at(pos, len(data)):
             if self._pool is not None:
                 self._pool.touch(self)
             _copy_head_last(mm, pos, data)

@@ -28,6 +28,7 @@ class MappedFileQueue:
         *,
         pool: MapPool | None = None,
         preallocate: bool = False,
+        allocate_ahead: int = 0,
         pwrite_appends: bool = False,
     ) -> None:
         self.directory = directory
@@ -36,6 +37,7 @@ class MappedFileQueue:
         self.flushed_where = 0
         self._pool = pool
         self._preallocate = preallocate
+        self._allocate_ahead = allocate_ahead  # see MappedFile.mapped_writes_at
         # The last file is written with pwrite, not through its mapping
         # (MappedFile.expect_appends): the CommitLog's, and a DLedger log synced on every
         # append. Files of small entries (consume queues, the index) write through theirs.
@@ -66,7 +68,14 @@ class MappedFileQueue:
 
     def _open(self, start: int) -> MappedFile:
         path = os.path.join(self.directory, offset_to_file_name(start))
-        return MappedFile(path, start, self.file_size, pool=self._pool, preallocate=self._preallocate)
+        return MappedFile(
+            path,
+            start,
+            self.file_size,
+            pool=self._pool,
+            preallocate=self._preallocate,
+            allocate_ahead=self._allocate_ahead,
+        )
 
     @property
     def min_offset(self) -> int:

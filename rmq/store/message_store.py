@@ -406,7 +406,7 @@ class MessageStore:
         except OSError as exc:
             return self._write_failed(exc, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, "cannot create a CommitLog file")
         phy = mf.start + pos
-        built = None if mf.mapped_writes else bytearray(size)
+        built = None if mf.mapped_writes_at(pos, size) else bytearray(size)
         pack_record_into(
             mf.mm if built is None else built, pos if built is None else 0, size, zlib.crc32(body) & 0x7FFFFFFF,
             queue_id, flag, queue_offset, phy, sys_flag, born_timestamp, born_b, store_ts, store_b, reconsume_times,
@@ -523,7 +523,7 @@ class MessageStore:
             return self._write_failed(exc, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, "cannot create a CommitLog file")
         first_pos = pos
         first_phy = mf.start + pos
-        built = None if mf.mapped_writes else bytearray(total)  # the whole batch: one pwrite
+        built = None if mf.mapped_writes_at(pos, total) else bytearray(total)  # the whole batch: one pwrite
         target, base = (mf.mm, 0) if built is None else (built, first_pos)
         ids = []
         for m, tail, size in encoded:
@@ -622,7 +622,7 @@ class MessageStore:
         return result
 
     def _write_built(self, mf: MappedFile, pos: int, built: bytearray) -> PutMessageResult | None:
-        """Write records built for a file not written through its mapping (``mf.mapped_writes``
+        """Write records built for a file not written through its mapping (``mf.mapped_writes_at``
         false, see MappedFile.expect_appends); a refusal when the kernel refuses the write:
         nothing counts as written, and the next append writes there again."""
         try:

@@ -130,10 +130,10 @@ def test_recovery_goes_on_writing_the_last_file_with_pwrite(tmp_path: Path) -> N
 
 @needs_smaps
 def test_a_log_synced_twice_a_second_writes_through_its_mapping(tmp_path: Path) -> None:
-    queue = MappedFileQueue(str(tmp_path), 16 * mmap.PAGESIZE, preallocate=True)  # as DLedgerLog makes it
+    queue = MappedFileQueue(str(tmp_path), 16 * mmap.PAGESIZE, allocate_ahead=4 * mmap.PAGESIZE)  # as DLedgerLog
     mf = queue.create()
     mf.write(0, b"m" * mmap.PAGESIZE)
-    assert not mf.appending and mf.mapped_writes
+    assert not mf.appending and mf.mapped_writes_at(mmap.PAGESIZE, 1)
     [(start, end, random, resident)] = _mappings(mf.path)
     assert (start, end, random) == (0, 16 * mmap.PAGESIZE, False) and resident > 0
     queue.close()
@@ -146,7 +146,7 @@ def test_a_file_whose_blocks_are_not_allocated_is_never_written_through_its_mapp
     mf = queue.create()
     mf.write(0, b"m" * mmap.PAGESIZE)
     mf.write_at(mmap.PAGESIZE, b"n" * 10)
-    assert not mf.allocated and not mf.mapped_writes
+    assert not mf.allocated and not mf.mapped_writes_at(0, 1)
     assert [resident for *_, resident in _mappings(mf.path)] == [0]
     assert mf.read(mmap.PAGESIZE - 2, 4) == b"mmnn"
     queue.close()
@@ -242,3 +242,18 @@ def test_a_copy_into_the_mapping_writes_its_head_last() -> None:
     buf.starts = []
     _copy_head_last(buf, 0, b"abc")  # type: ignore[arg-type]
     assert buf.starts == [0] and bytes(buf[:3]) == b"abc"
+
+
+def test_a_file_written_in_order_gets_its_blocks_a_part_ahead_at_a_time(tmp_path: Path) -> None:
+    """A DLedger log's 1 GiB data file must not take 1 GiB of disk when it is made."""
+    ahead = 4 * mmap.PAGESIZE
+    queue = MappedFileQueue(str(tmp_path), 64 * mmap.PAGESIZE, allocate_ahead=ahead)
+    mf = queue.create()
+    assert mf.allocated_to == ahead and os.stat(mf.path).st_blocks * 512 <= 2 * ahead
+    mf.write(0, b"a" * (3 * mmap.PAGESIZE))
+    assert mf.allocated_to == ahead  # within what it has
+    mf.write(3 * mmap.PAGESIZE, b"b" * (2 * mmap.PAGESIZE))
+    assert mf.allocated_to == 5 * mmap.PAGESIZE + ahead
+    assert os.stat(mf.path).st_blocks * 512 < 64 * mmap.PAGESIZE
+    assert mf.read(3 * mmap.PAGESIZE - 1, 2) == b"ab"
+    queue.close()
