@@ -306,14 +306,15 @@ class MessageStore:
         self._stats.put_message_failed_times += 1
         return PutMessageResult(status, remark)
 
-    def _host(self, host: tuple[str, int], v6_flag: int) -> tuple[bytes, int]:
-        """Encoded host and the sysFlag bit it needs (IPv6 hosts get the V6 bit)."""
+    def _host(self, host: tuple[str, int]) -> tuple[bytes, bool]:
+        """Encoded host, and whether it is IPv6 (needs its V6 sysFlag bit). The bit is the
+        caller's to choose: one host may be a born host and a store host."""
         cached = self._hosts.get(host)
         if cached is None:
             if len(self._hosts) > 4096:  # bounded: born hosts come from many clients
                 self._hosts.clear()
             v6 = is_ipv6_host(host[0])
-            cached = self._hosts[host] = (encode_host(host, v6), v6_flag if v6 else 0)
+            cached = self._hosts[host] = (encode_host(host, v6), v6)
         return cached
 
     def _topic(self, topic: str) -> _TopicState | None:
@@ -383,12 +384,16 @@ class MessageStore:
                 f"properties of {len(props_b)} bytes exceed {MAX_PROPERTIES_LENGTH}",
             )
         try:
-            born_b, born_v6 = self._host(born_host, BORNHOST_V6_FLAG)
-            store_b, store_v6 = self._host(store_host, STOREHOST_V6_FLAG)
+            born_b, born_v6 = self._host(born_host)
+            store_b, store_v6 = self._host(store_host)
         except LocalProtocolError as exc:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, str(exc))
         # the V6 bits describe the hosts we write, whatever the sender's sysFlag said
-        sys_flag = (sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)) | born_v6 | store_v6
+        sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+        if born_v6:
+            sys_flag |= BORNHOST_V6_FLAG
+        if store_v6:
+            sys_flag |= STOREHOST_V6_FLAG
         tail = record_tail(topic_b, props_b)
         size = _V4_RECORD_HEAD - 3 + len(body) + len(tail)
         if sys_flag & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG):
@@ -469,12 +474,16 @@ class MessageStore:
         if queue_id < 0:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, f"bad queue id {queue_id}")
         try:
-            born_b, born_v6 = self._host(born_host, BORNHOST_V6_FLAG)
-            store_b, store_v6 = self._host(store_host, STOREHOST_V6_FLAG)
+            born_b, born_v6 = self._host(born_host)
+            store_b, store_v6 = self._host(store_host)
         except LocalProtocolError as exc:
             return self._refuse(PutMessageStatus.MESSAGE_ILLEGAL, str(exc))
         # the V6 bits describe the hosts we write, whatever the sender's sysFlag said
-        sys_flag = (sys_flag & ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)) | born_v6 | store_v6
+        sys_flag &= ~(BORNHOST_V6_FLAG | STOREHOST_V6_FLAG)
+        if born_v6:
+            sys_flag |= BORNHOST_V6_FLAG
+        if store_v6:
+            sys_flag |= STOREHOST_V6_FLAG
         head = record_size(sys_flag, 0, 0, 0) - 3
         encoded: list[tuple[Message | BatchItem, bytes, int]] = []
         total = 0

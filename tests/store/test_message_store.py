@@ -14,6 +14,7 @@ import pytest
 from rmq.protocol import properties as P
 from rmq.protocol.message import (
     BORNHOST_V6_FLAG,
+    STOREHOST_V6_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -370,6 +371,27 @@ def test_transactions(open_store) -> None:
     assert decode_record(store.select_one_message_by_offset(prep.wrote_offset))[0].body == b"half"
     assert len(store.query_message("T", "TX1").records) == 2  # prepared records are indexed
     assert store.query_message("T", "TX2").records == []  # rollback records are not
+
+
+def test_an_ipv6_host_gets_the_bit_of_the_role_it_has_in_each_record(open_store) -> None:
+    """One host may be a born host in one record and the store host in the next (a broker's
+    own op records name it as both): each record carries the V6 bit of its own role."""
+    store = open_store()
+    v6 = ("2001:db8::1", 10911)
+    first = store.put_message("T", 0, b"a", born_host=v6, store_host=("127.0.0.1", 1))
+    second = store.put_message("T", 0, b"b", born_host=("127.0.0.1", 2), store_host=v6)
+    both = store.put_messages("T", 0, [Message("T", b"c")], born_host=v6, store_host=v6)
+    got = [store.look_message_by_offset(r.wrote_offset) for r in (first, second, both)]
+    assert [(m.born_host, m.store_host) for m in got] == [
+        (v6, ("127.0.0.1", 1)),
+        (("127.0.0.1", 2), v6),
+        (v6, v6),
+    ]
+    assert [m.sys_flag & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG) for m in got] == [
+        BORNHOST_V6_FLAG,
+        STOREHOST_V6_FLAG,
+        BORNHOST_V6_FLAG | STOREHOST_V6_FLAG,
+    ]
 
 
 def test_schedule_topic_tags_code_is_delivery_time(open_store, clock: FakeClock) -> None:
