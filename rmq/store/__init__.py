@@ -11,7 +11,6 @@ from .errors import StoreError as StoreError
 from .errors import StoreLockedError as StoreLockedError
 from .flush import FlushPlan as FlushPlan
 from .message_store import MessageStore as MessageStore
-from .message_store import disk_used_ratio as disk_used_ratio
 from .message_store import wall_clock_ms as wall_clock_ms
 from .results import GetMessageResult as GetMessageResult
 from .results import GetMessageStatus as GetMessageStatus
@@ -20,6 +19,7 @@ from .results import PutMessageStatus as PutMessageStatus
 from .results import QueryMessageResult as QueryMessageResult
 from .results import RetentionResult as RetentionResult
 from .results import StoreStats as StoreStats
+from .space import disk_used_ratio as disk_used_ratio
 
 __all__ = [
     "SCHEDULE_TOPIC",

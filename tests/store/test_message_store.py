@@ -162,7 +162,7 @@ def test_removing_status_when_only_removed_records(open_store) -> None:
     cq = store.queues.get("T", 0)
     raw = cq.entries(0, removed)
     assert len(raw) == removed * 20
-    r = store._collect(cq, 0, raw, 32, 1 << 20, None)
+    r = store.reader._collect(cq, 0, raw, 32, 1 << 20, None)
     assert (r.status, r.next_begin_offset) == (GetMessageStatus.MESSAGE_WAS_REMOVING, removed)
 
 

@@ -1,0 +1,419 @@
+"""Appending: drafts become CommitLog records (the write half of DefaultMessageStore).
+
+``Appender.put`` encodes one ``MessageDraft`` straight into the CommitLog's mapped page cache
+(or one pwrite, see MappedFile.expect_appends) and returns; ``put_many`` writes several in one
+piece, all or none: a batch, or a transaction's commit and its op record. Queue offsets come
+from an in-memory table per (topic, queue id), advanced only by what was written. Neither
+syncs: the store facade and ``aio.AsyncMessageStore`` apply the flush policy (``wants_wait``).
+An HA slave's appends of its master's bytes (``append_replica``) come in here too.
+"""
+
+from __future__ import annotations
+
+import errno
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+
+from rmq.protocol import properties as P
+from rmq.protocol.errors import LocalProtocolError
+from rmq.protocol.message import (
+    BORNHOST_V6_FLAG,
+    MAX_PROPERTIES_LENGTH,
+    MAX_TOPIC_LENGTH,
+    STOREHOST_V6_FLAG,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_PREPARED_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    TRANSACTION_TYPE_MASK,
+    BatchItem,
+    Message,
+    MessageDraft,
+    encode_host,
+    is_ipv6_host,
+    pack_record_into,
+    record_size,
+    record_tail,
+)
+
+from .commitlog import CommitLog
+from .config import StoreConfig
+from .dispatch import Dispatcher
+from .errors import StoreError
+from .mapped_file import MappedFile
+from .results import PutMessageResult, PutMessageStatus, StoreStats
+from .space import CHECK_MS, DiskSpace
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+_V6_FLAGS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
+_V4_HEAD = record_size(0, 0, 0, 0) - 3  # 88: a record's fixed part, before body and tail
+_V6_EXTRA = 12  # per IPv6 host
+_NOT_QUEUED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_OK = PutMessageStatus.PUT_OK
+_ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
+
+# A draft checked and encoded, ready to write: topic state, born host and store host bytes,
+# sysFlag with its V6 bits, the bytes after the body, record size.
+_Plan = tuple["_TopicState", bytes, bytes, int, bytes, int]
+
+
+class IllegalBatch(StoreError):
+    """A batch RocketMQ refuses as MESSAGE_ILLEGAL: transactional, or an item with a delay
+    level. ``str(exc)`` says which."""
+
+
+class _TopicState:
+    __slots__ = ("encoded", "offsets", "puts")
+
+    def __init__(self, encoded: bytes) -> None:
+        self.encoded = encoded  # UTF-8 topic name, as written into records
+        self.offsets: dict[int, int] = {}  # queue id -> next queue offset
+        self.puts = 0
+
+
+def wants_wait(wait: bool | None, props: Mapping[str, str] | str | bytes | None) -> bool:
+    """Whether an append waits for its sync: ``wait`` if given, else the WAIT property
+    (absent means true)."""
+    if wait is not None:
+        return wait
+    if props is None:
+        return True
+    if isinstance(props, str):
+        return f"{P.WAIT}{P.NAME_VALUE_SEPARATOR}false" not in props
+    if isinstance(props, bytes):
+        return b"WAIT\x01false" not in props
+    return props.get(P.WAIT) != "false"
+
+
+def batch_drafts(head: MessageDraft, items: Iterable[Message | BatchItem]) -> list[MessageDraft]:
+    """The drafts of a batch (SEND_BATCH_MESSAGE): one per item (``decode_batch_items`` or
+    ``decode_batch_body``), with ``head``'s topic, queue, sysFlag, born time and host, store
+    host, reconsume times and wait; its body is not used.
+
+    Each item keeps its own properties (UNIQ_KEY, KEYS, TAGS); ``head.properties`` (a mapping
+    or None: batch-level ones such as WAIT, and CLUSTER) are added to each, overriding. A
+    BatchItem's properties are kept as they came, the batch's appended, unless they may name
+    DELAY or a batch property (then they are decoded, checked and merged as a Message's are).
+    Whether the batch waits is decided here once, from ``head`` (``wants_wait``).
+
+    Raises:
+        IllegalBatch: ``head`` is transactional, or an item has a delay level (as RocketMQ).
+    """
+    if head.sys_flag & TRANSACTION_TYPE_MASK != TRANSACTION_NOT_TYPE:
+        raise IllegalBatch("batch messages cannot be transactional")
+    extra = head.properties
+    if extra is not None and not isinstance(extra, Mapping):
+        extra = P.decode_properties(extra)
+    items = list(items)
+    topic, queue_id, sys_flag = head.topic, head.queue_id, head.sys_flag
+    born_ts, born, store, times = head.born_timestamp, head.born_host, head.store_host, head.reconsume_times
+    wait = wants_wait(head.wait, extra)
+    extra_b = P.encode_properties(extra).encode("utf-8") if extra else b""
+    # encoded properties are kept, the batch's appended, unless they may name DELAY or a
+    # batch property (then decoded, checked and merged as a Message's are)
+    watched = P.property_marks((P.DELAY, *extra) if extra else (P.DELAY,))
+    # one scan of all items first: in the common batch none names a watched property
+    some_watched = P.may_any_have((m.properties for m in items if isinstance(m, BatchItem)), watched)
+    drafts = []
+    for m in items:
+        if isinstance(m, BatchItem) and not (some_watched and P.may_have(m.properties, watched)):
+            raw = m.properties
+            # a separator between the two unless the item's own ends with one (the C++
+            # client's do), as RocketMQ's batch encoder does
+            props_b = raw + b"\x02" + extra_b if raw and extra_b and raw[-1] != 2 else raw + extra_b
+        else:
+            props = dict(m.properties) if isinstance(m, Message) else P.decode_properties(m.properties)
+            if extra:
+                props.update(extra)
+            delay = props.get(P.DELAY, "0")
+            if delay.strip().lstrip("-").isdigit() and int(delay) > 0:
+                raise IllegalBatch("batch messages cannot be delayed")
+            props_b = P.encode_properties(props).encode("utf-8")
+        drafts.append(
+            MessageDraft(topic, queue_id, m.body, m.flag, props_b, sys_flag, born_ts, born, store, times, 0, None, wait)
+        )
+    return drafts
+
+
+class Appender:
+    """Writes drafts into ``commitlog``; statuses and refusals as ``MessageStore.put`` says.
+
+    Not thread-safe, like the store. ``closed`` refuses everything (the store sets it).
+    """
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        clock: Callable[[], int],
+        commitlog: CommitLog,
+        dispatcher: Dispatcher,
+        space: DiskSpace,
+        stats: StoreStats,
+    ) -> None:
+        self.config = config
+        self.clock = clock
+        self.commitlog = commitlog
+        self.dispatcher = dispatcher
+        self.space = space
+        self._stats = stats
+        self.closed = True
+        # Per topic: encoded name, next queue offset per queue id, put count. One lookup per
+        # append however many topics there are.
+        self.topics: dict[str, _TopicState] = {}
+        self._hosts: dict[tuple[str, int], tuple[bytes, int]] = {}
+        self.replica_next = 0  # where an HA slave expects the next record header
+
+    # --- the table of topics and queue offsets ----------------------------------------------
+
+    def _topic(self, topic: str) -> _TopicState | None:
+        state = self.topics.get(topic)
+        if state is None:
+            encoded = topic.encode("utf-8")
+            if not 0 < len(encoded) <= MAX_TOPIC_LENGTH:
+                return None
+            state = self.topics[topic] = _TopicState(encoded)
+        return state
+
+    def queue_offset_for_next(self, topic: str, queue_id: int) -> int:
+        """Queue offset the next append to (topic, queue) will get."""
+        state = self.topics.get(topic)
+        return state.offsets.get(queue_id, 0) if state is not None else 0
+
+    def reset_queue_offsets(self, max_offsets: Iterable[tuple[tuple[str, int], int]]) -> None:
+        """Take every queue's next offset from ``max_offsets`` ((topic, queue id), next offset)
+        alone: what the consume queues say."""
+        for state in self.topics.values():
+            state.offsets.clear()
+        for (topic, queue_id), max_offset in max_offsets:
+            known = self._topic(topic)
+            if known is not None:
+                known.offsets[queue_id] = max_offset
+
+    def put_counts(self) -> dict[str, int]:
+        """Appends per topic since the store opened (topics with none left out)."""
+        return {t: st.puts for t, st in self.topics.items() if st.puts}
+
+    # --- appends ----------------------------------------------------------------------------
+
+    def _refuse(self, status: PutMessageStatus, remark: str) -> PutMessageResult:
+        self._stats.put_message_failed_times += 1
+        return PutMessageResult(status, remark)
+
+    def _refused(self, now: int) -> PutMessageResult | None:
+        """A refusal when the store is closed or refuses appends now (measuring the disk
+        first if that is a second old), else None."""
+        space = self.space
+        if not -CHECK_MS < now - space.checked_at < CHECK_MS and not self.closed:
+            space.check()
+        if space.refusal is not None or self.closed:
+            return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, space.refusal or "store is closed")
+        return None
+
+    def _host(self, host: tuple[str, int]) -> tuple[bytes, bool]:
+        """Encoded host, and whether it is IPv6 (needs its V6 sysFlag bit). The bit is the
+        caller's to choose: one host may be a born host and a store host.
+
+        Raises:
+            LocalProtocolError: not a host address.
+        """
+        if len(self._hosts) > 4096:  # bounded: born hosts come from many clients
+            self._hosts.clear()
+        v6 = is_ipv6_host(host[0])
+        cached = self._hosts[host] = (encode_host(host, v6), v6)
+        return cached
+
+    def _plan(self, d: MessageDraft) -> _Plan | PutMessageResult:
+        """Check ``d`` and encode what it needs; a refusal when it cannot be stored."""
+        state = self.topics.get(d.topic) or self._topic(d.topic)
+        if state is None:
+            return self._refuse(_ILLEGAL, f"topic length must be 1..{MAX_TOPIC_LENGTH} bytes")
+        body = d.body
+        if len(body) > self.config.max_message_size:
+            return self._refuse(
+                _ILLEGAL, f"message body of {len(body)} bytes exceeds max_message_size {self.config.max_message_size}"
+            )
+        if d.queue_id < 0:
+            return self._refuse(_ILLEGAL, f"bad queue id {d.queue_id}")
+        props = d.properties
+        if props is None:
+            props_b = b""
+        elif isinstance(props, str):
+            props_b = props.encode("utf-8")
+        elif isinstance(props, bytes):
+            props_b = props
+        else:
+            props_b = P.encode_properties(props).encode("utf-8")
+        if len(props_b) > MAX_PROPERTIES_LENGTH:
+            return self._refuse(
+                PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                f"properties of {len(props_b)} bytes exceed {MAX_PROPERTIES_LENGTH}",
+            )
+        hosts = self._hosts
+        try:
+            born_b, born_v6 = hosts.get(d.born_host) or self._host(d.born_host)
+            store_b, store_v6 = hosts.get(d.store_host) or self._host(d.store_host)
+        except LocalProtocolError as exc:
+            return self._refuse(_ILLEGAL, str(exc))
+        tail = record_tail(state.encoded, props_b)
+        size = _V4_HEAD + len(body) + len(tail)
+        # the V6 bits describe the hosts we write, whatever the sender's sysFlag said
+        sys_flag = d.sys_flag & ~_V6_FLAGS
+        if born_v6:
+            sys_flag |= BORNHOST_V6_FLAG
+            size += _V6_EXTRA
+        if store_v6:
+            sys_flag |= STOREHOST_V6_FLAG
+            size += _V6_EXTRA
+        return state, born_b, store_b, sys_flag, tail, size
+
+    def put(self, d: MessageDraft) -> PutMessageResult:
+        """Write one record into the CommitLog's page cache; never syncs. See
+        ``MessageStore.put``."""
+        store_ts = self.clock()
+        refused = self._refused(store_ts)
+        if refused is not None:
+            return refused
+        plan = self._plan(d)
+        if plan.__class__ is PutMessageResult:
+            return plan  # type: ignore[return-value]
+        state, born_b, store_b, sys_flag, tail, size = plan  # type: ignore[misc]
+        if size > self.config.mapped_file_size_commitlog - 8:
+            return self._refuse(_ILLEGAL, f"record of {size} bytes does not fit a CommitLog file")
+        offsets = state.offsets
+        queue_id = d.queue_id
+        queued = sys_flag & TRANSACTION_TYPE_MASK not in _NOT_QUEUED
+        queue_offset = offsets.get(queue_id, 0) if queued else 0
+        try:
+            mf, pos = self.commitlog.reserve(size)
+        except OSError as exc:
+            return self._write_failed(exc, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, "cannot create a CommitLog file")
+        phy = mf.start + pos
+        built = None if mf.mapped_writes else bytearray(size)
+        body = d.body
+        pack_record_into(
+            mf.mm if built is None else built, pos if built is None else 0, size, zlib.crc32(body) & 0x7FFFFFFF,
+            queue_id, d.flag, queue_offset, phy, sys_flag, d.born_timestamp, born_b, store_ts, store_b,
+            d.reconsume_times, d.prepared_transaction_offset, body, tail,
+        )  # fmt: skip
+        if built is not None and (failed := self._write_built(mf, pos, built)) is not None:
+            return failed
+        mf.wrote = pos + size
+        self.commitlog.last_store_timestamp = store_ts
+        if queued:
+            offsets[queue_id] = queue_offset + 1
+        if d.tags_code is not None:
+            self.dispatcher.tags_overrides[phy] = d.tags_code
+        state.puts += 1
+        stats = self._stats
+        stats.put_message_times_total += 1
+        stats.put_message_size_total += size
+        return PutMessageResult(
+            _OK, "", phy, size, (store_b + phy.to_bytes(8, "big")).hex().upper(), queue_offset, store_ts, 1
+        )
+
+    def put_many(self, drafts: Sequence[MessageDraft]) -> PutMessageResult:
+        """Write the drafts as consecutive records in one CommitLog file, all or none; never
+        syncs. See ``MessageStore.put_many``."""
+        store_ts = self.clock()
+        refused = self._refused(store_ts)
+        if refused is not None:
+            return refused
+        if not drafts:
+            return self._refuse(_ILLEGAL, "empty batch")
+        plans: list[_Plan] = []
+        total = 0
+        for d in drafts:
+            plan = self._plan(d)
+            if plan.__class__ is PutMessageResult:
+                return plan  # type: ignore[return-value]
+            plans.append(plan)  # type: ignore[arg-type]
+            total += plan[5]  # type: ignore[index]
+        if total > self.config.mapped_file_size_commitlog - 8:
+            return self._refuse(_ILLEGAL, f"batch of {total} bytes does not fit a CommitLog file")
+        try:
+            mf, pos = self.commitlog.reserve(total)
+        except OSError as exc:
+            return self._write_failed(exc, PutMessageStatus.CREATE_MAPPED_FILE_FAILED, "cannot create a CommitLog file")
+        first_pos = pos
+        first_phy = mf.start + pos
+        built = None if mf.mapped_writes else bytearray(total)  # all of them: one pwrite
+        target, base = (mf.mm, 0) if built is None else (built, first_pos)
+        ids = []
+        queue_offsets = []
+        # queue offsets advance as records are packed; what they were before, per queue in
+        # the order first met, puts them back if the write fails
+        undo: list[tuple[dict[int, int], int, int]] = []
+        last: tuple[dict[int, int], int] | None = None
+        overrides = self.dispatcher.tags_overrides
+        for d, (state, born_b, store_b, sys_flag, tail, size) in zip(drafts, plans, strict=True):
+            phy = mf.start + pos
+            queue_id = d.queue_id
+            queue_offset = 0
+            if sys_flag & TRANSACTION_TYPE_MASK not in _NOT_QUEUED:
+                offsets = state.offsets
+                queue_offset = offsets.get(queue_id, 0)
+                if last is None or last[0] is not offsets or last[1] != queue_id:
+                    last = offsets, queue_id
+                    undo.append((offsets, queue_id, queue_offset))
+                offsets[queue_id] = queue_offset + 1
+            body = d.body
+            pack_record_into(
+                target, pos - base, size, zlib.crc32(body) & 0x7FFFFFFF, queue_id, d.flag, queue_offset, phy, sys_flag,
+                d.born_timestamp, born_b, store_ts, store_b, d.reconsume_times, d.prepared_transaction_offset,
+                body, tail,
+            )  # fmt: skip
+            ids.append((store_b + phy.to_bytes(8, "big")).hex().upper())
+            queue_offsets.append(queue_offset)
+            pos += size
+        if built is not None and (failed := self._write_built(mf, first_pos, built)) is not None:
+            for offsets, queue_id, queue_offset in reversed(undo):
+                offsets[queue_id] = queue_offset
+            return failed
+        mf.wrote = pos
+        self.commitlog.last_store_timestamp = store_ts
+        phy = first_phy
+        for d, plan in zip(drafts, plans, strict=True):
+            plan[0].puts += 1
+            if d.tags_code is not None:
+                overrides[phy] = d.tags_code
+            phy += plan[5]
+        stats = self._stats
+        stats.put_message_times_total += len(plans)
+        stats.put_message_size_total += total
+        return PutMessageResult(
+            _OK, "", first_phy, total, ",".join(ids), queue_offsets[0], store_ts, len(plans), queue_offsets
+        )
+
+    def _write_built(self, mf: MappedFile, pos: int, built: bytearray) -> PutMessageResult | None:
+        """Write records built for a file not written through its mapping (``mf.mapped_writes``
+        false, see MappedFile.expect_appends); a refusal when the kernel refuses the write:
+        nothing counts as written, and the next append writes there again."""
+        try:
+            mf.pwrite(pos, built)
+        except OSError as exc:
+            return self._write_failed(exc, PutMessageStatus.UNKNOWN_ERROR, "cannot write the CommitLog")
+        return None
+
+    def _write_failed(self, exc: OSError, status: PutMessageStatus, what: str) -> PutMessageResult:
+        """The disk refused a CommitLog write or file. No space (ENOSPC, EDQUOT): appends are
+        refused with SERVICE_NOT_AVAILABLE until the next disk measurement (a second at most)
+        lets one try again. Any other error fails this append only, with ``status``."""
+        if exc.errno not in _NO_SPACE:
+            return self._refuse(status, f"{what}: {exc}")
+        return self._refuse(PutMessageStatus.SERVICE_NOT_AVAILABLE, self.space.refuse_writes(what, exc))
+
+    # --- replication (HA) -------------------------------------------------------------------
+
+    def append_replica(self, offset: int, data: bytes | memoryview) -> None:
+        """Append a master's CommitLog bytes verbatim at ``offset``: see
+        ``MessageStore.append_replica``."""
+        if self.closed:
+            raise StoreError("store is closed")
+        if not data:
+            return
+        empty = not self.commitlog.files.files
+        self.replica_next, whole = self.commitlog.append_replica(offset, data, self.replica_next)
+        if empty:
+            self.dispatcher.reput_offset = offset
+        # A chunk may end inside a record: dispatch stops at the last whole one.
+        self.dispatcher.limit = whole
+        self._stats.put_message_size_total += len(data)
