@@ -2,6 +2,11 @@
 RocketMQ 4.x. Synchronous; ``rmq.store.aio`` adds the Trio services (imported explicitly, so
 importing this package never imports trio)."""
 
+from rmq.protocol.message import MessageDraft as MessageDraft
+from rmq.protocol.message import redraft as redraft
+
+from .append import IllegalBatch as IllegalBatch
+from .append import batch_drafts as batch_drafts
 from .commitlog import iter_commitlog as iter_commitlog
 from .config import FlushDiskType as FlushDiskType
 from .config import StoreConfig as StoreConfig
@@ -28,6 +33,8 @@ __all__ = [
     "FlushPlan",
     "GetMessageResult",
     "GetMessageStatus",
+    "IllegalBatch",
+    "MessageDraft",
     "MessageStore",
     "PutMessageResult",
     "PutMessageStatus",
@@ -37,7 +44,9 @@ __all__ = [
     "StoreError",
     "StoreLockedError",
     "StoreStats",
+    "batch_drafts",
     "disk_used_ratio",
     "iter_commitlog",
+    "redraft",
     "wall_clock_ms",
 ]

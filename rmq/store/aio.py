@@ -55,7 +55,7 @@ from typing import Any, Self
 import trio
 
 from rmq.later import Later
-from rmq.protocol.message import BatchItem, Message, MessageDraft
+from rmq.protocol.message import MessageDraft
 
 from .append import wants_wait
 from .flush import FlushPlan
@@ -428,26 +428,6 @@ class AsyncMessageStore:
             return result
         waits = any(wants_wait(d.wait, d.properties) for d in drafts)
         return self._register(result, waits, drafts[0].topic, drafts[0].queue_id)
-
-    # --- keyword appends, until every caller hands drafts ------------------------------------
-
-    async def put_message(self, topic: str, queue_id: int, body: bytes, **fields: Any) -> PutMessageResult:
-        return await self.put(MessageDraft(topic, queue_id, body, **fields))
-
-    async def put_messages(
-        self, topic: str, queue_id: int, messages: Iterable[Message | BatchItem], **fields: Any
-    ) -> PutMessageResult:
-        rest = self.put_messages_now(topic, queue_id, messages, **fields)
-        return rest if isinstance(rest, PutMessageResult) else await rest
-
-    def put_message_now(self, topic: str, queue_id: int, body: bytes, **fields: Any) -> Any:
-        return self.put_now(MessageDraft(topic, queue_id, body, **fields))
-
-    def put_messages_now(
-        self, topic: str, queue_id: int, messages: Iterable[Message | BatchItem], **fields: Any
-    ) -> Any:
-        drafts = self.store._batch(topic, queue_id, messages, fields.pop("extra_properties", None), fields)
-        return drafts if isinstance(drafts, PutMessageResult) else self.put_many_now(drafts)
 
     def _register(self, result: PutMessageResult, waits: bool, topic: str, queue_id: int) -> PutMessageResult | PutWait:
         """What follows an append, up to the waits: the result, or an awaitable of it.

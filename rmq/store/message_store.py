@@ -35,12 +35,12 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Self
+from collections.abc import Callable, Sequence
+from typing import Self
 
-from rmq.protocol.message import BatchItem, Message, MessageDraft, MessageExt
+from rmq.protocol.message import MessageDraft, MessageExt
 
-from .append import Appender, IllegalBatch, batch_drafts, wants_wait
+from .append import Appender, wants_wait
 from .checkpoint import StoreCheckpoint
 from .commitlog import CommitLog
 from .config import FlushDiskType, StoreConfig
@@ -55,7 +55,6 @@ from .recovery import replay_start, validation_start
 from .results import (
     GetMessageResult,
     PutMessageResult,
-    PutMessageStatus,
     QueryMessageResult,
     RetentionResult,
     StoreStats,
@@ -278,41 +277,6 @@ class MessageStore:
         if result.ok and self._sync_flush and any(wants_wait(d.wait, d.properties) for d in drafts):
             self.flush_commitlog()
         return result
-
-    # --- keyword appends, until every caller hands drafts ------------------------------------
-
-    def append_message(self, topic: str, queue_id: int, body: bytes, **fields: Any) -> PutMessageResult:
-        """``put`` of a draft made of these values, never synced."""
-        return self.appender.put(MessageDraft(topic, queue_id, body, **fields))
-
-    def put_message(self, topic: str, queue_id: int, body: bytes, **fields: Any) -> PutMessageResult:
-        """``put`` of a draft made of these values."""
-        return self.put(MessageDraft(topic, queue_id, body, **fields))
-
-    def _batch(
-        self, topic: str, queue_id: int, messages: Iterable[Message | BatchItem], extra: Any, fields: Any
-    ) -> list[MessageDraft] | PutMessageResult:
-        try:
-            return batch_drafts(MessageDraft(topic, queue_id, b"", properties=extra, **fields), messages)
-        except IllegalBatch as exc:
-            self._stats.put_message_failed_times += 1
-            return PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, str(exc))
-
-    def append_messages(
-        self, topic: str, queue_id: int, messages: Iterable[Message | BatchItem], *, extra_properties: Any = None,
-        **fields: Any,
-    ) -> PutMessageResult:  # fmt: skip
-        """``put_many`` of a batch's drafts, never synced."""
-        drafts = self._batch(topic, queue_id, messages, extra_properties, fields)
-        return drafts if isinstance(drafts, PutMessageResult) else self.appender.put_many(drafts)
-
-    def put_messages(
-        self, topic: str, queue_id: int, messages: Iterable[Message | BatchItem], *, extra_properties: Any = None,
-        **fields: Any,
-    ) -> PutMessageResult:  # fmt: skip
-        """``put_many`` of a batch's drafts."""
-        drafts = self._batch(topic, queue_id, messages, extra_properties, fields)
-        return drafts if isinstance(drafts, PutMessageResult) else self.put_many(drafts)
 
     @property
     def stats(self) -> StoreStats:

@@ -9,7 +9,7 @@ import pytest
 
 from rmq.protocol.dledger import BODY_OFFSET, decode_entry_header
 from rmq.protocol.message import decode_record
-from rmq.store import MessageStore, StoreConfig
+from rmq.store import MessageDraft, MessageStore, StoreConfig
 from rmq.store.dledger_log import DLedgerLog, iter_dledger_records
 from rmq.store.dledger_view import DLedgerView
 from rmq.store.errors import StoreError
@@ -63,9 +63,9 @@ def member(tmp_path: Path) -> Member:
 
 def test_records_live_in_the_entries_and_queues_point_there(member: Member) -> None:
     store = member.store
-    offsets = [store.append_message("T", 0, b"m%d" % i).wrote_offset for i in range(3)]
+    offsets = [store.put(MessageDraft("T", 0, b"m%d" % i)).wrote_offset for i in range(3)]
     member.seal()  # the three sends share one entry
-    offsets.append(store.append_message("T", 0, b"m3").wrote_offset)
+    offsets.append(store.put(MessageDraft("T", 0, b"m3")).wrote_offset)
     member.seal()
     entry1 = member.dlog.entry(1)
     assert offsets[0] == entry1.pos + BODY_OFFSET == BODY_OFFSET * 2  # after the no-op's header
@@ -88,12 +88,12 @@ def test_an_undecodable_entry_costs_its_own_records_not_the_rest_of_the_file(
 ) -> None:
     store = member.store
     for i in range(2):
-        store.append_message("T", 0, b"m%d" % i)
+        store.put(MessageDraft("T", 0, b"m%d" % i))
     member.seal()
     # an entry whose body is no message record (a bare member's APPEND, a damaged page)
     bad = member.dlog.append(member.dlog.end_index + 1, member.term, b"\x00\x00\x01\x00 not a record" * 8)
     for i in range(2, 4):
-        store.append_message("T", 0, b"m%d" % i)
+        store.put(MessageDraft("T", 0, b"m%d" % i))
     member.seal()
     member.commit()
     got = store.get_message("T", 0, 0, 10)
@@ -108,7 +108,7 @@ def test_entries_are_bounded_and_files_roll_with_dledger_blanks(tmp_path: Path) 
     m = Member(tmp_path, max_entry_body=3000)
     m.dlog.append(0, 1, b"")
     body = b"x" * 1000
-    offsets = [m.store.append_message("T", 0, body).wrote_offset for _ in range(150)]
+    offsets = [m.store.put(MessageDraft("T", 0, body)).wrote_offset for _ in range(150)]
     m.seal()
     assert m.dlog.end_index > 50  # a full entry was proposed (sealed) before the next record
     assert len(m.dlog.data.files) >= 3
@@ -129,13 +129,13 @@ def test_entries_are_bounded_and_files_roll_with_dledger_blanks(tmp_path: Path) 
 
 def test_uncommitted_records_are_not_dispatched_after_a_restart(member: Member) -> None:
     store = member.store
-    store.append_message("T", 0, b"committed")
+    store.put(MessageDraft("T", 0, b"committed"))
     member.seal()
     member.commit()
     member.dlog.save_checkpoint()
-    store.append_message("T", 0, b"proposed")
+    store.put(MessageDraft("T", 0, b"proposed"))
     member.seal()
-    store.append_message("T", 0, b"unproposed")  # still being filled: cut at open
+    store.put(MessageDraft("T", 0, b"unproposed"))  # still being filled: cut at open
     member.close()
     member.open()
     assert member.dlog.end_index == 2
@@ -149,7 +149,7 @@ def test_uncommitted_records_are_not_dispatched_after_a_restart(member: Member) 
 
 def test_a_follower_holds_the_same_bytes_at_the_same_offsets(member: Member, tmp_path: Path) -> None:
     for i in range(20):
-        member.store.append_message("T", i % 2, b"m%d" % i)
+        member.store.put(MessageDraft("T", i % 2, b"m%d" % i))
         if i % 3 == 0:
             member.seal()
     member.seal()
@@ -160,7 +160,7 @@ def test_a_follower_holds_the_same_bytes_at_the_same_offsets(member: Member, tmp
 
 
 def test_a_new_entry_drops_what_a_deposed_leader_was_filling(member: Member) -> None:
-    member.store.append_message("T", 0, b"never proposed")
+    member.store.put(MessageDraft("T", 0, b"never proposed"))
     assert member.dlog.filling
     member.dlog.append(1, 2, b"")  # the next leader's no-op arrives
     assert not member.dlog.filling and member.dlog.end_index == 1
@@ -199,7 +199,7 @@ def test_retention_deletes_old_data_files_and_the_index_files_they_no_longer_nee
     m.store.commitlog.on_full = m.seal  # type: ignore[attr-defined]
     m.dlog.append(0, 1, b"")
     for _ in range(200):
-        m.store.append_message("T", 0, bytes(1000))
+        m.store.put(MessageDraft("T", 0, bytes(1000)))
     m.seal()
     m.commit()
     files = len(m.dlog.data.files)
@@ -221,7 +221,7 @@ def test_retention_deletes_old_data_files_and_the_index_files_they_no_longer_nee
 def test_a_follower_rebuilt_inside_a_data_file_dispatches_reads_and_reopens(member: Member, tmp_path: Path) -> None:
     leader = member
     for i in range(300):
-        leader.store.append_message("T", 0, b"m%03d" % i * 60)
+        leader.store.put(MessageDraft("T", 0, b"m%03d" % i * 60))
         if i % 4 == 3:
             leader.seal()
     leader.seal()
