@@ -7,7 +7,6 @@ from rmq.protocol.message import redraft as redraft
 
 from .append import IllegalBatch as IllegalBatch
 from .append import batch_drafts as batch_drafts
-from .commitlog import iter_commitlog as iter_commitlog
 from .config import FlushDiskType as FlushDiskType
 from .config import StoreConfig as StoreConfig
 from .dispatch import SCHEDULE_TOPIC as SCHEDULE_TOPIC
@@ -17,6 +16,8 @@ from .errors import StoreLockedError as StoreLockedError
 from .flush import FlushPlan as FlushPlan
 from .message_store import MessageStore as MessageStore
 from .message_store import wall_clock_ms as wall_clock_ms
+from .records import FileRecords as FileRecords
+from .records import iter_commitlog as iter_commitlog
 from .results import GetMessageResult as GetMessageResult
 from .results import GetMessageStatus as GetMessageStatus
 from .results import PutMessageResult as PutMessageResult
@@ -29,6 +30,7 @@ from .space import disk_used_ratio as disk_used_ratio
 __all__ = [
     "SCHEDULE_TOPIC",
     "ArrivalListener",
+    "FileRecords",
     "FlushDiskType",
     "FlushPlan",
     "GetMessageResult",

@@ -3,18 +3,25 @@ Raft: the test plays the member (it seals entries and moves the commit point).""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from rmq.protocol.dledger import BODY_OFFSET, decode_entry_header
 from rmq.protocol.message import decode_record
-from rmq.store import MessageDraft, MessageStore, StoreConfig
-from rmq.store.dledger_log import DLedgerLog, iter_dledger_records
+from rmq.store import MessageDraft, MessageStore, StoreConfig, iter_commitlog
+from rmq.store.dledger_log import DLedgerLog
 from rmq.store.dledger_view import DLedgerView
 from rmq.store.errors import StoreError
 from rmq.store.results import GetMessageStatus
 from spark.store_scan import first_store_timestamp, list_segments
+
+
+def member_records(member_dir: str) -> dict[int, bytes]:
+    """Every record in a DLedger member's data files, by CommitLog offset."""
+    return dict(iter_commitlog(os.path.join(member_dir, "data"), dledger=True))
+
 
 FILE = 64 * 1024
 
@@ -78,7 +85,7 @@ def test_records_live_in_the_entries_and_queues_point_there(member: Member) -> N
     assert [decode_record(r)[0].body for r in got.records] == [b"m0", b"m1", b"m2", b"m3"]
     assert [decode_record(r)[0].commitlog_offset for r in got.records] == offsets
     # tools read the same records from the data files
-    records = dict(iter_dledger_records(member.dlog.path))
+    records = member_records(member.dlog.path)
     assert sorted(records) == offsets
     assert decode_record(records[offsets[2]])[0].body == b"m2"
 
@@ -119,7 +126,7 @@ def test_entries_are_bounded_and_files_roll_with_dledger_blanks(tmp_path: Path) 
         assert got.records
         seen += [decode_record(r)[0].commitlog_offset for r in got.records]
     assert seen == offsets
-    assert sorted(dict(iter_dledger_records(m.dlog.path))) == offsets  # across the blanks
+    assert sorted(member_records(m.dlog.path)) == offsets  # across the blanks
     m.close()
     # reopening finds the same entries and dispatches nothing twice
     m.open()
@@ -156,7 +163,7 @@ def test_a_follower_holds_the_same_bytes_at_the_same_offsets(member: Member, tmp
     follower = DLedgerLog(tmp_path / "f", "n1", data_file_size=FILE)
     for e in member.dlog.entries(0):
         follower.append(e.index, e.term, e.body, pos=e.pos)
-    assert dict(iter_dledger_records(follower.path)) == dict(iter_dledger_records(member.dlog.path))
+    assert member_records(follower.path) == member_records(member.dlog.path)
 
 
 def test_a_new_entry_drops_what_a_deposed_leader_was_filling(member: Member) -> None:
@@ -237,8 +244,8 @@ def test_a_follower_rebuilt_inside_a_data_file_dispatches_reads_and_reopens(memb
     for e in entries[first.index + 1 :]:
         follower.dlog.append(e.index, e.term, e.body, pos=e.pos)
     follower.commit()
-    ours = dict(iter_dledger_records(leader.dlog.path))
-    theirs = dict(iter_dledger_records(follower.dlog.path))
+    ours = member_records(leader.dlog.path)
+    theirs = member_records(follower.dlog.path)
     assert theirs == {o: r for o, r in ours.items() if o > first.pos}
     # its queue holds what it holds, at the leader's queue offsets, and nothing before
     lo = follower.store.get_min_offset_in_queue("T", 0)

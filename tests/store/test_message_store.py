@@ -577,7 +577,7 @@ def test_iter_commitlog_reads_a_live_store(open_store, tmp_path: Path) -> None:
 
     store = open_store(mapped_file_size_commitlog=4096)
     results = [store.put(MessageDraft("T", 0, b"%d" % i)) for i in range(80)]
-    got = list(iter_commitlog(str(tmp_path / "store" / "commitlog"), 4096))
+    got = list(iter_commitlog(str(tmp_path / "store" / "commitlog")))
     assert [off for off, _ in got] == [r.wrote_offset for r in results]
     start = results[40].wrote_offset
     tail = iter_commitlog(str(tmp_path / "store" / "commitlog"), start=start)
