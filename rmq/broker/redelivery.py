@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 import trio
 
 from rmq.protocol import properties as P
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import redraft
 from rmq.store import MessageStore
 
@@ -77,23 +76,13 @@ def scan_markers(store: MessageStore, start: int, key: str, skip_topic: str) -> 
     ignoring records of `skip_topic` (the system topic, whose copies may carry stale
     markers)."""
     commitlog = store.commitlog
-    end = commitlog.max_offset
-    pos = max(start, commitlog.min_offset)
     needle = key + P.NAME_VALUE_SEPARATOR
     found: list[str] = []
-    while pos < end:
-        try:
-            meta = commitlog.meta_at(pos)
-        except ProtocolError:
-            meta = None
-        if meta is None:  # end-of-file blank (or a gap): go on in the next file
-            pos = (pos // commitlog.file_size + 1) * commitlog.file_size
-            continue
+    for meta in commitlog.records(max(start, commitlog.min_offset)):
         if needle in meta.properties and meta.topic != skip_topic:
             value = P.decode_properties(meta.properties).get(key)
             if value:
                 found.append(value)
-        pos += meta.size
     return found
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterator
 
 from rmq.protocol.message import (
     BORNHOST_V6_FLAG,
@@ -44,6 +45,7 @@ class CommitLog:
     """Mapped files under ``directory``; offsets are byte positions in the whole log."""
 
     synced_elsewhere = False  # True: the store's flusher does not sync these files
+    in_dledger_entries = False  # True: the records sit in DLedger entries (records.py)
     dispatch_limit: int | None = None  # dispatch stops here at open (None: at the end)
 
     def __init__(
@@ -239,6 +241,16 @@ class CommitLog:
         if pos + BLANK.size > mf.size:
             return mf.size - pos
         return mf.size - pos if peek_size_and_magic(mf.mm, pos)[1] == BLANK_MAGIC else None
+
+    def records(self, start: int) -> Iterator[RecordMeta]:
+        """The records from ``start`` (a record start) to the write position, read as recovery
+        reads them (records.py); where bytes that are no record end a file's records early,
+        the walk goes on at the next file's start."""
+        for mf in list(self.files.files):
+            if mf.start + mf.wrote > start:
+                yield from FileRecords(
+                    mf.mm, mf.start, max(start, mf.start), limit=mf.wrote, dledger=self.in_dledger_entries
+                )
 
     def meta_at(self, offset: int) -> RecordMeta | None:
         """Decode the record at ``offset`` without its body; None for a blank or no data.

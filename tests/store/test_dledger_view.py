@@ -134,6 +134,23 @@ def test_entries_are_bounded_and_files_roll_with_dledger_blanks(tmp_path: Path) 
     assert decode_entry_header(m.dlog.data.files[1].mm, 0).pos == FILE
 
 
+def test_the_log_reads_its_records_across_entry_headers_and_files(tmp_path: Path) -> None:
+    """What the delay and timer services scan at start (redelivery.scan_markers): every record
+    from an offset on, though entry headers and DLedger's blanks lie between them."""
+    m = Member(tmp_path, max_entry_body=3000)
+    m.dlog.append(0, 1, b"")
+    offsets = [
+        m.store.put(MessageDraft("T", 0, b"x" * 1000, properties={"K": str(i)})).wrote_offset for i in range(150)
+    ]
+    m.seal()
+    assert len(m.dlog.data.files) >= 3
+    assert [meta.commitlog_offset for meta in m.store.commitlog.records(0)] == offsets
+    assert [meta.properties for meta in m.store.commitlog.records(offsets[100])] == [
+        f"K\x01{i}" for i in range(100, 150)
+    ]
+    m.close()
+
+
 def test_uncommitted_records_are_not_dispatched_after_a_restart(member: Member) -> None:
     store = member.store
     store.put(MessageDraft("T", 0, b"committed"))
