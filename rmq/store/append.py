@@ -89,8 +89,8 @@ def batch_drafts(head: MessageDraft, items: Iterable[Message | BatchItem]) -> li
     ``decode_batch_body``), with ``head``'s topic, queue, sysFlag, born time and host, store
     host, reconsume times and wait; its body is not used.
 
-    Each item keeps its own properties (UNIQ_KEY, KEYS, TAGS); ``head.properties`` (a mapping
-    or None: batch-level ones such as WAIT, and CLUSTER) are added to each, overriding. A
+    Each item keeps its own properties (UNIQ_KEY, KEYS, TAGS); ``head.properties`` (the
+    batch-level ones such as WAIT, and CLUSTER) are added to each, overriding. A
     BatchItem's properties are kept as they came, the batch's appended, unless they may name
     DELAY or a batch property (then they are decoded, checked and merged as a Message's are).
     Whether the batch waits is decided here once, from ``head`` (``wants_wait``).
@@ -111,8 +111,6 @@ def batch_drafts(head: MessageDraft, items: Iterable[Message | BatchItem]) -> li
     # a separator between an item's own and the batch's unless the item's end with one (the
     # C++ client's do), as RocketMQ's batch encoder does
     sep_extra = b"\x02" + extra_b if extra_b else b""
-    # encoded properties are kept, the batch's appended, unless they may name DELAY or a
-    # batch property (then decoded, checked and merged as a Message's are)
     watched = P.property_marks((P.DELAY, *extra) if extra else (P.DELAY,))
     # one scan of all items first: in the common batch none names a watched property
     some_watched = P.may_any_have((m.properties for m in items if isinstance(m, BatchItem)), watched)
@@ -161,10 +159,10 @@ class Appender:
         self.space = space
         self._stats = stats
         self.closed = True
-        # Per topic: encoded name, next queue offset per queue id, put count. One lookup per
-        # append however many topics there are.
+        # Per topic: its field in records, next queue offset per queue id, put count. One
+        # lookup per append however many topics there are.
         self.topics: dict[str, _TopicState] = {}
-        self._hosts: dict[tuple[str, int], tuple[bytes, int]] = {}
+        self._hosts: dict[tuple[str, int], tuple[bytes, bool]] = {}  # see _host
         self.replica_next = 0  # where an HA slave expects the next record header
 
     # --- the table of topics and queue offsets ----------------------------------------------
@@ -214,8 +212,9 @@ class Appender:
         return None
 
     def _host(self, host: tuple[str, int]) -> tuple[bytes, bool]:
-        """Encoded host, and whether it is IPv6 (needs its V6 sysFlag bit). The bit is the
-        caller's to choose: one host may be a born host and a store host.
+        """Encode a host not cached yet: its bytes, and whether it is IPv6 (needs its V6
+        sysFlag bit). The bit is the caller's to choose: one host may be a born host and a
+        store host.
 
         Raises:
             LocalProtocolError: not a host address.

@@ -100,7 +100,6 @@ class MessageStore:
         self.clock = clock or wall_clock_ms
         self._disk_usage = disk_usage or disk_used_ratio
         self._stats = StoreStats()
-        self._closed = True
         self._sync_flush = config.flush_disk_type is FlushDiskType.SYNC_FLUSH
         for d in (config.store_path_root_dir, config.commitlog_dir, config.consume_queue_dir):
             os.makedirs(d, exist_ok=True)
@@ -110,7 +109,6 @@ class MessageStore:
         except BaseException:
             self._release_lock()
             raise
-        self._closed = False
 
     # --- open / close ---------------------------------------------------------------------
 
@@ -195,7 +193,7 @@ class MessageStore:
         self.reset_queue_offsets()
         self.dispatcher.listener = listener
         self.appender.replica_next = end
-        self._closed = self.appender.closed = False
+        self.appender.closed = False
         self.flush()
         self.check_disk()
         log.info(
@@ -207,13 +205,13 @@ class MessageStore:
     def close(self) -> None:
         """Dispatch and sync everything, mark a clean shutdown and release the lock.
         Idempotent."""
-        if self._closed:
+        if self.appender.closed:
             return
         try:
             self.dispatcher.dispatch_pending(notify=False)
             self.flush()
         finally:
-            self._closed = self.appender.closed = True
+            self.appender.closed = True
             self.queues.close()
             if self.index is not None:
                 self.index.close()
@@ -231,7 +229,7 @@ class MessageStore:
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        return self.appender.closed
 
     @property
     def arrival_listener(self) -> ArrivalListener | None:
