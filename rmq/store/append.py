@@ -342,8 +342,9 @@ class Appender:
         total = 0
         head: Any = None
         last: tuple[Any, ...] = (None, None, None, None)
+        tagged = False
         for d in drafts:
-            topic, queue_id, body, _, props, sys_flag, _, born, store, _, _, _, _ = d
+            topic, queue_id, body, _, props, sys_flag, _, born, store, _, _, tags_code, _ = d
             if topic is not last[0] or born is not last[1] or store is not last[2] or sys_flag != last[3]:
                 head = self._head(topic, born, store, sys_flag)
                 if head.__class__ is PutMessageResult:
@@ -357,6 +358,7 @@ class Appender:
             tails.append(tail)  # type: ignore[arg-type]
             sizes.append(size)
             total += size
+            tagged = tagged or tags_code is not None
         if total > self.config.mapped_file_size_commitlog - 8:
             return self._refuse(_ILLEGAL, f"batch of {total} bytes does not fit a CommitLog file")
         try:
@@ -369,31 +371,36 @@ class Appender:
         target, base = (mf.mm, 0) if built is None else (built, first_pos)
         ids = []
         queue_offsets = []
-        # queue offsets advance as records are packed; what they were, per queue in the order
-        # first met, puts them back if the write fails
+        # A queue's offsets advance through a run of drafts with one head and queue id; what
+        # they were before puts them back if the write fails.
         undo: list[tuple[dict[int, int], int, int]] = []
-        last_offsets: dict[int, int] | None = None
-        last_queue = -1
-        tagged = False
-        for d, (state, born_b, store_b, sys_flag, _), tail, size in zip(drafts, heads, tails, sizes, strict=True):
-            _, queue_id, body, flag, _, _, born_ts, _, _, times, prepared, tags_code, _ = d
-            phy = mf.start + pos
-            queue_offset = 0
-            if sys_flag & TRANSACTION_TYPE_MASK not in _NOT_QUEUED:
+        offsets: dict[int, int] = {}
+        run_head: Any = None
+        run_queue = queue_offset = -1
+        step = 0
+        for d, head, tail, size in zip(drafts, heads, tails, sizes, strict=True):
+            _, queue_id, body, flag, _, _, born_ts, _, _, times, prepared, _, _ = d
+            if head is not run_head or queue_id != run_queue:
+                if step:
+                    offsets[run_queue] = queue_offset
+                run_head, run_queue = head, queue_id
+                state, born_b, store_b, sys_flag, _ = head
+                step = 1 if sys_flag & TRANSACTION_TYPE_MASK not in _NOT_QUEUED else 0
                 offsets = state.offsets
-                queue_offset = offsets.get(queue_id, 0)
-                if offsets is not last_offsets or queue_id != last_queue:
-                    last_offsets, last_queue = offsets, queue_id
+                queue_offset = offsets.get(queue_id, 0) if step else 0
+                if step:
                     undo.append((offsets, queue_id, queue_offset))
-                offsets[queue_id] = queue_offset + 1
-            tagged = tagged or tags_code is not None
+            phy = mf.start + pos
             pack_record_into(
                 target, pos - base, size, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, phy, sys_flag,
                 born_ts, born_b, store_ts, store_b, times, prepared, body, tail,
             )  # fmt: skip
             ids.append((store_b + phy.to_bytes(8, "big")).hex().upper())
             queue_offsets.append(queue_offset)
+            queue_offset += step
             pos += size
+        if step:
+            offsets[run_queue] = queue_offset
         if built is not None and (failed := self._write_built(mf, first_pos, built)) is not None:
             for offsets, queue_id, queue_offset in reversed(undo):
                 offsets[queue_id] = queue_offset

@@ -37,6 +37,7 @@ from rmq.store import (
     batch_drafts,
 )
 from rmq.store import formats as F
+from rmq.store.mapped_file import MappedFile
 
 from .conftest import T0, FakeClock, small_config
 
@@ -318,6 +319,40 @@ def test_batches(open_store) -> None:
     too_big = [Message("", b"x" * 1000, 0, {}) for _ in range(5)]
     assert store.put_many(batch_drafts(MessageDraft("T", 0, b""), too_big)).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert store.queue_offset_for_next("T", 0) == 11
+
+
+def test_put_many_writes_drafts_to_several_queues_in_one_piece(open_store, monkeypatch) -> None:
+    """What a transaction's commit needs: drafts to other topics and queues, of other
+    transaction types, written together or not at all, each queue's offsets in order."""
+    store = open_store()
+    _put(store, "A", 0)
+    drafts = [
+        MessageDraft("A", 0, b"a0"),
+        MessageDraft("A", 1, b"a1", tags_code=77),
+        MessageDraft("B", 0, b"b0", born_host=("2001:db8::1", 9)),
+        MessageDraft("A", 0, b"a0'"),
+        MessageDraft("A", 0, b"half", sys_flag=TRANSACTION_PREPARED_TYPE),  # takes no queue offset
+        MessageDraft("A", 0, b"a0''"),
+    ]
+    r = store.put_many(drafts)
+    assert r.ok and r.msg_num == 6 and list(r.queue_offsets) == [1, 0, 0, 2, 0, 3]
+    assert [store.queue_offset_for_next(t, q) for t, q in (("A", 0), ("A", 1), ("B", 0))] == [4, 1, 1]
+    store.dispatch_pending()
+    stored = [store.look_message_by_offset(int(i[-16:], 16)) for i in r.msg_id.split(",")]
+    assert [(m.topic, m.queue_id, m.body) for m in stored] == [(d.topic, d.queue_id, d.body) for d in drafts]
+    assert stored[2].sys_flag & BORNHOST_V6_FLAG and stored[-1].commitlog_offset + stored[-1].store_size == r.end_offset
+    assert store.queues.get("A", 1).entry(0)[2] == 77
+    # a write the kernel refuses (the records go with one pwrite): none counts, no offset moved
+    assert not store.commitlog.files.last().mapped_writes
+
+    def io_error(*_args: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(MappedFile, "pwrite", io_error)
+    end = store.max_phy_offset
+    assert store.put_many(drafts).status is PutMessageStatus.UNKNOWN_ERROR
+    assert store.max_phy_offset == end
+    assert [store.queue_offset_for_next(t, q) for t, q in (("A", 0), ("A", 1), ("B", 0))] == [4, 1, 1]
 
 
 def test_batch_items_keep_their_properties_as_they_came(open_store, clock: FakeClock, tmp_path: Path) -> None:
