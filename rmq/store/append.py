@@ -286,13 +286,13 @@ class Appender:
             return refused
         topic, queue_id, body, flag, props, sys_flag, born_ts, born, store, times, prepared, tags_code, _ = d
         head = self._head(topic, born, store, sys_flag)
-        if head.__class__ is PutMessageResult:
-            return head  # type: ignore[return-value]
-        state, born_b, store_b, sys_flag, fixed = head  # type: ignore[misc]
+        if isinstance(head, PutMessageResult):
+            return head
+        state, born_b, store_b, sys_flag, fixed = head
         tail = self._tail(body, queue_id, props, state.topic_field)
-        if tail.__class__ is PutMessageResult:
-            return tail  # type: ignore[return-value]
-        size = fixed + len(body) + len(tail)  # type: ignore[arg-type]
+        if isinstance(tail, PutMessageResult):
+            return tail
+        size = fixed + len(body) + len(tail)
         if size > self.config.mapped_file_size_commitlog - 8:
             return self._refuse(_ILLEGAL, f"record of {size} bytes does not fit a CommitLog file")
         offsets = state.offsets
@@ -347,15 +347,15 @@ class Appender:
             topic, queue_id, body, _, props, sys_flag, _, born, store, _, _, tags_code, _ = d
             if topic is not last[0] or born is not last[1] or store is not last[2] or sys_flag != last[3]:
                 head = self._head(topic, born, store, sys_flag)
-                if head.__class__ is PutMessageResult:
-                    return head  # type: ignore[no-any-return]
+                if isinstance(head, PutMessageResult):
+                    return head
                 last = topic, born, store, sys_flag
             tail = self._tail(body, queue_id, props, head[0].topic_field)
-            if tail.__class__ is PutMessageResult:
-                return tail  # type: ignore[return-value]
-            size = head[4] + len(body) + len(tail)  # type: ignore[arg-type]
+            if isinstance(tail, PutMessageResult):
+                return tail
+            size = head[4] + len(body) + len(tail)
             heads.append(head)
-            tails.append(tail)  # type: ignore[arg-type]
+            tails.append(tail)
             sizes.append(size)
             total += size
             tagged = tagged or tags_code is not None
