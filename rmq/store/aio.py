@@ -422,7 +422,8 @@ class AsyncMessageStore:
         return self._register(result, wants_wait(draft.wait, draft.properties), draft.topic, draft.queue_id)
 
     def put_many_now(self, drafts: Sequence[MessageDraft]) -> PutMessageResult | PutWait:
-        """`put_many` as `put_now` does it."""
+        """`put_many` as `put_now` does it; a reader parked on the first draft's queue is
+        answered at once, as `awaited` says."""
         result = self.store.appender.put_many(drafts)
         if not result.ok:
             return result
