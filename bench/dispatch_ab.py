@@ -98,7 +98,11 @@ def filled_store(package: str, root: Path, records: int, listener: bool) -> Any:
     store.__enter__()
     for n in range(1, records + 1):
         props = f"TAGS\x01TagA\x02KEYS\x01order\x02UNIQ_KEY\x017F0000010000{n:020X}"
-        result = store.append_message("BenchTopic", n % 4, BODY, properties=props, born_host=("10.0.0.1", 40000))
+        fields = {"properties": props, "born_host": ("10.0.0.1", 40000)}
+        if hasattr(store, "put"):
+            result = store.put(store_mod.MessageDraft("BenchTopic", n % 4, BODY, **fields))
+        else:  # a commit from before MessageDraft
+            result = store.append_message("BenchTopic", n % 4, BODY, **fields)
         if not result.ok:
             raise RuntimeError(result)
     if listener:

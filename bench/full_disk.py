@@ -49,6 +49,7 @@ import trio
 from rmq.client import ConsumeFromWhere, Message, Producer, PullConsumer
 from rmq.client.admin import MQAdmin
 from rmq.client.errors import MQBrokerError, MQClientError
+from rmq.store import MessageDraft
 from tests.broker.cluster import loopback_namesrv
 from tests.broker.full_disk import ROOT, DiskBroker
 from tests.small_disk import SmallDisk
@@ -235,14 +236,14 @@ def _one_level(ratio: float, forcibly: bool, expired: bool) -> tuple[str, str, s
         store = MessageStore(cfg, clock=lambda: now[0], disk_usage=lambda _p: usage[0])
         for _ in range(80):
             now[0] += 1000
-            store.put_message("T", 0, b"r" * 200)
+            store.put(MessageDraft("T", 0, b"r" * 200))
         store.dispatch_pending()
         files = len(store.commitlog.files.files)
         if expired:
             now[0] += 2 * 3_600_000
         usage[0] = ratio
         res = store.run_retention()
-        refused = not store.put_message("T", 0, b"x").ok
+        refused = not store.put(MessageDraft("T", 0, b"x")).ok
         store.close()
     return (
         f"{ratio:.0%}",

@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from rmq.store import MessageStore, StoreConfig
+from rmq.store import MessageDraft, MessageStore, StoreConfig
 from rmq_spark.rows import batches
 from rmq_spark.schema import arrow_schema
 from rmq_spark.store_scan import plan_splits, scan_split
@@ -51,8 +51,10 @@ def make_store(root: Path, messages: int, body: int, topics: int) -> int:
         for i in range(messages):
             clock[0] = T0 + i // 10  # ten messages per millisecond, all on one day
             props = {"KEYS": f"key-{i}", "TAGS": f"tag{i % 8}", "UNIQ_KEY": f"{i:032X}"}
-            r = store.put_message(
-                f"BenchTopic{i % topics}", i % 8, pool[i % len(pool)], properties=props, born_timestamp=clock[0]
+            r = store.put(
+                MessageDraft(
+                    f"BenchTopic{i % topics}", i % 8, pool[i % len(pool)], properties=props, born_timestamp=clock[0]
+                )
             )
             if not r.ok:
                 raise RuntimeError(f"store refused message {i}: {r.status} {r.remark}")

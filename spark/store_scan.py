@@ -15,17 +15,19 @@ reached yet, is simply read from the segment start. Planning costs a few binary 
 per cut and never reads the CommitLog beyond one header per candidate.
 
 A split [start, end) yields every record that starts inside it, walking record to record
-from `start`. It stops at the end-of-file blank, or at the first record that is not
-valid (zeros, bad magic, a size running past the file, a CRC mismatch, a physical-offset
-field that disagrees with the position): that is where a file still being written, or
-left by a crashed broker, ends. Records in a range after such a stop are not read by
-that split; a later split that starts on a ConsumeQueue-attested record still reads its
-own range (only mid-file damage, never a torn tail, can make that matter).
+from `start` with the store's record reader (rmq.store.records, as recovery reads them). It
+stops at the end-of-file blank, or at the first record that is not valid (zeros, bad magic,
+a size running past the file, a CRC mismatch, a physical-offset field that disagrees with
+the position): that is where a file still being written, or left by a crashed broker, ends.
+Records in a range after such a stop are not read by that split; a later split that starts
+on a ConsumeQueue-attested record still reads its own range (only mid-file damage, never a
+torn tail, can make that matter).
 
 A DLedger group member (enableDLegerCommitLog) keeps its records in the bodies of DLedger
 entries under `dledger-<selfId>/data/`, each record's CommitLog offset being its position
 there, as RocketMQ's DLedgerCommitLog does; the scan steps over the 48-byte entry headers and
-stops at DLedger's end-of-file blank, and consume queues point into those files as usual.
+stops at DLedger's end-of-file blank (a file starting with an entry or a blank is read so),
+and consume queues point into those files as usual.
 
 Time pruning assumes store timestamps do not go back across segments, as RocketMQ's own
 time lookups do: a segment is skipped when it starts at or after `until`, or when the
@@ -41,18 +43,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from rmq.protocol.dledger import BODY_OFFSET as ENTRY_HEADER_SIZE
 from rmq.protocol.dledger import blank_size_at, entry_size_at, first_record_at
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.message import (
-    BLANK_MAGIC_CODE,
-    MessageExt,
-    decode_record,
-    decode_record_meta,
-    peek_size_and_magic,
-)
+from rmq.protocol.message import MessageExt, decode_record, decode_record_meta
 from rmq.store.formats import CQ_ENTRY as _CQ_ENTRY
 from rmq.store.formats import file_name_to_offset
+from rmq.store.records import FileRecords, has_dledger_framing
 
 DEFAULT_SPLIT_SIZE = 64 * 1024 * 1024
 
@@ -196,12 +192,8 @@ def _first_at_or_after(path: Path, n: int, target: int) -> int | None:
 
 
 def _is_record_at(mm: mmap.mmap, seg: Segment, offset: int) -> bool:
-    pos = offset - seg.base
-    try:
-        meta = decode_record_meta(mm, pos)
-    except ProtocolError:
-        return False
-    return meta.commitlog_offset == offset
+    first = next(iter(FileRecords(mm, seg.base, offset, dledger=has_dledger_framing(mm))), None)
+    return first is not None and first.commitlog_offset == offset
 
 
 def plan_splits(
@@ -248,44 +240,19 @@ def scan_split(
     check_crc: bool = True,
 ) -> Iterator[MessageExt]:
     """Valid records starting in the split, filtered by topic and [since, until) store time."""
-    filtered = topics is not None or since_ms is not None or until_ms is not None
     with _open(split.path) as mm:
-        size = len(mm)
-        pos = split.start - split.base
-        end = min(split.end - split.base, size)
-        while pos < end:  # every pass advances pos by a record size > 0
-            if pos + 8 > size:
-                return
-            total, magic = peek_size_and_magic(mm, pos)
-            if total <= ENTRY_HEADER_SIZE:  # no record is this small: DLedger's header or blank?
-                if entry_size_at(mm, pos) is not None:  # an entry's header: its records follow
-                    pos += ENTRY_HEADER_SIZE
-                    continue
-                if (blank := blank_size_at(mm, pos)) is not None:  # no records in it
-                    pos += blank
-                    continue
-                return
-            if magic == BLANK_MAGIC_CODE or pos + total > size:
-                return
-            try:
-                if filtered:
-                    meta = decode_record_meta(mm, pos, check_crc=check_crc)
-                    if meta.commitlog_offset != split.base + pos:
-                        return
-                    pos += meta.size
-                    ts = meta.store_timestamp
-                    if (
-                        (topics is not None and meta.topic not in topics)
-                        or (since_ms is not None and ts < since_ms)
-                        or (until_ms is not None and ts >= until_ms)
-                    ):
-                        continue
-                    msg, _ = decode_record(mm, pos - meta.size)
-                else:
-                    msg, n = decode_record(mm, pos, check_crc=check_crc)
-                    if msg.commitlog_offset != split.base + pos:
-                        return
-                    pos += n
-            except ProtocolError:
-                return
-            yield msg
+        records = FileRecords(
+            mm, split.base, split.start, end=split.end, dledger=has_dledger_framing(mm), check_crc=check_crc
+        )
+        if topics is None and since_ms is None and until_ms is None:
+            yield from records.messages()
+            return
+        for meta in records:
+            ts = meta.store_timestamp
+            if (
+                (topics is not None and meta.topic not in topics)
+                or (since_ms is not None and ts < since_ms)
+                or (until_ms is not None and ts >= until_ms)
+            ):
+                continue
+            yield decode_record(mm, meta.commitlog_offset - split.base)[0]

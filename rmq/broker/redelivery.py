@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from rmq.protocol import properties as P
-from rmq.protocol.errors import ProtocolError
-from rmq.protocol.message import BORNHOST_V6_FLAG, STOREHOST_V6_FLAG
+from rmq.protocol.message import redraft
 from rmq.store import MessageStore
 
 from .jsonfile import write_atomic
@@ -46,9 +45,6 @@ PERSIST_INTERVAL = 1.0  # seconds between writes of a progress file that changed
 # CommitLog bytes a restart may have to scan past the file's watermark before the file is
 # rewritten anyway, even with no new deliveries.
 RESCAN_BUDGET = 16 * 1024 * 1024
-
-# The store sets host flags from the hosts it is given; never copy them from a record.
-HOST_FLAGS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
 
 
 class Watermark:
@@ -80,23 +76,13 @@ def scan_markers(store: MessageStore, start: int, key: str, skip_topic: str) -> 
     ignoring records of `skip_topic` (the system topic, whose copies may carry stale
     markers)."""
     commitlog = store.commitlog
-    end = commitlog.max_offset
-    pos = max(start, commitlog.min_offset)
     needle = key + P.NAME_VALUE_SEPARATOR
     found: list[str] = []
-    while pos < end:
-        try:
-            meta = commitlog.meta_at(pos)
-        except ProtocolError:
-            meta = None
-        if meta is None:  # end-of-file blank (or a gap): go on in the next file
-            pos = (pos // commitlog.file_size + 1) * commitlog.file_size
-            continue
+    for meta in commitlog.records(max(start, commitlog.min_offset)):
         if needle in meta.properties and meta.topic != skip_topic:
             value = P.decode_properties(meta.properties).get(key)
             if value:
                 found.append(value)
-        pos += meta.size
     return found
 
 
@@ -109,19 +95,10 @@ async def put_to_real_destination(
         real_qid = int(props.get(P.REAL_QID, "0"))
     except ValueError:
         real_qid = 0
-    return await broker.store.put_message(
-        real_topic,
-        real_qid,
-        msg.body,
-        flag=msg.flag,
-        properties=props,
-        sys_flag=msg.sys_flag & ~HOST_FLAGS,
-        born_timestamp=msg.born_timestamp,
-        born_host=msg.born_host,
-        store_host=broker.store_host,
-        reconsume_times=msg.reconsume_times,
-        wait=False,
+    draft = redraft(
+        msg, topic=real_topic, queue_id=real_qid, properties=props, store_host=broker.store_host, wait=False
     )
+    return await broker.store.put(draft)
 
 
 class ProgressFile(abc.ABC):

@@ -32,9 +32,10 @@ import trio
 from rmq.protocol import body as json_body
 from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
+from rmq.protocol.message import redraft
 
 from .jsonfile import read_json
-from .redelivery import HOST_FLAGS, ProgressFile, Watermark, put_to_real_destination, scan_markers
+from .redelivery import ProgressFile, Watermark, put_to_real_destination, scan_markers
 from .topics import TIMER_TOPIC
 
 if TYPE_CHECKING:
@@ -295,19 +296,10 @@ class TimerService(ProgressFile):
                 continue
             props = dict(msg.properties)
             props[ROLLED_FROM] = str(low)
-            result = await broker.store.put_message(
-                TIMER_TOPIC,
-                0,
-                msg.body,
-                flag=msg.flag,
-                properties=props,
-                sys_flag=msg.sys_flag & ~HOST_FLAGS,
-                born_timestamp=msg.born_timestamp,
-                born_host=msg.born_host,
-                store_host=broker.store_host,
-                reconsume_times=msg.reconsume_times,
-                wait=False,
+            draft = redraft(
+                msg, topic=TIMER_TOPIC, queue_id=0, properties=props, store_host=broker.store_host, wait=False
             )
+            result = await broker.store.put(draft)
             if not result.ok:
                 return
             self._finish(low)

@@ -15,8 +15,8 @@ commit cannot put the real message twice.
 
 Every resolution writes an op record (RMQ_SYS_TRANS_OP_HALF_TOPIC queue 0, tag `d`,
 body = half queue offset of the chain's latest copy, as RocketMQ writes them) that also
-names the origin and the outcome. A commit appends the real message and its op record in
-one synchronous step, so no crash of the process can separate them.
+names the origin and the outcome. A commit (or discard) appends the real message and its op
+record in one piece (put_many: one write, all or none), so no crash can separate them.
 
 Restart: progress is kept as offsets of the internal group CID_RMQ_SYS_TRANS (RocketMQ's
 choice too): on the half queue, the lowest offset still pending (`low`); on the op
@@ -46,18 +46,21 @@ from rmq.protocol.message import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
     TRANSACTION_TYPE_MASK,
+    MessageDraft,
     MessageExt,
-    encode_record,
+    encode_draft,
     make_offset_msg_id,
+    redraft,
 )
 from rmq.remoting import RemotingError
 
-from .redelivery import HOST_FLAGS
 from .schedule import route_delay
 from .timer import TimerRefused, route_timer
 from .topics import PERM_READ, PERM_WRITE, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
+    from rmq.store.results import PutMessageResult
+
     from .controller import BrokerController
 
 log = logging.getLogger("rmq.broker.transaction")
@@ -283,7 +286,6 @@ class TransactionService:
     async def _act(self, action: Action, chain: Chain, half: MessageExt) -> str | None:
         """Carry out `action`; None on success, else why it failed."""
         broker = self.broker
-        store = broker.message_store
         if action is Action.COMMIT:
             props = dict(half.properties)
             for key in (P.TRAN_MSG, P.TRANSACTION_CHECK_TIMES, P.TRAN_PREPARED_QUEUE_OFFSET):
@@ -296,40 +298,35 @@ class TransactionService:
             except TimerRefused as exc:
                 log.warning("committed transaction %d keeps no timer: %s", chain.origin, exc)
             topic, queue_id = route_delay(topic, queue_id, props, broker.schedule.max_level)
-            sys_flag = (half.sys_flag & ~(TRANSACTION_TYPE_MASK | HOST_FLAGS)) | TRANSACTION_COMMIT_TYPE
-            result = store.append_message(
-                topic,
-                queue_id,
-                half.body,
-                flag=half.flag,
+            commit = redraft(
+                half,
+                topic=topic,
+                queue_id=queue_id,
                 properties=props,
-                sys_flag=sys_flag,
-                born_timestamp=half.born_timestamp,
-                born_host=half.born_host,
+                sys_flag=(half.sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_COMMIT_TYPE,
                 store_host=broker.store_host,
-                reconsume_times=half.reconsume_times,
                 prepared_transaction_offset=half.commitlog_offset,
+                wait=False,
             )
+            result = await self._write_op(chain, "COMMIT", commit)
             if not result.ok:
                 return f"cannot store the committed message: {result.status.value} {result.remark}".strip()
             broker.stats.put_total += 1
-            return await self._write_op(chain, "COMMIT")  # appended before its first await
+            return None
         if action is Action.ROLLBACK:
-            return await self._write_op(chain, "ROLLBACK")
+            result = await self._write_op(chain, "ROLLBACK")
+            return None if result.ok else f"cannot write the op record: {result.status.value}"
         if action is Action.DISCARD:
             broker.topics.create_if_absent(TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
-            result = store.append_message(
-                TRANS_CHECK_MAX_TIME_TOPIC,
-                0,
-                half.body,
-                flag=half.flag,
-                properties=dict(half.properties),
-                sys_flag=half.sys_flag & ~(TRANSACTION_TYPE_MASK | HOST_FLAGS),
-                born_timestamp=half.born_timestamp,
-                born_host=half.born_host,
+            discard = redraft(
+                half,
+                topic=TRANS_CHECK_MAX_TIME_TOPIC,
+                queue_id=0,
+                sys_flag=half.sys_flag & ~TRANSACTION_TYPE_MASK,
                 store_host=broker.store_host,
-                reconsume_times=half.reconsume_times,
+                wait=False,
             )
+            result = await self._write_op(chain, "DISCARD", discard)
             if not result.ok:
                 return f"cannot discard: {result.status.value}"
             log.warning(
@@ -338,28 +335,31 @@ class TransactionService:
                 half.properties.get(P.PGROUP),
                 chain.check_times,
             )
-            return await self._write_op(chain, "DISCARD")
+            return None
         assert action is Action.CHECK
         return await self._check(chain, half)
 
-    async def _write_op(self, chain: Chain, kind: str) -> str | None:
+    async def _write_op(self, chain: Chain, kind: str, message: MessageDraft | None = None) -> PutMessageResult:
+        """Append the op record of `kind` for `chain`, after `message` (the committed or
+        discarded copy) in the same append: no crash can keep one and lose the other. Both
+        are appended before the first await."""
         broker = self.broker
         broker.topics.create_if_absent(TRANS_OP_HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
         props = {P.TAGS: REMOVE_TAG, P.TRAN_PREPARED_QUEUE_OFFSET: str(chain.origin), OP_KIND: kind}
-        result = await broker.store.put_message(
+        op = MessageDraft(
             TRANS_OP_HALF_TOPIC,
             0,
             str(chain.latest).encode("ascii"),
             properties=props,
             born_timestamp=broker.clock_ms(),
-            store_host=broker.store_host,
             born_host=broker.store_host,
+            store_host=broker.store_host,
             wait=False,
         )
-        if not result.ok:
-            return f"cannot write the op record: {result.status.value}"
-        self._ops.append((result.queue_offset, chain.latest))
-        return None
+        result = await broker.store.put_many([op] if message is None else [message, op])
+        if result.ok:
+            self._ops.append((result.queue_offsets[-1], chain.latest))
+        return result
 
     # -- check-back ---------------------------------------------------------------------
 
@@ -405,19 +405,10 @@ class TransactionService:
         props = dict(half.properties)
         props[P.TRANSACTION_CHECK_TIMES] = str(chain.check_times + 1)
         props[P.TRAN_PREPARED_QUEUE_OFFSET] = str(chain.origin)
-        result = await broker.store.put_message(
-            TRANS_HALF_TOPIC,
-            0,
-            half.body,
-            flag=half.flag,
-            properties=props,
-            sys_flag=half.sys_flag & ~HOST_FLAGS,
-            born_timestamp=half.born_timestamp,
-            born_host=half.born_host,
-            store_host=broker.store_host,
-            reconsume_times=half.reconsume_times,
-            wait=False,
+        again = redraft(
+            half, topic=TRANS_HALF_TOPIC, queue_id=0, properties=props, store_host=broker.store_host, wait=False
         )
+        result = await broker.store.put(again)
         if not result.ok:
             return f"cannot re-append the half message: {result.status.value}"
         chain.latest, chain.phy = result.queue_offset, result.wrote_offset
@@ -428,20 +419,11 @@ class TransactionService:
             log.info("transaction %d: no producer of group %s online to check", chain.origin, group)
             return None
         real_topic = props.get(P.REAL_TOPIC, half.topic)
-        record = encode_record(
-            topic=real_topic,
-            body=half.body,
-            queue_id=_int(props.get(P.REAL_QID), 0),
-            flag=half.flag,
-            properties=props,
+        record = encode_draft(
+            again._replace(topic=real_topic, queue_id=_int(props.get(P.REAL_QID), 0)),
             queue_offset=chain.latest,
             commitlog_offset=chain.phy,
-            sys_flag=half.sys_flag & ~HOST_FLAGS,
-            born_timestamp=half.born_timestamp,
-            born_host=half.born_host,
             store_timestamp=chain.store_timestamp,
-            store_host=broker.store_host,
-            reconsume_times=half.reconsume_times,
         )
         uniq = props.get(P.UNIQ_KEY)
         header = CheckTransactionStateRequestHeader(

@@ -57,6 +57,7 @@ __all__ = [
     "TRANSACTION_TYPE_MASK",
     "BatchItem",
     "Message",
+    "MessageDraft",
     "MessageExt",
     "RecordMeta",
     "body_crc",
@@ -67,6 +68,7 @@ __all__ = [
     "decode_record_meta",
     "decompress_body",
     "encode_batch_body",
+    "encode_draft",
     "encode_host",
     "encode_message_ext",
     "encode_record",
@@ -77,6 +79,7 @@ __all__ = [
     "parse_record",
     "record_size",
     "record_tail",
+    "redraft",
     "transaction_type",
 ]
 
@@ -288,6 +291,56 @@ class MessageExt(Message):
         return uniq if uniq else self.offset_msg_id
 
 
+class MessageDraft(NamedTuple):
+    """A message for the store to append: the one thing ``put`` and ``put_many`` take.
+
+    An immutable value; a tuple, because it is built for every message sent and a tuple is
+    the cheapest immutable object to build. The store adds the rest of the record: queue
+    offset, CommitLog offset, store time and body CRC. The V6 bits of ``sys_flag`` are not
+    taken from here: the store sets them from the hosts. ``encode_draft`` gives the record.
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    flag: int = 0
+    # stored as given: a mapping is encoded; a string or bytes is taken as already encoded
+    properties: Mapping[str, str] | str | bytes | None = None
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] = ("127.0.0.1", 0)
+    store_host: tuple[str, int] = ("127.0.0.1", 10911)
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    # the consume queue tags code instead of the TAGS hash (or, in SCHEDULE_TOPIC_XXXX, the
+    # delivery time); recovery replay computes it from the record again
+    tags_code: int | None = None
+    # whether the append waits for its sync (and slave): None lets the WAIT property decide,
+    # absent meaning true
+    wait: bool | None = None
+
+
+def redraft(msg: MessageExt | Buffer, **changes: Any) -> MessageDraft:
+    """A draft that stores ``msg`` (a decoded record, or its bytes) again, with the fields
+    ``changes`` names (MessageDraft's names) replaced.
+
+    Kept unless named: topic, queue id, body, flag, properties, sys flag, born time and host,
+    store host and reconsume times. The prepared transaction offset, tags code and wait start
+    from their defaults.
+
+    Raises:
+        ValueError: ``changes`` names a field MessageDraft does not have.
+        RemoteProtocolError: ``msg`` is bytes that are no record.
+    """
+    if not isinstance(msg, MessageExt):
+        msg = decode_record(msg)[0]
+    draft = MessageDraft(
+        msg.topic, msg.queue_id, msg.body, msg.flag, msg.properties, msg.sys_flag, msg.born_timestamp,
+        msg.born_host, msg.store_host, msg.reconsume_times,
+    )  # fmt: skip
+    return draft._replace(**changes) if changes else draft
+
+
 # --- encoding -------------------------------------------------------------------------------
 
 
@@ -404,6 +457,27 @@ def encode_message_ext(msg: MessageExt) -> bytes:
         reconsume_times=msg.reconsume_times,
         prepared_transaction_offset=msg.prepared_transaction_offset,
         crc=msg.body_crc or None,
+    )  # fmt: skip
+
+
+def encode_draft(
+    draft: MessageDraft, *, queue_offset: int = 0, commitlog_offset: int = 0, store_timestamp: int = 0
+) -> bytes:
+    """The record ``draft`` becomes when stored at these offsets and time: the body CRC
+    computed and the V6 host bits set from the hosts, as the store writes it.
+
+    Raises:
+        LocalProtocolError: as ``encode_record``.
+    """
+    v6 = (BORNHOST_V6_FLAG if is_ipv6_host(draft.born_host[0]) else 0) | (
+        STOREHOST_V6_FLAG if is_ipv6_host(draft.store_host[0]) else 0
+    )
+    return encode_record(
+        topic=draft.topic, body=draft.body, queue_id=draft.queue_id, flag=draft.flag,
+        properties=draft.properties, queue_offset=queue_offset, commitlog_offset=commitlog_offset,
+        sys_flag=(draft.sys_flag & ~_HOST_FLAGS) | v6, born_timestamp=draft.born_timestamp,
+        born_host=draft.born_host, store_timestamp=store_timestamp, store_host=draft.store_host,
+        reconsume_times=draft.reconsume_times, prepared_transaction_offset=draft.prepared_transaction_offset,
     )  # fmt: skip
 
 

@@ -47,7 +47,7 @@ import logging
 import os
 import threading
 from collections import deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self
@@ -55,12 +55,13 @@ from typing import Any, Self
 import trio
 
 from rmq.later import Later
-from rmq.protocol.message import BatchItem, Message
+from rmq.protocol.message import MessageDraft
 
+from .append import wants_wait
 from .flush import FlushPlan
 from .kernel_sync import KernelSync
 from .mapped_file import MappedFile
-from .message_store import MessageStore, wants_wait
+from .message_store import MessageStore
 from .results import PutMessageResult, PutMessageStatus
 
 log = logging.getLogger("rmq.store.aio")
@@ -294,6 +295,7 @@ class AsyncMessageStore:
         retention: bool = True,
     ) -> None:
         self.store = store
+        self._append = store.appender.put  # the send path's append, looked up once
         self._flush_fn = flush_fn or store.run_flush
         self._retention = retention
         self._commitlog_limiter = trio.CapacityLimiter(1)
@@ -392,90 +394,45 @@ class AsyncMessageStore:
 
     # --- appends --------------------------------------------------------------------------
 
-    async def put_message(
-        self,
-        topic: str,
-        queue_id: int,
-        body: bytes,
-        *,
-        flag: int = 0,
-        properties: Mapping[str, str] | str | None = None,
-        sys_flag: int = 0,
-        born_timestamp: int = 0,
-        born_host: tuple[str, int] = ("127.0.0.1", 0),
-        store_host: tuple[str, int] = ("127.0.0.1", 10911),
-        reconsume_times: int = 0,
-        prepared_transaction_offset: int = 0,
-        tags_code: int | None = None,
-        wait: bool | None = None,
-    ) -> PutMessageResult:
-        """Append one message (see ``MessageStore.append_message``) and apply the flush policy.
+    async def put(self, draft: MessageDraft) -> PutMessageResult:
+        """Store one message (see ``MessageStore.put``) with the flush policy.
 
-        With SYNC_FLUSH and ``wait`` (None: the WAIT property; absent = true) this waits for
-        the group commit, up to ``sync_flush_timeout``, then answers FLUSH_DISK_TIMEOUT.
-        Cancelled while waiting: the message is stored all the same; only the wait ends.
+        With SYNC_FLUSH and the draft's wait (None: its WAIT property; absent = true) this
+        waits for the group commit, up to ``sync_flush_timeout``, then answers
+        FLUSH_DISK_TIMEOUT. Cancelled while waiting: the message is stored all the same; only
+        the wait ends.
 
         Raises:
             RuntimeError: the store's tasks are not running (SYNC_FLUSH waits need them).
         """
-        result = self.store.append_message(
-            topic, queue_id, body, flag=flag, properties=properties, sys_flag=sys_flag,
-            born_timestamp=born_timestamp, born_host=born_host, store_host=store_host,
-            reconsume_times=reconsume_times, prepared_transaction_offset=prepared_transaction_offset,
-            tags_code=tags_code,
-        )  # fmt: skip
-        rest = self._register(result, wait, properties, topic, queue_id)
+        rest = self.put_now(draft)
         return rest if isinstance(rest, PutMessageResult) else await rest
 
-    async def put_messages(
-        self,
-        topic: str,
-        queue_id: int,
-        messages: Iterable[Message | BatchItem],
-        *,
-        extra_properties: Mapping[str, str] | None = None,
-        sys_flag: int = 0,
-        born_timestamp: int = 0,
-        born_host: tuple[str, int] = ("127.0.0.1", 0),
-        store_host: tuple[str, int] = ("127.0.0.1", 10911),
-        reconsume_times: int = 0,
-        wait: bool | None = None,
-    ) -> PutMessageResult:
-        """Append a batch (see ``MessageStore.append_messages``) with the flush policy of
-        ``put_message``."""
-        result = self.store.append_messages(
-            topic, queue_id, messages, extra_properties=extra_properties, sys_flag=sys_flag,
-            born_timestamp=born_timestamp, born_host=born_host, store_host=store_host,
-            reconsume_times=reconsume_times,
-        )  # fmt: skip
-        rest = self._register(result, wait, extra_properties, topic, queue_id)
+    async def put_many(self, drafts: Sequence[MessageDraft]) -> PutMessageResult:
+        """Store several messages in one piece (see ``MessageStore.put_many``) with the flush
+        policy of ``put``: they wait when any of them wants to."""
+        rest = self.put_many_now(drafts)
         return rest if isinstance(rest, PutMessageResult) else await rest
 
-    def put_message_now(self, topic: str, queue_id: int, body: bytes, **kwargs: Any) -> Any:
-        """`put_message` without a checkpoint before the append: appends and joins the
-        flush (or slave) wait now, so callers keep their order. Returns the
-        PutMessageResult when there is nothing to wait for, else an awaitable giving it."""
-        wait = kwargs.pop("wait", None)
-        result = self.store.append_message(topic, queue_id, body, **kwargs)
-        return self._register(result, wait, kwargs.get("properties"), topic, queue_id)
+    def put_now(self, draft: MessageDraft) -> PutMessageResult | PutWait:
+        """`put` without a checkpoint before the append: appends and joins the flush (or
+        slave) wait now, so callers keep their order. Returns the PutMessageResult when there
+        is nothing to wait for, else an awaitable giving it."""
+        result = self._append(draft)
+        return self._register(result, wants_wait(draft.wait, draft.properties), draft.topic, draft.queue_id)
 
-    def put_messages_now(
-        self, topic: str, queue_id: int, messages: Iterable[Message | BatchItem], **kwargs: Any
-    ) -> Any:
-        """`put_messages` as `put_message_now` does it."""
-        wait = kwargs.pop("wait", None)
-        result = self.store.append_messages(topic, queue_id, messages, **kwargs)
-        return self._register(result, wait, kwargs.get("extra_properties"), topic, queue_id)
+    def put_many_now(self, drafts: Sequence[MessageDraft]) -> PutMessageResult | PutWait:
+        """`put_many` as `put_now` does it; a reader parked on the first draft's queue is
+        answered at once, as `awaited` says."""
+        result = self.store.appender.put_many(drafts)
+        if not result.ok:
+            return result
+        waits = any(wants_wait(d.wait, d.properties) for d in drafts)
+        return self._register(result, waits, drafts[0].topic, drafts[0].queue_id)
 
-    def _register(
-        self,
-        result: PutMessageResult,
-        wait: bool | None,
-        props: Mapping[str, str] | str | None,
-        topic: str,
-        queue_id: int,
-    ) -> Any:
-        """What follows an append, up to the waits: the result, or an awaitable of it."""
+    def _register(self, result: PutMessageResult, waits: bool, topic: str, queue_id: int) -> PutMessageResult | PutWait:
+        """What follows an append, up to the waits: the result, or an awaitable of it.
+        ``waits``: the append wants its sync (and slave); (topic, queue_id): its queue."""
         if not result.ok:
             return result
         awaited = self.awaited
@@ -487,7 +444,6 @@ class AsyncMessageStore:
             done.set()
         else:
             self._reput_wanted.set()
-        waits = wants_wait(wait, props)
         replica_deadline: float | None = None
         refused: str | None = None  # why SYNC_MASTER cannot wait for a slave
         replication = self.replication

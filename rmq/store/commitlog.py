@@ -4,20 +4,17 @@ A record never spans two files: when the next record (plus an 8-byte blank) does
 the rest of the file gets an end-of-file blank ``[int32 remaining][0xCBD43194]`` and the
 record goes to the start of a new file. Record layout: ``rmq.protocol.message``.
 
-Recovery walks records from a known-good point, checking magic, length, the physical offset
-field and (optionally) the body CRC, and stops at the first record that fails; everything from
-there on is cut off.
+Recovery walks records from a known-good point (records.py), checking magic, length, the
+physical offset field and (optionally) the body CRC, and stops at the first record that fails;
+everything from there on is cut off.
 """
 
 from __future__ import annotations
 
 import logging
-import mmap
-import os
 import time
 from collections.abc import Iterator
 
-from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
     BORNHOST_V6_FLAG,
     MESSAGE_MAGIC_CODE,
@@ -28,9 +25,10 @@ from rmq.protocol.message import (
 )
 
 from .errors import StoreError
-from .formats import BLANK, BLANK_MAGIC, file_name_to_offset
+from .formats import BLANK, BLANK_MAGIC
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
+from .records import FileRecords
 
 log = logging.getLogger("rmq.store.commitlog")
 
@@ -41,13 +39,13 @@ _STORE_TS_END_V6 = _STORE_TS_POS_V4 + 12 + 8  # every record is at least this lo
 _PHY_POS, _PHY_END = 28, 36  # the record's own CommitLog offset
 _MIN_RECORD = _PHY_END
 _MESSAGE_MAGICS = (MESSAGE_MAGIC_CODE, MESSAGE_MAGIC_CODE_V2)
-_PAGE = mmap.PAGESIZE
 
 
 class CommitLog:
     """Mapped files under ``directory``; offsets are byte positions in the whole log."""
 
     synced_elsewhere = False  # True: the store's flusher does not sync these files
+    in_dledger_entries = False  # True: the records sit in DLedger entries (records.py)
     dispatch_limit: int | None = None  # dispatch stops here at open (None: at the end)
 
     def __init__(
@@ -244,6 +242,16 @@ class CommitLog:
             return mf.size - pos
         return mf.size - pos if peek_size_and_magic(mf.mm, pos)[1] == BLANK_MAGIC else None
 
+    def records(self, start: int) -> Iterator[RecordMeta]:
+        """The records from ``start`` (a record start) to the write position, read as recovery
+        reads them (records.py); where bytes that are no record end a file's records early,
+        the walk goes on at the next file's start."""
+        for mf in list(self.files.files):
+            if mf.start + mf.wrote > start:
+                yield from FileRecords(
+                    mf.mm, mf.start, max(start, mf.start), limit=mf.wrote, dledger=self.in_dledger_entries
+                )
+
     def meta_at(self, offset: int) -> RecordMeta | None:
         """Decode the record at ``offset`` without its body; None for a blank or no data.
 
@@ -262,49 +270,27 @@ class CommitLog:
 
     # --- recovery -------------------------------------------------------------------------
 
-    def check_record(self, mf: MappedFile, pos: int, check_crc: bool) -> int:
-        """Size of the valid record at ``pos`` in ``mf``; 0 for an end-of-file blank; -1 when
-        the bytes there are not a valid record (torn, garbage, or zeros)."""
-        mm = mf.mm
-        if pos + BLANK.size > mf.size:
-            return -1
-        if (pos % _PAGE == 0 or pos % _PAGE > _PAGE - BLANK.size) and not mf.has_data(pos, BLANK.size):
-            return -1  # a hole: nothing was written there (and reading it may be a SIGBUS)
-        size, magic = peek_size_and_magic(mm, pos)
-        if magic == BLANK_MAGIC:
-            return 0 if size == mf.size - pos else -1
-        try:
-            meta = decode_record_meta(mm, pos, check_crc=check_crc)
-        except ProtocolError as exc:
-            log.info("recovery stops at %d: %s", mf.start + pos, exc)
-            return -1
-        if meta.commitlog_offset != mf.start + pos:
-            log.info("recovery stops at %d: record says it is at %d", mf.start + pos, meta.commitlog_offset)
-            return -1
-        self.last_store_timestamp = meta.store_timestamp
-        return meta.size
-
     def recover(self, start: int, check_crc: bool) -> int:
         """Find the end of the valid data, scanning from ``start`` (a file start or record
-        boundary known to be good), and cut the log there. Returns that end offset."""
+        boundary known to be good) record by record (records.py: magic, length, offset, CRC
+        with ``check_crc``; no hole read), and cut the log there. Returns that end offset."""
         files = self.files.files
         if not files:
             return 0
         start = min(max(start, files[0].start), self.files.max_offset)
         i = min((start - files[0].start) // self.file_size, len(files) - 1)
-        pos = start - files[i].start
         while True:
             mf = files[i]
-            n = self.check_record(mf, pos, check_crc)
-            if n > 0:
-                pos += n
-                continue
-            if n == 0 and i + 1 < len(files):
-                i += 1
-                pos = 0
-                continue
-            break
-        end = files[i].start + pos
+            walk = FileRecords(mf.mm, mf.start, start, check_crc=check_crc, has_data=mf.has_data)
+            for meta in walk:
+                self.last_store_timestamp = meta.store_timestamp
+            if not (walk.ended and i + 1 < len(files)):
+                break
+            i += 1
+            start = files[i].start
+        end = walk.offset
+        if walk.reason is not None:
+            log.info("recovery stops at %d: %s", end, walk.reason)
         if end != self.files.max_offset or files[-1].wrote != files[-1].size:
             log.info("CommitLog recovered to offset %d", end)
         self.files.truncate(end)
@@ -359,48 +345,3 @@ def _when(ms: int | None) -> str:
     if ms is None:
         return "?"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000)) + f".{ms % 1000:03d}"
-
-
-def iter_commitlog(
-    directory: str, file_size: int | None = None, start: int = 0, end: int | None = None
-) -> Iterator[tuple[int, bytes]]:
-    """Read-only walk over a CommitLog directory: yields (offset, raw record) for records
-    starting in ``[start, end)``, stopping early at the first invalid record (the unwritten
-    tail). ``start`` must be a record boundary, e.g. a file's start offset; ``file_size``
-    defaults to the size of the first file. Read-only mappings and no lock, for tools and
-    Spark executors reading a store that another process may be writing.
-    """
-    names = sorted(n for n in os.listdir(directory) if file_name_to_offset(n) is not None)
-    if names and file_size is None:
-        file_size = os.path.getsize(os.path.join(directory, names[0]))
-    for name in names:
-        base = file_name_to_offset(name)
-        assert base is not None and file_size is not None
-        if base + file_size <= start:
-            continue
-        if end is not None and base >= end:
-            return
-        with open(os.path.join(directory, name), "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            pos = max(0, start - base)
-            while pos + BLANK.size <= len(data):
-                if end is not None and base + pos >= end:
-                    return
-                size, magic = peek_size_and_magic(data, pos)
-                if magic == BLANK_MAGIC:
-                    break
-                try:
-                    meta = decode_record_meta(data, pos)
-                except ProtocolError:
-                    return
-                if meta.commitlog_offset != base + pos:
-                    return
-                yield base + pos, data[pos : pos + size]
-                pos += size
-            else:
-                return
-        finally:
-            data.close()

@@ -81,7 +81,7 @@ class Dispatcher:
         self.listener: ArrivalListener | None = None
         # Queues holding entries not yet synced; the flusher works through these.
         self.dirty: set[ConsumeQueue] = set()
-        # Tags codes a caller chose at append time, by CommitLog offset (see put_message).
+        # Tags codes a caller chose at append time, by CommitLog offset (MessageDraft.tags_code).
         self.tags_overrides: dict[int, int] = {}
         self.dispatched_total = 0
         # Dispatch stops here when set: a DLedger member's CommitLog may hold a leader's

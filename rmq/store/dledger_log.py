@@ -16,9 +16,8 @@ MessageStore; ``sync`` may run in a worker thread.
 from __future__ import annotations
 
 import logging
-import mmap
 import os
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from rmq.protocol import javaprops
@@ -515,51 +514,3 @@ def _read_props(path: str) -> dict[str, str]:
             return dict(javaprops.parse(f.read()))
     except FileNotFoundError:
         return {}
-
-
-def iter_dledger_records(member_dir: str | os.PathLike[str]) -> Iterator[tuple[int, bytes]]:
-    """Read-only walk of a member's data files: (CommitLog offset, 4.x record) for every record
-    of every entry (an entry holds one append: a message, a batch, or sends that arrived
-    together), stopping at the first invalid entry. For tools and Spark, which read a store
-    that a broker may be writing (no lock, read-only mappings)."""
-    data_dir = os.path.join(os.fspath(member_dir), "data")
-    names = sorted(n for n in os.listdir(data_dir) if n.isdigit() and len(n) == 20)
-    for name in names:
-        with open(os.path.join(data_dir, name), "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return
-            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        try:
-            reached_blank = yield from _file_records(data, int(name))
-        finally:
-            data.close()
-        if not reached_blank:
-            return
-
-
-def _file_records(data: mmap.mmap, base: int) -> Generator[tuple[int, bytes], None, bool]:
-    """The records of one data file; True when it ends with a blank (the walk goes on in the
-    next file), False where it stops at an invalid or unwritten entry."""
-    pos = 0
-    while pos + MIN_BLANK <= len(data):
-        blank = blank_size_at(data, pos)
-        if blank is not None:
-            pos += blank
-            if pos >= len(data):
-                return True
-            continue
-        try:
-            h = decode_entry_header(data, pos)
-        except ProtocolError:
-            return False
-        if h.pos != base + pos or pos + h.size > len(data):
-            return False
-        at, end = pos + BODY_OFFSET, pos + h.size
-        while at + 8 <= end:
-            length = int.from_bytes(data[at : at + 4], "big", signed=True)
-            if length < 8 or at + length > end:
-                return False
-            yield base + at, data[at : at + length]
-            at += length
-        pos += h.size
-    return False

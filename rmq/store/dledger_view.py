@@ -34,6 +34,7 @@ class DLedgerView(CommitLog):
     """
 
     synced_elsewhere = True  # the member syncs its log; the store's flusher leaves it alone
+    in_dledger_entries = True
 
     def __init__(self, dlog: DLedgerLog, *, max_entry_body: int = MAX_ENTRY_BODY) -> None:
         self.dlog = dlog

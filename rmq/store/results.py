@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
@@ -38,9 +39,9 @@ _STORED = frozenset(
 
 @dataclass(slots=True)
 class PutMessageResult:
-    """Result of ``put_message`` / ``put_messages``.
+    """Result of ``put`` / ``put_many``.
 
-    For a batch, ``msg_id`` is the comma-joined offset ids of all records, ``queue_offset``
+    For ``put_many``, ``msg_id`` is the comma-joined offset ids of all records, ``queue_offset``
     the first record's queue offset and ``wrote_bytes`` the total size.
     """
 
@@ -52,6 +53,7 @@ class PutMessageResult:
     queue_offset: int = 0
     store_timestamp: int = 0
     msg_num: int = 0
+    queue_offsets: Sequence[int] = ()  # put_many: each record's queue offset, in order
 
     @property
     def ok(self) -> bool:

@@ -179,6 +179,7 @@ async def test_commit_puts_the_real_message_once(cluster: Cluster) -> None:
     assert m.sys_flag & 0xC == TRANSACTION_COMMIT_TYPE and m.prepared_transaction_offset == half[1]
     (op,) = await ops(cluster)
     assert op.tags == "d" and op.body == str(half[0]).encode()
+    assert op.commitlog_offset == m.commitlog_offset + m.store_size  # written with it, in one piece
     # a duplicate commit changes nothing; a rollback now is refused
     assert (await end(cluster, half, COMMIT, "K1")).code == ResponseCode.SUCCESS
     assert (await end(cluster, half, ROLLBACK, "K1")).code == ResponseCode.TRANSACTION_FAILED
@@ -250,6 +251,7 @@ async def test_unanswered_checks_end_in_a_discard(
     assert len(producer.checks) == 3
     (discarded,) = await pull_all(cluster, "TRANS_CHECK_MAX_TIME_TOPIC", 0)
     assert discarded.body == b"forgotten" and discarded.properties["REAL_TOPIC"] == "Pay"
+    assert (await ops(cluster))[-1].commitlog_offset == discarded.commitlog_offset + discarded.store_size
     # a late answer still counts, as in RocketMQ
     assert (await end(cluster, half, COMMIT, "K6")).code == ResponseCode.SUCCESS
     assert queued(cluster, "Pay", 1) == 1

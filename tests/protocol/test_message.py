@@ -22,8 +22,10 @@ from rmq.protocol.message import (
     COMPRESSION_ZLIB,
     MESSAGE_MAGIC_CODE_V2,
     STOREHOST_V6_FLAG,
+    TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     Message,
+    MessageDraft,
     MessageExt,
     body_crc,
     decode_batch_body,
@@ -32,12 +34,14 @@ from rmq.protocol.message import (
     decode_record_meta,
     decompress_body,
     encode_batch_body,
+    encode_draft,
     encode_message_ext,
     encode_record,
     iter_records,
     make_offset_msg_id,
     parse_offset_msg_id,
     record_size,
+    redraft,
     transaction_type,
 )
 from tests.conftest import VECTORS_DIR
@@ -128,6 +132,34 @@ def test_ipv6_host_without_flag_is_refused() -> None:
     # IPv4-mapped addresses are written as IPv4.
     rec = encode_record(topic="T", body=b"", born_host=("::ffff:10.0.0.1", 1))
     assert decode_record(rec)[0].born_host == ("10.0.0.1", 1)
+
+
+def test_redraft_keeps_the_message_and_replaces_what_is_named() -> None:
+    stored = _sample(sys_flag=TRANSACTION_COMMIT_TYPE, reconsume_times=2, prepared_transaction_offset=77)
+    rec = encode_message_ext(stored)
+    msg = decode_record(rec)[0]
+    draft = redraft(msg)
+    assert draft == MessageDraft(
+        msg.topic, msg.queue_id, msg.body, msg.flag, msg.properties, msg.sys_flag, msg.born_timestamp,
+        msg.born_host, msg.store_host, 2,
+    )  # fmt: skip
+    assert (draft.prepared_transaction_offset, draft.tags_code, draft.wait) == (0, None, None)
+    assert redraft(rec) == draft  # from the record's bytes alike
+    moved = redraft(msg, topic="%RETRY%G", queue_id=3, reconsume_times=3, wait=True)
+    assert moved == draft._replace(topic="%RETRY%G", queue_id=3, reconsume_times=3, wait=True)
+    with pytest.raises(ValueError, match="unexpected field"):
+        redraft(msg, queue=1)
+
+
+def test_encode_draft_sets_the_v6_bits_from_the_hosts() -> None:
+    draft = MessageDraft("T", 1, b"body", 5, {"KEYS": "k"}, BORNHOST_V6_FLAG, 123, ("10.0.0.1", 9), ("::1", 10911))
+    rec = encode_draft(draft, queue_offset=4, commitlog_offset=4096, store_timestamp=456)
+    msg, _ = decode_record(rec, check_crc=True)
+    assert msg.sys_flag == STOREHOST_V6_FLAG  # the draft's born bit was wrong: its born host is IPv4
+    assert (msg.topic, msg.queue_id, msg.body, msg.flag, msg.properties) == ("T", 1, b"body", 5, {"KEYS": "k"})
+    assert (msg.queue_offset, msg.commitlog_offset, msg.born_timestamp, msg.store_timestamp) == (4, 4096, 123, 456)
+    assert (msg.born_host, msg.store_host) == (("10.0.0.1", 9), ("::1", 10911))
+    assert redraft(msg) == draft._replace(sys_flag=STOREHOST_V6_FLAG)
 
 
 def test_encode_limits() -> None:

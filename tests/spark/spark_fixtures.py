@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow.dataset as ds
 
 from rmq.protocol.message import COMPRESSED_FLAG, COMPRESSION_ZLIB, encode_record
-from rmq.store import MessageStore, StoreConfig
+from rmq.store import MessageDraft, MessageStore, StoreConfig
 
 DAY_MS = 86_400_000
 T0 = 1_714_521_600_000  # 2024-05-01T00:00:00Z
@@ -62,10 +62,10 @@ class StoreWriter:
         self.now += self.step_ms
         props = dict(props or {})
         stored, sys_flag = (zlib.compress(body), COMPRESSED_FLAG | COMPRESSION_ZLIB) if compress else (body, 0)
-        r = self.store.put_message(
+        r = self.store.put(MessageDraft(
             topic, queue_id, stored, properties=props, sys_flag=sys_flag, born_timestamp=self.now - 5,
             born_host=("10.1.2.3", 40000), store_host=("10.9.8.7", 10911),
-        )  # fmt: skip
+        ))  # fmt: skip
         assert r.ok, r
         sent = Sent(topic, body, props, self.now, compress, r.wrote_offset, queue_id, r.queue_offset)
         self.sent.append(sent)

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from rmq.protocol.message import make_offset_msg_id
+from rmq.store import MessageDraft
 from rmq_spark import export
 from rmq_spark.store_scan import list_segments
 
@@ -201,7 +202,7 @@ def test_lz4_and_zstd_bodies_are_inflated(spark_session: Any, tmp_path: Path) ->
     with MessageStore(StoreConfig(store_path_root_dir=str(tmp_path / "st"))) as store:
         for codec, body in bodies.items():
             packed, flags = compress(body, codec)
-            store.put_message("Codecs", 0, packed, sys_flag=flags, properties={"KEYS": codec})
+            store.put(MessageDraft("Codecs", 0, packed, sys_flag=flags, properties={"KEYS": codec}))
     rows = spark_session.read.format("rocketmq-store").load(str(tmp_path / "st")).collect()
     got = {r["keys"][0]: (r["body"], r["compression"]) for r in rows}
     assert got == {codec: (body, None) for codec, body in bodies.items()}

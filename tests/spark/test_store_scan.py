@@ -97,14 +97,14 @@ def test_batches_match_the_spark_schema(store_writer) -> None:
 
 _CRASHING_WRITER = """
 import json, os, sys
-from rmq.store import MessageStore, StoreConfig
+from rmq.store import MessageDraft, MessageStore, StoreConfig
 root, n = sys.argv[1], int(sys.argv[2])
 cfg = StoreConfig(store_path_root_dir=root, mapped_file_size_commitlog={file_size},
                   mapped_file_size_consume_queue=20 * 1000, message_index_enable=False)
 store = MessageStore(cfg)
 offsets = []
 for i in range(n):
-    r = store.put_message("crash", i % 2, b"payload %d " % i * 20, properties={{"KEYS": "k%d" % i}})
+    r = store.put(MessageDraft("crash", i % 2, b"payload %d " % i * 20, properties={{"KEYS": "k%d" % i}}))
     offsets.append(r.wrote_offset)
 store.dispatch_pending(max_records=n // 2)  # the consume queues lag behind the CommitLog
 print(json.dumps(offsets), flush=True)
@@ -138,7 +138,7 @@ def test_crashed_store_reads_every_valid_record(tmp_path: Path) -> None:
 
 def test_a_dledger_members_store_is_read_from_its_data_files(tmp_path: Path) -> None:
     """enableDLegerCommitLog: records sit in DLedger entries; splits step over the headers."""
-    from rmq.store import MessageStore, StoreConfig
+    from rmq.store import MessageDraft, MessageStore, StoreConfig
     from rmq.store.dledger_log import DLedgerLog
     from rmq.store.dledger_view import DLedgerView
 
@@ -153,7 +153,7 @@ def test_a_dledger_members_store_is_read_from_its_data_files(tmp_path: Path) -> 
     store = MessageStore(StoreConfig(store_path_root_dir=tmp_path), commitlog=lambda: view)
     dlog.append(0, 1, b"")
     sent = [
-        store.append_message(f"T{i % 3}", i % 2, b"body-%d" % i + bytes(300), properties={"KEYS": str(i)})
+        store.put(MessageDraft(f"T{i % 3}", i % 2, b"body-%d" % i + bytes(300), properties={"KEYS": str(i)}))
         for i in range(300)
     ]
     seal()

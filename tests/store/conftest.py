@@ -79,7 +79,7 @@ def crash(store: MessageStore) -> None:
     """Abandon a store as a killed process would: no dispatch, no flush, abort file kept,
     memory-only state (pending consume queue entries) lost. Page-cache writes survive, as
     they do when a process is killed."""
-    store._closed = True
+    store.appender.closed = True
     store.queues.close()
     if store.index is not None:
         store.index.close()

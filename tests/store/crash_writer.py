@@ -13,7 +13,7 @@ import sys
 
 import trio
 
-from rmq.store import FlushDiskType, MessageStore, PutMessageStatus, StoreConfig
+from rmq.store import FlushDiskType, MessageDraft, MessageStore, PutMessageStatus, StoreConfig
 from rmq.store.aio import AsyncMessageStore
 
 APPENDERS = 8
@@ -48,8 +48,8 @@ async def main(root: str, round_no: int) -> None:
             while True:
                 uniq = f"r{round_no}-a{a}-{n}"
                 size = rng.randint(len(uniq), 3000)
-                r = await astore.put_message(
-                    TOPIC, a % 4, body_for(uniq, size), properties={"UNIQ_KEY": uniq, "KEYS": f"k{a}"}
+                r = await astore.put(
+                    MessageDraft(TOPIC, a % 4, body_for(uniq, size), properties={"UNIQ_KEY": uniq, "KEYS": f"k{a}"})
                 )
                 if r.status is PutMessageStatus.PUT_OK:
                     sys.stdout.write(f"{uniq} {a % 4} {r.queue_offset} {size}\n")

@@ -21,7 +21,7 @@ import os
 import sys
 
 from rmq.protocol.message import iter_records
-from rmq.store import GetMessageStatus, MessageStore, StoreConfig
+from rmq.store import GetMessageStatus, MessageDraft, MessageStore, StoreConfig
 from rmq.store.formats import CQ_ENTRY
 
 QUEUES = 4
@@ -73,7 +73,7 @@ def main(base: str) -> None:
         for _ in range(count):
             body = (b"%08d" % n) * (BODY // 8)
             q = n % QUEUES
-            r = store.put_message("FullDisk", q, body, properties={"KEYS": f"k{n}"})
+            r = store.put(MessageDraft("FullDisk", q, body, properties={"KEYS": f"k{n}"}))
             n += 1
             if r.ok:
                 acked[(q, r.queue_offset)] = body
@@ -135,9 +135,9 @@ def main(base: str) -> None:
 def holes(base: str) -> None:
     root = os.path.join(base, "store")
     store = MessageStore(config(root))
-    first = store.put_message("T", 0, b"x")
+    first = store.put(MessageDraft("T", 0, b"x"))
     head = first.wrote_bytes - 1  # a record's size without its body
-    last = store.put_message("T", 0, b"y" * (4096 - first.wrote_bytes - head))
+    last = store.put(MessageDraft("T", 0, b"y" * (4096 - first.wrote_bytes - head)))
     assert last.end_offset == 4096
     store.close()
     torn = os.path.join(root, "consumequeue", "U", "0")

@@ -10,7 +10,7 @@ import trio
 import trio.testing
 
 from rmq.protocol.message import iter_records
-from rmq.store import FlushDiskType, FlushPlan, GetMessageStatus, PutMessageStatus
+from rmq.store import FlushDiskType, FlushPlan, GetMessageStatus, MessageDraft, PutMessageStatus, batch_drafts
 from rmq.store.aio import AsyncMessageStore
 
 
@@ -35,7 +35,7 @@ async def put_concurrently(astore: AsyncMessageStore, count: int, body: bytes) -
     results = []
 
     async def put(i: int) -> None:
-        results.append(await astore.put_message("T", 0, body % i))
+        results.append(await astore.put(MessageDraft("T", 0, body % i)))
 
     async with trio.open_nursery() as nursery:
         for i in range(count):
@@ -51,7 +51,7 @@ async def test_group_commit_shares_syncs(open_store) -> None:
 
         async def appender(i: int) -> None:
             for j in range(5):
-                results.append(await astore.put_message("T", i % 4, b"m-%d-%d" % (i, j)))
+                results.append(await astore.put(MessageDraft("T", i % 4, b"m-%d-%d" % (i, j))))
 
         async with trio.open_nursery() as nursery:
             for i in range(64):
@@ -80,7 +80,7 @@ async def test_flush_disk_timeout_when_sync_is_too_slow(open_store, autojump_clo
             assert all("sync_flush_timeout=5000" in r.remark for r in results)
             assert all(r.ok for r in results)  # stored all the same
             # A message that says WAIT=false does not wait at all.
-            quick = await astore.put_message("T", 0, b"nowait", properties={"WAIT": "false"})
+            quick = await astore.put(MessageDraft("T", 0, b"nowait", properties={"WAIT": "false"}))
             assert quick.status is PutMessageStatus.PUT_OK
             gate.set()
             await astore.wait_flushed(quick.end_offset)
@@ -97,7 +97,7 @@ async def test_async_flush_runs_periodically(open_store) -> None:
     store = open_store(flush_disk_type=FlushDiskType.ASYNC_FLUSH, flush_interval_commitlog=50)
     counter = CountingFlush(store)
     async with AsyncMessageStore(store, flush_fn=counter) as astore:
-        r = await astore.put_message("T", 0, b"async")
+        r = await astore.put(MessageDraft("T", 0, b"async"))
         assert r.status is PutMessageStatus.PUT_OK
         assert store.flushed_offset < r.end_offset  # returned before any sync
         with trio.fail_after(5):
@@ -121,7 +121,7 @@ async def test_the_index_is_synced_every_index_interval_not_every_queue_round(op
     async with AsyncMessageStore(store, flush_fn=flush) as astore:
         start = time.monotonic()
         for i in range(20):
-            await astore.put_message("T", 0, b"m%d" % i, properties={"KEYS": f"k{i}"})
+            await astore.put(MessageDraft("T", 0, b"m%d" % i, properties={"KEYS": f"k{i}"}))
             await trio.sleep(0.05)
         with trio.fail_after(10):
             while sum(synced for _, synced in rounds) < 2:  # noqa: ASYNC110 - watching the flusher
@@ -146,11 +146,11 @@ async def test_reput_wakes_the_listener_and_exit_flushes(open_store) -> None:
     store = open_store()
     store.arrival_listener = Listener()
     async with AsyncMessageStore(store) as astore:
-        await astore.put_message("T", 2, b"hello")
+        await astore.put(MessageDraft("T", 2, b"hello"))
         with trio.fail_after(5):
             await woken.wait()
         assert arrivals == [("T", 2, 1)]
-        results = await astore.put_messages("T", 2, [_msg(b"a"), _msg(b"b")])
+        results = await astore.put_many(batch_drafts(MessageDraft("T", 2, b""), [_msg(b"a"), _msg(b"b")]))
         await astore.wait_dispatched()
         assert arrivals[-1] == ("T", 2, 3)
         assert [m.body for m in iter_records(store.get_message("T", 2, 0).body)] == [b"hello", b"a", b"b"]
@@ -163,7 +163,7 @@ async def test_reput_wakes_the_listener_and_exit_flushes(open_store) -> None:
 
 async def test_an_append_a_reader_awaits_is_dispatched_at_once(open_store) -> None:
     """With a reader parked on the queue, the append itself dispatches (its arrival is told
-    before put_message_now returns); elsewhere the reput task does it later. wait_dispatched
+    before put_now returns); elsewhere the reput task does it later. wait_dispatched
     still returns in both cases."""
     arrivals: list[tuple[str, int, int]] = []
 
@@ -175,14 +175,14 @@ async def test_an_append_a_reader_awaits_is_dispatched_at_once(open_store) -> No
     store.arrival_listener = Listener()
     async with AsyncMessageStore(store) as astore:
         astore.awaited = lambda topic, queue_id: queue_id == 1
-        assert astore.put_message_now("T", 1, b"awaited").ok  # no checkpoint in between
+        assert astore.put_now(MessageDraft("T", 1, b"awaited")).ok  # no checkpoint in between
         assert arrivals == [("T", 1, 1)]
         assert store.dispatch_behind == 0
-        assert astore.put_message_now("T", 0, b"not awaited").ok
+        assert astore.put_now(MessageDraft("T", 0, b"not awaited")).ok
         assert arrivals == [("T", 1, 1)]  # left to the reput task
         await astore.wait_dispatched()
         assert arrivals == [("T", 1, 1), ("T", 0, 1)]
-        result = await astore.put_messages("T", 1, [_msg(b"a"), _msg(b"b")])
+        result = await astore.put_many(batch_drafts(MessageDraft("T", 1, b""), [_msg(b"a"), _msg(b"b")]))
         # one pass stored both: the listener hears of the queue once, with its newest entry
         assert result.ok and arrivals[-2:] == [("T", 0, 1), ("T", 1, 3)]
         with trio.fail_after(5):
@@ -218,7 +218,7 @@ async def test_batches_time_out_in_order_and_then_complete(open_store, autojump_
 
             async def put(delay: float) -> None:
                 await trio.sleep(delay)
-                r = await astore.put_message("T", 0, b"x")
+                r = await astore.put(MessageDraft("T", 0, b"x"))
                 done.append((trio.current_time() - start, r.status))
 
             async with trio.open_nursery() as nursery:
@@ -230,7 +230,7 @@ async def test_batches_time_out_in_order_and_then_complete(open_store, autojump_
             gate.set()
             # The stalled rounds finish and a later append gets through. (Under the MockClock a
             # sync in a worker thread may still outlast the virtual timeout, so check the data.)
-            r = await astore.put_message("T", 0, b"after")
+            r = await astore.put(MessageDraft("T", 0, b"after"))
             assert r.ok
             await astore.wait_flushed(r.end_offset)
             assert store.flushed_offset >= r.end_offset
@@ -240,13 +240,13 @@ async def test_batches_time_out_in_order_and_then_complete(open_store, autojump_
 
 
 async def test_a_waiting_append_calls_back_from_the_round_that_synced_it(open_store) -> None:
-    """put_message_now hands back a PutWait: its callback runs in the flusher's task once
+    """put_now hands back a PutWait: its callback runs in the flusher's task once
     the round covering the append is done (no task per waiting append), in append order."""
     store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
     counter = CountingFlush(store)
     async with AsyncMessageStore(store, flush_fn=counter) as astore:
         called: list[tuple[int, int, int]] = []  # (append, end offset, flushed when called)
-        waits = [astore.put_message_now("T", 0, b"m-%d" % i) for i in range(50)]
+        waits = [astore.put_now(MessageDraft("T", 0, b"m-%d" % i)) for i in range(50)]
         for i, w in enumerate(waits):
             w.then(lambda r, i=i: called.append((i, r.end_offset, astore.flushed_offset)))
         assert called == []  # nothing is durable yet
@@ -279,13 +279,13 @@ async def test_the_commitlog_sync_runs_in_a_worker_thread_and_its_failure_stops_
 
     with pytest.raises(BaseExceptionGroup) as info:
         async with AsyncMessageStore(store, flush_fn=flush) as astore:
-            result = await astore.put_message("T", 0, b"synced")
+            result = await astore.put(MessageDraft("T", 0, b"synced"))
             assert result.status is PutMessageStatus.PUT_OK
             assert threads and threading.get_ident() not in threads
             assert astore.flushed_offset >= result.end_offset
             fail = True
             with trio.fail_after(10):
-                await astore.put_message("T", 0, b"never synced")
+                await astore.put(MessageDraft("T", 0, b"never synced"))
     assert info.group_contains(OSError, match="Input/output error")
 
 
@@ -304,7 +304,7 @@ async def test_sync_flush_rounds_go_through_the_kernel_where_linux_has_it(open_s
     async with AsyncMessageStore(store) as astore:
         assert astore._kernel_sync is not None
         # an append that finds no round running submits one itself, before it returns
-        waiting = astore.put_message_now("T", 0, b"first")
+        waiting = astore.put_now(MessageDraft("T", 0, b"first"))
         assert astore._round is not None and astore.flush_rounds == 1
         assert (await waiting).status is PutMessageStatus.PUT_OK
         assert astore._round is None and astore.flushed_offset >= store.max_phy_offset
@@ -331,14 +331,14 @@ async def test_an_append_ends_a_synced_round_before_the_flusher_hears(open_store
         ks = astore._kernel_sync
         if not isinstance(ks, UringSync):
             pytest.skip("no io_uring here: only its ring shows a completion without a syscall")
-        first = astore.put_message_now("T", 0, b"first")
+        first = astore.put_now(MessageDraft("T", 0, b"first"))
         rnd = astore._round
         assert rnd is not None
         deadline = time.monotonic() + 10
         while not ks.completed():  # the loop stays busy: the flusher cannot hear yet
             assert time.monotonic() < deadline
             time.sleep(0.001)
-        second = astore.put_message_now("T", 0, b"second")
+        second = astore.put_now(MessageDraft("T", 0, b"second"))
         assert astore._round not in (None, rnd) and astore.flush_rounds == 2
         assert first.done  # answered by that append
         assert (await first).status is PutMessageStatus.PUT_OK
@@ -362,9 +362,9 @@ async def test_a_kernel_that_refuses_aio_syncs_leaves_them_to_a_thread(open_stor
                 raise OSError(errno.EINVAL, "io_submit: Invalid argument")
 
         ks.__class__ = Refusing
-        first = await astore.put_message("T", 0, b"one")
+        first = await astore.put(MessageDraft("T", 0, b"one"))
         assert first.status is PutMessageStatus.PUT_OK and astore._kernel_sync is None
-        second = await astore.put_message("T", 0, b"two")
+        second = await astore.put(MessageDraft("T", 0, b"two"))
         assert second.status is PutMessageStatus.PUT_OK
         assert store.flushed_offset >= second.end_offset
     ks.close()

@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from rmq.protocol.message import iter_records
-from rmq.store import GetMessageStatus
+from rmq.store import GetMessageStatus, MessageDraft
 from rmq.store.consume_queue import ConsumeQueue
 from rmq.store.formats import CQ_BLANK_ENTRY, CQ_ENTRY, offset_to_file_name
 from rmq.store.mapped_file import MapPool
@@ -84,7 +84,7 @@ def test_replay_rewrites_and_pads(tmp_path: Path) -> None:
 def test_many_queues_through_a_small_pool(open_store) -> None:
     store = open_store(max_mapped_consume_queue_files=4, mapped_file_size_consume_queue=20 * 5)
     for i in range(400):
-        assert store.put_message(f"T{i % 40}", i % 2, b"%d" % i).ok
+        assert store.put(MessageDraft(f"T{i % 40}", i % 2, b"%d" % i)).ok
     store.dispatch_pending()
     store.flush()  # 40 queues: synced with one syncfs where available
     assert not store.dispatcher.dirty
@@ -101,7 +101,7 @@ def test_many_queues_through_a_small_pool(open_store) -> None:
 
 def test_flush_rounds_respect_the_queue_budget(open_store) -> None:
     store = open_store(flush_consume_queue_least_pages=0)
-    results = [store.put_message(f"T{i}", 0, b"x") for i in range(10)]
+    results = [store.put(MessageDraft(f"T{i}", 0, b"x")) for i in range(10)]
     store.dispatch_pending()
     plan = store.begin_flush(commitlog=True, logics=True, max_queues=3)
     assert len(plan.queues) == 3 and plan.queues_left == 7
@@ -119,8 +119,8 @@ def test_flush_rounds_respect_the_queue_budget(open_store) -> None:
 
 def test_rounds_write_small_queues_but_sync_them_only_when_due(open_store, tmp_path: Path) -> None:
     store = open_store()  # least pages 2: a few entries are not worth a sync
-    first = store.put_message("Small", 0, b"x")
-    store.put_message("Small", 0, b"y")
+    first = store.put(MessageDraft("Small", 0, b"x"))
+    store.put(MessageDraft("Small", 0, b"y"))
     store.dispatch_pending()
     plan = store.begin_flush(commitlog=True, logics=True)
     store.run_flush(plan)

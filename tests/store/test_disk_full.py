@@ -9,7 +9,7 @@ import os
 import pytest
 
 from rmq.protocol.message import Message, iter_records
-from rmq.store import GetMessageStatus, MessageStore, PutMessageStatus
+from rmq.store import GetMessageStatus, MessageDraft, MessageStore, PutMessageStatus, batch_drafts
 from rmq.store.formats import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE
 from rmq.store.index import IndexFile
 from rmq.store.mapped_file import MappedFile
@@ -19,7 +19,7 @@ from .conftest import FakeClock, SimulatedDisk, crash
 
 def _fill(store: MessageStore, n: int, queues: int = 2) -> None:
     for i in range(n):
-        r = store.put_message("T", i % queues, b"m%d" % i, properties={"KEYS": f"k{i}"})
+        r = store.put(MessageDraft("T", i % queues, b"m%d" % i, properties={"KEYS": f"k{i}"}))
         assert r.ok, r
 
 
@@ -67,7 +67,7 @@ def test_a_consume_queue_the_disk_refuses_keeps_the_checkpoint_behind_it(open_st
     _expect_all(store, 200)  # readers see the entries the files lack
     # and appends are refused meanwhile (the CommitLog must not run ahead of them)
     assert store.refusal is not None and "consume queue T:" in store.refusal
-    assert "No space left on device" in store.put_message("T", 0, b"no").remark
+    assert "No space left on device" in store.put(MessageDraft("T", 0, b"no")).remark
     crash(store)
     disk.heal()
     store = open_store()
@@ -80,7 +80,7 @@ def _offset_of(store: MessageStore, i: int, queues: int = 2) -> int:
 
 def _fill_more(store: MessageStore, start: int, end: int, queues: int = 2) -> None:
     for i in range(start, end):
-        assert store.put_message("T", i % queues, b"m%d" % i, properties={"KEYS": f"k{i}"}).ok
+        assert store.put(MessageDraft("T", i % queues, b"m%d" % i, properties={"KEYS": f"k{i}"})).ok
 
 
 def test_dispatch_goes_on_when_a_consume_queue_cannot_be_written(open_store, disk: SimulatedDisk) -> None:
@@ -142,7 +142,7 @@ def test_records_the_index_could_not_take_are_indexed_later(open_store, disk: Si
     assert store.query_message("T", "k49").records == []  # a new file was refused
     assert store.checkpoint.index_offset <= store.look_message_by_offset(_offset_of(store, 49)).commitlog_offset
     assert store.refusal is not None and store.refusal.startswith("the index cannot be written")
-    assert not store.put_message("T", 0, b"refused").ok
+    assert not store.put(MessageDraft("T", 0, b"refused")).ok
     disk.heal()
     store.flush()  # a flush round indexes them, and writes are taken again
     assert store.refusal is None
@@ -227,11 +227,15 @@ def test_a_commitlog_write_the_disk_refuses_is_service_not_available_until_space
     store = open_store()
     _fill(store, 10)
     disk.full("/commitlog/")
-    r = store.put_messages("T", 0, [Message("T", b"x")]) if batch else store.put_message("T", 0, b"x")
+    r = (
+        store.put_many(batch_drafts(MessageDraft("T", 0, b""), [Message("T", b"x")]))
+        if batch
+        else store.put(MessageDraft("T", 0, b"x"))
+    )
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert r.remark.startswith("disk full: cannot write the CommitLog: [Errno 28] No space left on device")
     disk.heal()
-    assert store.put_message("T", 0, b"x").status is PutMessageStatus.SERVICE_NOT_AVAILABLE  # until measured
+    assert store.put(MessageDraft("T", 0, b"x")).status is PutMessageStatus.SERVICE_NOT_AVAILABLE  # until measured
     clock.advance(1000)  # appends measure the disk at most once a second
     _fill_more(store, 10, 20)
     store.dispatch_pending()
@@ -244,14 +248,14 @@ def test_a_commitlog_file_the_disk_cannot_allocate_is_service_not_available(
     store = open_store(warm_maped_file_enable=True, mapped_file_size_commitlog=4096)
     _fill(store, 10)
     disk.no_new_blocks("/commitlog/")
-    results = [store.put_message("T", 0, b"y" * 500) for _ in range(10)]  # the file fills up
+    results = [store.put(MessageDraft("T", 0, b"y" * 500)) for _ in range(10)]  # the file fills up
     refused = [r for r in results if not r.ok]
     assert refused and refused[0].status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert refused[0].remark.startswith("disk full: cannot create a CommitLog file")
     assert len(store.commitlog.files.files) == 1
     disk.heal()
     clock.advance(1000)
-    assert store.put_message("T", 0, b"y" * 500).ok
+    assert store.put(MessageDraft("T", 0, b"y" * 500)).ok
     assert len(store.commitlog.files.files) == 2
 
 
@@ -269,7 +273,7 @@ def test_a_store_opened_on_a_full_disk_serves_reads_and_refuses_writes(open_stor
     store = open_store(disk_usage=lambda _p: usage["ratio"])
     _expect_all(store, 200)
     assert len(store.query_message("T", "k150").records) == 1
-    r = store.put_message("T", 0, b"no")
+    r = store.put(MessageDraft("T", 0, b"no"))
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE and r.remark.startswith("disk full")
     usage["ratio"] = 0.5
     disk.heal()

@@ -24,8 +24,15 @@ from rmq.protocol.dledger import (
 )
 from rmq.protocol.errors import ProtocolError, RemoteProtocolError
 from rmq.protocol.message import decode_record, encode_record
-from rmq.store.dledger_log import DLedgerLog, iter_dledger_records
+from rmq.store import iter_commitlog
+from rmq.store.dledger_log import DLedgerLog
 from rmq.store.errors import StoreError
+
+
+def member_records(member_dir: str) -> dict[int, bytes]:
+    """Every record in a DLedger member's data files, by CommitLog offset."""
+    return dict(iter_commitlog(os.path.join(member_dir, "data"), dledger=True))
+
 
 SMALL = {"data_file_size": 4096, "index_file_size": INDEX_UNIT_SIZE * 16}
 
@@ -102,9 +109,9 @@ def test_append_read_truncate_and_reopen(tmp_path: Path) -> None:
     assert (reopened.end_index, reopened.end_term, reopened.committed_index) == (31, 5, 25)
     assert (reopened.term, reopened.voted_for) == (5, "n2")
     assert reopened.entry(31).body == record(b"new")
-    assert [o for o, _ in iter_dledger_records(reopened.path)] == [e.pos + BODY_OFFSET for e in entries[:31]] + [
-        again.pos + BODY_OFFSET
-    ]
+    # the last record was appended without its offset patched in (a member's hook writes it):
+    # it does not say where it sits, so the record reader stops there, as at any such record
+    assert list(member_records(reopened.path)) == [e.pos + BODY_OFFSET for e in entries[:31]]
 
 
 def test_follower_appends_at_the_leaders_positions(tmp_path: Path) -> None:
@@ -192,6 +199,6 @@ def test_rebuild_starts_the_log_over_at_the_leaders_position(tmp_path: Path) -> 
     reopened = DLedgerLog(tmp_path / "b", "n1", **SMALL)
     assert (reopened.begin_index, reopened.end_index) == (k, 39)
     assert [reopened.entry(i) for i in range(k, 40)] == [leader.entry(i) for i in range(k, 40)]
-    ours = dict(iter_dledger_records(leader.path))
-    assert dict(iter_dledger_records(reopened.path)) == {o: r for o, r in ours.items() if o > first.pos}
+    ours = member_records(leader.path)
+    assert member_records(reopened.path) == {o: r for o, r in ours.items() if o > first.pos}
     reopened.close()

@@ -3,18 +3,25 @@ Raft: the test plays the member (it seals entries and moves the commit point).""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from rmq.protocol.dledger import BODY_OFFSET, decode_entry_header
 from rmq.protocol.message import decode_record
-from rmq.store import MessageStore, StoreConfig
-from rmq.store.dledger_log import DLedgerLog, iter_dledger_records
+from rmq.store import MessageDraft, MessageStore, StoreConfig, iter_commitlog
+from rmq.store.dledger_log import DLedgerLog
 from rmq.store.dledger_view import DLedgerView
 from rmq.store.errors import StoreError
 from rmq.store.results import GetMessageStatus
 from rmq_spark.store_scan import first_store_timestamp, list_segments
+
+
+def member_records(member_dir: str) -> dict[int, bytes]:
+    """Every record in a DLedger member's data files, by CommitLog offset."""
+    return dict(iter_commitlog(os.path.join(member_dir, "data"), dledger=True))
+
 
 FILE = 64 * 1024
 
@@ -63,9 +70,9 @@ def member(tmp_path: Path) -> Member:
 
 def test_records_live_in_the_entries_and_queues_point_there(member: Member) -> None:
     store = member.store
-    offsets = [store.append_message("T", 0, b"m%d" % i).wrote_offset for i in range(3)]
+    offsets = [store.put(MessageDraft("T", 0, b"m%d" % i)).wrote_offset for i in range(3)]
     member.seal()  # the three sends share one entry
-    offsets.append(store.append_message("T", 0, b"m3").wrote_offset)
+    offsets.append(store.put(MessageDraft("T", 0, b"m3")).wrote_offset)
     member.seal()
     entry1 = member.dlog.entry(1)
     assert offsets[0] == entry1.pos + BODY_OFFSET == BODY_OFFSET * 2  # after the no-op's header
@@ -78,7 +85,7 @@ def test_records_live_in_the_entries_and_queues_point_there(member: Member) -> N
     assert [decode_record(r)[0].body for r in got.records] == [b"m0", b"m1", b"m2", b"m3"]
     assert [decode_record(r)[0].commitlog_offset for r in got.records] == offsets
     # tools read the same records from the data files
-    records = dict(iter_dledger_records(member.dlog.path))
+    records = member_records(member.dlog.path)
     assert sorted(records) == offsets
     assert decode_record(records[offsets[2]])[0].body == b"m2"
 
@@ -88,12 +95,12 @@ def test_an_undecodable_entry_costs_its_own_records_not_the_rest_of_the_file(
 ) -> None:
     store = member.store
     for i in range(2):
-        store.append_message("T", 0, b"m%d" % i)
+        store.put(MessageDraft("T", 0, b"m%d" % i))
     member.seal()
     # an entry whose body is no message record (a bare member's APPEND, a damaged page)
     bad = member.dlog.append(member.dlog.end_index + 1, member.term, b"\x00\x00\x01\x00 not a record" * 8)
     for i in range(2, 4):
-        store.append_message("T", 0, b"m%d" % i)
+        store.put(MessageDraft("T", 0, b"m%d" % i))
     member.seal()
     member.commit()
     got = store.get_message("T", 0, 0, 10)
@@ -108,7 +115,7 @@ def test_entries_are_bounded_and_files_roll_with_dledger_blanks(tmp_path: Path) 
     m = Member(tmp_path, max_entry_body=3000)
     m.dlog.append(0, 1, b"")
     body = b"x" * 1000
-    offsets = [m.store.append_message("T", 0, body).wrote_offset for _ in range(150)]
+    offsets = [m.store.put(MessageDraft("T", 0, body)).wrote_offset for _ in range(150)]
     m.seal()
     assert m.dlog.end_index > 50  # a full entry was proposed (sealed) before the next record
     assert len(m.dlog.data.files) >= 3
@@ -119,7 +126,7 @@ def test_entries_are_bounded_and_files_roll_with_dledger_blanks(tmp_path: Path) 
         assert got.records
         seen += [decode_record(r)[0].commitlog_offset for r in got.records]
     assert seen == offsets
-    assert sorted(dict(iter_dledger_records(m.dlog.path))) == offsets  # across the blanks
+    assert sorted(member_records(m.dlog.path)) == offsets  # across the blanks
     m.close()
     # reopening finds the same entries and dispatches nothing twice
     m.open()
@@ -127,15 +134,32 @@ def test_entries_are_bounded_and_files_roll_with_dledger_blanks(tmp_path: Path) 
     assert decode_entry_header(m.dlog.data.files[1].mm, 0).pos == FILE
 
 
+def test_the_log_reads_its_records_across_entry_headers_and_files(tmp_path: Path) -> None:
+    """What the delay and timer services scan at start (redelivery.scan_markers): every record
+    from an offset on, though entry headers and DLedger's blanks lie between them."""
+    m = Member(tmp_path, max_entry_body=3000)
+    m.dlog.append(0, 1, b"")
+    offsets = [
+        m.store.put(MessageDraft("T", 0, b"x" * 1000, properties={"K": str(i)})).wrote_offset for i in range(150)
+    ]
+    m.seal()
+    assert len(m.dlog.data.files) >= 3
+    assert [meta.commitlog_offset for meta in m.store.commitlog.records(0)] == offsets
+    assert [meta.properties for meta in m.store.commitlog.records(offsets[100])] == [
+        f"K\x01{i}" for i in range(100, 150)
+    ]
+    m.close()
+
+
 def test_uncommitted_records_are_not_dispatched_after_a_restart(member: Member) -> None:
     store = member.store
-    store.append_message("T", 0, b"committed")
+    store.put(MessageDraft("T", 0, b"committed"))
     member.seal()
     member.commit()
     member.dlog.save_checkpoint()
-    store.append_message("T", 0, b"proposed")
+    store.put(MessageDraft("T", 0, b"proposed"))
     member.seal()
-    store.append_message("T", 0, b"unproposed")  # still being filled: cut at open
+    store.put(MessageDraft("T", 0, b"unproposed"))  # still being filled: cut at open
     member.close()
     member.open()
     assert member.dlog.end_index == 2
@@ -149,18 +173,18 @@ def test_uncommitted_records_are_not_dispatched_after_a_restart(member: Member) 
 
 def test_a_follower_holds_the_same_bytes_at_the_same_offsets(member: Member, tmp_path: Path) -> None:
     for i in range(20):
-        member.store.append_message("T", i % 2, b"m%d" % i)
+        member.store.put(MessageDraft("T", i % 2, b"m%d" % i))
         if i % 3 == 0:
             member.seal()
     member.seal()
     follower = DLedgerLog(tmp_path / "f", "n1", data_file_size=FILE)
     for e in member.dlog.entries(0):
         follower.append(e.index, e.term, e.body, pos=e.pos)
-    assert dict(iter_dledger_records(follower.path)) == dict(iter_dledger_records(member.dlog.path))
+    assert member_records(follower.path) == member_records(member.dlog.path)
 
 
 def test_a_new_entry_drops_what_a_deposed_leader_was_filling(member: Member) -> None:
-    member.store.append_message("T", 0, b"never proposed")
+    member.store.put(MessageDraft("T", 0, b"never proposed"))
     assert member.dlog.filling
     member.dlog.append(1, 2, b"")  # the next leader's no-op arrives
     assert not member.dlog.filling and member.dlog.end_index == 1
@@ -199,7 +223,7 @@ def test_retention_deletes_old_data_files_and_the_index_files_they_no_longer_nee
     m.store.commitlog.on_full = m.seal  # type: ignore[attr-defined]
     m.dlog.append(0, 1, b"")
     for _ in range(200):
-        m.store.append_message("T", 0, bytes(1000))
+        m.store.put(MessageDraft("T", 0, bytes(1000)))
     m.seal()
     m.commit()
     files = len(m.dlog.data.files)
@@ -221,7 +245,7 @@ def test_retention_deletes_old_data_files_and_the_index_files_they_no_longer_nee
 def test_a_follower_rebuilt_inside_a_data_file_dispatches_reads_and_reopens(member: Member, tmp_path: Path) -> None:
     leader = member
     for i in range(300):
-        leader.store.append_message("T", 0, b"m%03d" % i * 60)
+        leader.store.put(MessageDraft("T", 0, b"m%03d" % i * 60))
         if i % 4 == 3:
             leader.seal()
     leader.seal()
@@ -237,8 +261,8 @@ def test_a_follower_rebuilt_inside_a_data_file_dispatches_reads_and_reopens(memb
     for e in entries[first.index + 1 :]:
         follower.dlog.append(e.index, e.term, e.body, pos=e.pos)
     follower.commit()
-    ours = dict(iter_dledger_records(leader.dlog.path))
-    theirs = dict(iter_dledger_records(follower.dlog.path))
+    ours = member_records(leader.dlog.path)
+    theirs = member_records(follower.dlog.path)
     assert theirs == {o: r for o, r in ours.items() if o > first.pos}
     # its queue holds what it holds, at the leader's queue offsets, and nothing before
     lo = follower.store.get_min_offset_in_queue("T", 0)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rmq.protocol.message import Message, decode_record
-from rmq.store import FlushDiskType, MessageStore, PutMessageStatus
+from rmq.store import FlushDiskType, MessageDraft, MessageStore, PutMessageStatus, batch_drafts
 from rmq.store.dledger_log import DLedgerLog
 from rmq.store.mapped_file import HEAD_LAST, MappedFile, MapPool, _copy_head_last
 from rmq.store.mapped_file_queue import MappedFileQueue
@@ -168,8 +168,10 @@ def test_a_pooled_file_unmapped_still_takes_appends(tmp_path: Path) -> None:
 def test_the_commitlog_writes_with_pwrite_whatever_the_flush(tmp_path: Path, flush: FlushDiskType) -> None:
     store = MessageStore(small_config(tmp_path, flush_disk_type=flush), disk_usage=lambda _p: 0.1)
     try:
-        assert store.put_messages("T", 0, [Message("T", b"one"), Message("T", b"two")]).ok  # one pwrite
-        assert store.put_message("T", 0, b"three").ok
+        assert store.put_many(
+            batch_drafts(MessageDraft("T", 0, b""), [Message("T", b"one"), Message("T", b"two")])
+        ).ok  # one pwrite
+        assert store.put(MessageDraft("T", 0, b"three")).ok
         mf = store.commitlog.files.files[0]
         assert mf.appending
         assert [resident for *_, resident in _mappings(mf.path)] == [0]  # no page written through it
@@ -197,7 +199,7 @@ def test_a_failed_commitlog_write_refuses_the_append_and_the_next_one_takes_its_
 ) -> None:
     store = MessageStore(small_config(tmp_path), disk_usage=lambda _p: 0.1)
     try:
-        assert store.put_message("T", 0, b"first").ok
+        assert store.put(MessageDraft("T", 0, b"first")).ok
         mf = store.commitlog.files.files[0]
         wrote = mf.wrote
 
@@ -207,12 +209,14 @@ def test_a_failed_commitlog_write_refuses_the_append_and_the_next_one_takes_its_
         with monkeypatch.context() as patch:  # the kernel refusing the write (EIO; ENOSPC: test_disk_full.py)
             patch.setattr(MappedFile, "pwrite", io_error)
             if batch:
-                result = store.put_messages("T", 0, [Message("T", b"a"), Message("T", b"b")])
+                result = store.put_many(
+                    batch_drafts(MessageDraft("T", 0, b""), [Message("T", b"a"), Message("T", b"b")])
+                )
             else:
-                result = store.put_message("T", 0, b"lost")
+                result = store.put(MessageDraft("T", 0, b"lost"))
         assert result.status is PutMessageStatus.UNKNOWN_ERROR and "Input/output error" in result.remark
         assert mf.wrote == wrote and store.commitlog.max_offset == wrote  # nothing counts as written
-        assert store.put_message("T", 0, b"second").ok
+        assert store.put(MessageDraft("T", 0, b"second")).ok
         store.dispatch_pending()
         got = store.get_message("T", 0, 0, 10)
         assert [decode_record(r, check_crc=True)[0].body for r in got.records] == [b"first", b"second"]

@@ -14,6 +14,7 @@ import pytest
 from rmq.protocol import properties as P
 from rmq.protocol.message import (
     BORNHOST_V6_FLAG,
+    STOREHOST_V6_FLAG,
     TRANSACTION_COMMIT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_ROLLBACK_TYPE,
@@ -28,17 +29,21 @@ from rmq.protocol.message import (
 from rmq.store import (
     SCHEDULE_TOPIC,
     GetMessageStatus,
+    IllegalBatch,
+    MessageDraft,
     MessageStore,
     PutMessageStatus,
     StoreLockedError,
+    batch_drafts,
 )
 from rmq.store import formats as F
+from rmq.store.mapped_file import MappedFile
 
 from .conftest import T0, FakeClock, small_config
 
 
 def _put(store: MessageStore, topic: str = "T", qid: int = 0, body: bytes = b"b", **props: str) -> object:
-    r = store.put_message(topic, qid, body, properties=props or None, born_host=("10.0.0.9", 5555))
+    r = store.put(MessageDraft(topic, qid, body, properties=props or None, born_host=("10.0.0.9", 5555)))
     assert r.status is PutMessageStatus.PUT_OK, r
     return r
 
@@ -48,12 +53,12 @@ def test_put_and_get_round_trip(open_store, clock: FakeClock) -> None:
     results = []
     for i in range(5):
         clock.advance(10)
-        r = store.put_message(
+        r = store.put(MessageDraft(
             "TopicA", 1, f"body-{i}".encode(), flag=7,
             properties={"TAGS": "TagA", "KEYS": f"k{i}", "UNIQ_KEY": f"UNIQ{i}"},
             born_timestamp=T0 - 5, born_host=("10.0.0.9", 5555), store_host=("192.168.0.1", 10911),
             reconsume_times=2,
-        )  # fmt: skip
+        ))  # fmt: skip
         results.append(r)
     assert [r.queue_offset for r in results] == [0, 1, 2, 3, 4]
     assert results[0].wrote_offset == 0
@@ -161,7 +166,7 @@ def test_removing_status_when_only_removed_records(open_store) -> None:
     cq = store.queues.get("T", 0)
     raw = cq.entries(0, removed)
     assert len(raw) == removed * 20
-    r = store._collect(cq, 0, raw, 32, 1 << 20, None)
+    r = store.reader._collect(cq, 0, raw, 32, 1 << 20, None)
     assert (r.status, r.next_begin_offset) == (GetMessageStatus.MESSAGE_WAS_REMOVING, removed)
 
 
@@ -203,7 +208,7 @@ def test_tag_filter(open_store) -> None:
 def test_rolling_across_commitlog_files(open_store, tmp_path: Path) -> None:
     store = open_store(mapped_file_size_commitlog=4096)
     bodies = [os.urandom(i % 700 + 1) for i in range(200)]
-    results = [store.put_message("T", i % 3, b) for i, b in enumerate(bodies)]
+    results = [store.put(MessageDraft("T", i % 3, b)) for i, b in enumerate(bodies)]
     assert all(r.ok for r in results)
     files = sorted(os.listdir(tmp_path / "store" / "commitlog"))
     assert len(files) >= 8
@@ -293,7 +298,7 @@ def test_batches(open_store) -> None:
     store = open_store(mapped_file_size_commitlog=4096)
     _put(store, body=b"a" * 3000)  # leaves less than a batch's worth in the first file
     msgs = [Message("", b"m%d" % i, i, {"UNIQ_KEY": f"U{i}", "KEYS": f"K{i}"}) for i in range(10)]
-    r = store.put_messages("T", 0, msgs, extra_properties={"CLUSTER": "c1", "WAIT": "true"})
+    r = store.put_many(batch_drafts(MessageDraft("T", 0, b"", properties={"CLUSTER": "c1", "WAIT": "true"}), msgs))
     assert r.status is PutMessageStatus.PUT_OK
     assert (r.msg_num, r.queue_offset, r.wrote_offset) == (10, 1, 4096)  # whole batch in the next file
     ids = r.msg_id.split(",")
@@ -306,13 +311,48 @@ def test_batches(open_store) -> None:
     assert got[3].flag == 3
     assert sum(m.store_size for m in got) == r.wrote_bytes
     assert len(store.query_message("T", "U7").records) == 1
-    bad = store.put_messages("T", 0, msgs, sys_flag=TRANSACTION_PREPARED_TYPE)
-    assert bad.status is PutMessageStatus.MESSAGE_ILLEGAL
+    with pytest.raises(IllegalBatch, match="transactional"):
+        batch_drafts(MessageDraft("T", 0, b"", sys_flag=TRANSACTION_PREPARED_TYPE), msgs)
     delayed = [Message("", b"x", 0, {"DELAY": "3"})]
-    assert store.put_messages("T", 0, delayed).status is PutMessageStatus.MESSAGE_ILLEGAL
+    with pytest.raises(IllegalBatch, match="delayed"):
+        batch_drafts(MessageDraft("T", 0, b""), delayed)
     too_big = [Message("", b"x" * 1000, 0, {}) for _ in range(5)]
-    assert store.put_messages("T", 0, too_big).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put_many(batch_drafts(MessageDraft("T", 0, b""), too_big)).status is PutMessageStatus.MESSAGE_ILLEGAL
     assert store.queue_offset_for_next("T", 0) == 11
+
+
+def test_put_many_writes_drafts_to_several_queues_in_one_piece(open_store, monkeypatch) -> None:
+    """What a transaction's commit needs: drafts to other topics and queues, of other
+    transaction types, written together or not at all, each queue's offsets in order."""
+    store = open_store()
+    _put(store, "A", 0)
+    drafts = [
+        MessageDraft("A", 0, b"a0"),
+        MessageDraft("A", 1, b"a1", tags_code=77),
+        MessageDraft("B", 0, b"b0", born_host=("2001:db8::1", 9)),
+        MessageDraft("A", 0, b"a0'"),
+        MessageDraft("A", 0, b"half", sys_flag=TRANSACTION_PREPARED_TYPE),  # takes no queue offset
+        MessageDraft("A", 0, b"a0''"),
+    ]
+    r = store.put_many(drafts)
+    assert r.ok and r.msg_num == 6 and list(r.queue_offsets) == [1, 0, 0, 2, 0, 3]
+    assert [store.queue_offset_for_next(t, q) for t, q in (("A", 0), ("A", 1), ("B", 0))] == [4, 1, 1]
+    store.dispatch_pending()
+    stored = [store.look_message_by_offset(int(i[-16:], 16)) for i in r.msg_id.split(",")]
+    assert [(m.topic, m.queue_id, m.body) for m in stored] == [(d.topic, d.queue_id, d.body) for d in drafts]
+    assert stored[2].sys_flag & BORNHOST_V6_FLAG and stored[-1].commitlog_offset + stored[-1].store_size == r.end_offset
+    assert store.queues.get("A", 1).entry(0)[2] == 77
+    # a write the kernel refuses (the records go with one pwrite): none counts, no offset moved
+    assert not store.commitlog.files.last().mapped_writes
+
+    def io_error(*_args: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(MappedFile, "pwrite", io_error)
+    end = store.max_phy_offset
+    assert store.put_many(drafts).status is PutMessageStatus.UNKNOWN_ERROR
+    assert store.max_phy_offset == end
+    assert [store.queue_offset_for_next(t, q) for t, q in (("A", 0), ("A", 1), ("B", 0))] == [4, 1, 1]
 
 
 def test_batch_items_keep_their_properties_as_they_came(open_store, clock: FakeClock, tmp_path: Path) -> None:
@@ -326,42 +366,49 @@ def test_batch_items_keep_their_properties_as_they_came(open_store, clock: FakeC
     a, b = open_store(), open_store(root=tmp_path / "other")
     for store, batch in ((a, msgs), (b, items)):
         clock.now = T0
-        assert store.put_messages("T", 0, batch, extra_properties=extra).status is PutMessageStatus.PUT_OK
+        assert (
+            store.put_many(batch_drafts(MessageDraft("T", 0, b"", properties=extra), batch)).status
+            is PutMessageStatus.PUT_OK
+        )
     assert a.commitlog.read(0, a.commitlog.max_offset) == b.commitlog.read(0, b.commitlog.max_offset)
     # as the C++ client sends them (a trailing separator): kept, then the batch's
     raw = [BatchItem(0, b"x", b"UNIQ_KEY\x01C1\x02"), BatchItem(0, b"y", b"")]
-    r = b.put_messages("T", 0, raw, extra_properties={"CLUSTER": "c1"})
+    r = b.put_many(batch_drafts(MessageDraft("T", 0, b"", properties={"CLUSTER": "c1"}), raw))
     b.dispatch_pending()
     got = list(iter_records(b.get_message("T", 0, r.queue_offset).body))
     assert [m.properties for m in got] == [{"UNIQ_KEY": "C1", "CLUSTER": "c1"}, {"CLUSTER": "c1"}]
     assert b.commitlog.read(r.wrote_offset, r.wrote_bytes).count(b"UNIQ_KEY\x01C1\x02CLUSTER\x01c1") == 1
     # no batch properties: an item's are stored byte for byte, no separator added
-    r = b.put_messages("T", 0, items[:1])
+    r = b.put_many(batch_drafts(MessageDraft("T", 0, b""), items[:1]))
     stored = b.commitlog.read(r.wrote_offset, r.wrote_bytes)
     assert stored.count(items[0].properties) == 1 and items[0].properties + b"\x02" not in stored
     # a batch property in the item: the batch's wins; a DELAY level: refused
-    r = b.put_messages(
-        "T", 0, [BatchItem(0, b"z", b"CLUSTER\x01mine\x02KEYS\x01k")], extra_properties={"CLUSTER": "c1"}
+    r = b.put_many(
+        batch_drafts(
+            MessageDraft("T", 0, b"", properties={"CLUSTER": "c1"}),
+            [BatchItem(0, b"z", b"CLUSTER\x01mine\x02KEYS\x01k")],
+        )
     )
     b.dispatch_pending()
     assert next(iter_records(b.get_message("T", 0, r.queue_offset).body)).properties == {"CLUSTER": "c1", "KEYS": "k"}
     delayed = [BatchItem(0, b"d", b"KEYS\x01k\x02DELAY\x013")]
-    assert b.put_messages("T", 0, delayed).status is PutMessageStatus.MESSAGE_ILLEGAL
+    with pytest.raises(IllegalBatch, match="delayed"):
+        batch_drafts(MessageDraft("T", 0, b""), delayed)
     not_delayed = [BatchItem(0, b"d", b"NODELAY\x013\x02DELAY\x010")]
-    assert b.put_messages("T", 0, not_delayed).status is PutMessageStatus.PUT_OK
+    assert b.put_many(batch_drafts(MessageDraft("T", 0, b""), not_delayed)).status is PutMessageStatus.PUT_OK
 
 
 def test_transactions(open_store) -> None:
     store = open_store()
     _put(store)
-    prep = store.put_message("T", 0, b"half", properties={"UNIQ_KEY": "TX1"}, sys_flag=TRANSACTION_PREPARED_TYPE)
+    prep = store.put(MessageDraft("T", 0, b"half", properties={"UNIQ_KEY": "TX1"}, sys_flag=TRANSACTION_PREPARED_TYPE))
     assert prep.queue_offset == 0
-    commit = store.put_message(
+    commit = store.put(MessageDraft(
         "T", 0, b"real", properties={"UNIQ_KEY": "TX1"}, sys_flag=TRANSACTION_COMMIT_TYPE,
         prepared_transaction_offset=prep.wrote_offset,
-    )  # fmt: skip
+    ))  # fmt: skip
     assert commit.queue_offset == 1  # the prepared record did not take a queue offset
-    rb = store.put_message("T", 0, b"gone", properties={"UNIQ_KEY": "TX2"}, sys_flag=TRANSACTION_ROLLBACK_TYPE)
+    rb = store.put(MessageDraft("T", 0, b"gone", properties={"UNIQ_KEY": "TX2"}, sys_flag=TRANSACTION_ROLLBACK_TYPE))
     assert rb.queue_offset == 0
     store.dispatch_pending()
     assert store.get_max_offset_in_queue("T", 0) == 2
@@ -372,11 +419,32 @@ def test_transactions(open_store) -> None:
     assert store.query_message("T", "TX2").records == []  # rollback records are not
 
 
+def test_an_ipv6_host_gets_the_bit_of_the_role_it_has_in_each_record(open_store) -> None:
+    """One host may be a born host in one record and the store host in the next (a broker's
+    own op records name it as both): each record carries the V6 bit of its own role."""
+    store = open_store()
+    v6 = ("2001:db8::1", 10911)
+    first = store.put(MessageDraft("T", 0, b"a", born_host=v6, store_host=("127.0.0.1", 1)))
+    second = store.put(MessageDraft("T", 0, b"b", born_host=("127.0.0.1", 2), store_host=v6))
+    both = store.put_many(batch_drafts(MessageDraft("T", 0, b"", born_host=v6, store_host=v6), [Message("T", b"c")]))
+    got = [store.look_message_by_offset(r.wrote_offset) for r in (first, second, both)]
+    assert [(m.born_host, m.store_host) for m in got] == [
+        (v6, ("127.0.0.1", 1)),
+        (("127.0.0.1", 2), v6),
+        (v6, v6),
+    ]
+    assert [m.sys_flag & (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG) for m in got] == [
+        BORNHOST_V6_FLAG,
+        STOREHOST_V6_FLAG,
+        BORNHOST_V6_FLAG | STOREHOST_V6_FLAG,
+    ]
+
+
 def test_schedule_topic_tags_code_is_delivery_time(open_store, clock: FakeClock) -> None:
     store = open_store()
-    r = store.put_message(SCHEDULE_TOPIC, 2, b"later", properties={"DELAY": "3", "TAGS": "x"})
-    r2 = store.put_message(SCHEDULE_TOPIC, 2, b"later", properties={"DELAY": "99"})
-    r3 = store.put_message("T", 0, b"custom", properties={"TAGS": "x"}, tags_code=424242)
+    r = store.put(MessageDraft(SCHEDULE_TOPIC, 2, b"later", properties={"DELAY": "3", "TAGS": "x"}))
+    r2 = store.put(MessageDraft(SCHEDULE_TOPIC, 2, b"later", properties={"DELAY": "99"}))
+    r3 = store.put(MessageDraft("T", 0, b"custom", properties={"TAGS": "x"}, tags_code=424242))
     store.dispatch_pending()
     cq = store.queues.get(SCHEDULE_TOPIC, 2)
     assert cq.entry(0)[2] == r.store_timestamp + 10_000  # level 3 = 10 s
@@ -386,19 +454,19 @@ def test_schedule_topic_tags_code_is_delivery_time(open_store, clock: FakeClock)
 
 def test_put_statuses(open_store) -> None:
     store = open_store(max_message_size=1000)
-    assert store.put_message("x" * 128, 0, b"").status is PutMessageStatus.MESSAGE_ILLEGAL
-    assert store.put_message("T", 0, b"x" * 1001).status is PutMessageStatus.MESSAGE_ILLEGAL
-    assert store.put_message("T", -1, b"").status is PutMessageStatus.MESSAGE_ILLEGAL
-    r = store.put_message("T", 0, b"", properties={"k": "v" * 40000})
+    assert store.put(MessageDraft("x" * 128, 0, b"")).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put(MessageDraft("T", 0, b"x" * 1001)).status is PutMessageStatus.MESSAGE_ILLEGAL
+    assert store.put(MessageDraft("T", -1, b"")).status is PutMessageStatus.MESSAGE_ILLEGAL
+    r = store.put(MessageDraft("T", 0, b"", properties={"k": "v" * 40000}))
     assert r.status is PutMessageStatus.PROPERTIES_SIZE_EXCEEDED
     assert store.stats.put_message_failed_times == 4
-    v6 = store.put_message("T", 0, b"6", born_host=("2001:db8::1", 9))
+    v6 = store.put(MessageDraft("T", 0, b"6", born_host=("2001:db8::1", 9)))
     assert v6.ok
     store.dispatch_pending()
     m = store.look_message_by_offset(v6.wrote_offset)
     assert m.sys_flag & BORNHOST_V6_FLAG and m.born_host == ("2001:db8::1", 9)
     store.close()
-    assert store.put_message("T", 0, b"").status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert store.put(MessageDraft("T", 0, b"")).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
 
 
 def test_offset_by_time(open_store, clock: FakeClock) -> None:
@@ -437,7 +505,9 @@ def test_query_message(open_store, clock: FakeClock) -> None:
     offsets = []
     for i in range(40):
         clock.advance(1000)
-        r = store.put_message("T", i % 2, b"%d" % i, properties={"KEYS": f"order-{i % 5} all", "UNIQ_KEY": f"ID{i}"})
+        r = store.put(
+            MessageDraft("T", i % 2, b"%d" % i, properties={"KEYS": f"order-{i % 5} all", "UNIQ_KEY": f"ID{i}"})
+        )
         offsets.append((r.wrote_offset, r.store_timestamp))
     store.dispatch_pending()
     assert len(store.index.files) > 3
@@ -474,7 +544,7 @@ def test_arrival_listener_and_topics(open_store) -> None:
     _put(store, "A", 0, TAGS="t1")
     _put(store, "A", 3)
     _put(store, "B", 1, TAGS="t2")
-    store.put_message("A", 0, b"p", sys_flag=TRANSACTION_PREPARED_TYPE)
+    store.put(MessageDraft("A", 0, b"p", sys_flag=TRANSACTION_PREPARED_TYPE))
     store.dispatch_pending()
     assert calls == [
         ("A", 0, 1, P.java_string_hash("t1"), "t1"),
@@ -495,7 +565,7 @@ def test_a_pass_tells_the_listener_once_per_queue_with_its_newest_record(open_st
     for tags in ("t1", "t2", "t3"):
         _put(store, "A", 0, TAGS=tags)
     _put(store, "B", 1)
-    store.put_message("A", 0, b"p", sys_flag=TRANSACTION_PREPARED_TYPE)  # in no queue: not told
+    store.put(MessageDraft("A", 0, b"p", sys_flag=TRANSACTION_PREPARED_TYPE))  # in no queue: not told
     assert store.dispatch_pending() == 5
     assert calls == [("A", 0, 3, P.java_string_hash("t3"), "t3"), ("B", 1, 1, 0, None)]
     _put(store, "A", 0)
@@ -541,8 +611,8 @@ def test_iter_commitlog_reads_a_live_store(open_store, tmp_path: Path) -> None:
     from rmq.store import iter_commitlog
 
     store = open_store(mapped_file_size_commitlog=4096)
-    results = [store.put_message("T", 0, b"%d" % i) for i in range(80)]
-    got = list(iter_commitlog(str(tmp_path / "store" / "commitlog"), 4096))
+    results = [store.put(MessageDraft("T", 0, b"%d" % i)) for i in range(80)]
+    got = list(iter_commitlog(str(tmp_path / "store" / "commitlog")))
     assert [off for off, _ in got] == [r.wrote_offset for r in results]
     start = results[40].wrote_offset
     tail = iter_commitlog(str(tmp_path / "store" / "commitlog"), start=start)
@@ -556,7 +626,7 @@ def test_a_senders_v6_bits_do_not_change_the_record_layout(open_store) -> None:
     store = open_store()
     wrote = []
     for flag in (0x30, BORNHOST_V6_FLAG, -32769):  # the last is a rollback type: no queue entry
-        r = store.put_message("T", 0, b"x" * 10, sys_flag=flag, born_host=("10.0.0.9", 5555))
+        r = store.put(MessageDraft("T", 0, b"x" * 10, sys_flag=flag, born_host=("10.0.0.9", 5555)))
         assert r.status is PutMessageStatus.PUT_OK
         wrote.append(r.wrote_offset)
     assert store.dispatch_pending() == 3

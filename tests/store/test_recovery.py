@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 
 from rmq.protocol.message import iter_records
-from rmq.store import GetMessageStatus, MessageStore
+from rmq.store import GetMessageStatus, MessageDraft, MessageStore
 from rmq.store import formats as F
 
 from .conftest import crash
@@ -15,7 +15,7 @@ from .conftest import crash
 def _fill(store: MessageStore, n: int, qid: int = 0, start: int = 0) -> list:
     out = []
     for i in range(start, start + n):
-        r = store.put_message("T", qid, b"message-%d" % i, properties={"UNIQ_KEY": f"U{i}", "KEYS": f"k{i}"})
+        r = store.put(MessageDraft("T", qid, b"message-%d" % i, properties={"UNIQ_KEY": f"U{i}", "KEYS": f"k{i}"}))
         assert r.ok
         out.append(r)
     return out
@@ -55,7 +55,7 @@ def test_torn_tail_recovers_to_last_good_record(open_store, tmp_path: Path) -> N
     assert store.get_max_offset_in_queue("T", 0) == 29
     assert _bodies(store) == [b"message-%d" % i for i in range(29)]
     assert store.query_message("T", "U29").records == []
-    r = store.put_message("T", 0, b"after")
+    r = store.put(MessageDraft("T", 0, b"after"))
     assert (r.wrote_offset, r.queue_offset) == (last.wrote_offset, 29)
     store.dispatch_pending()
     assert _bodies(store)[-1] == b"after"
@@ -77,7 +77,7 @@ def test_a_write_cut_short_by_a_kill_is_not_taken_in(open_store, monkeypatch) ->
         raise OSError("killed")
 
     monkeypatch.setattr(os, "pwrite", killed_during)
-    r = store.put_message("T", 0, b"torn-" * 100, properties={"UNIQ_KEY": "U-torn", "KEYS": "k-torn"})
+    r = store.put(MessageDraft("T", 0, b"torn-" * 100, properties={"UNIQ_KEY": "U-torn", "KEYS": "k-torn"}))
     monkeypatch.setattr(os, "pwrite", real_pwrite)
     assert not r.ok
     assert calls == [end + 4]  # the record's first four bytes were to go last
@@ -136,7 +136,7 @@ def test_torn_record_at_start_of_a_new_file(open_store, tmp_path: Path) -> None:
     store = open_store()
     assert store.max_phy_offset == last_start
     assert _bodies(store) == [b"message-%d" % i for i in range(idx)]
-    r = store.put_message("T", 0, b"x")
+    r = store.put(MessageDraft("T", 0, b"x"))
     assert (r.wrote_offset, r.queue_offset) == (last_start, idx)
 
 
@@ -156,14 +156,14 @@ def test_crash_loses_no_dispatched_or_undispatched_message(open_store) -> None:
 def test_crash_after_partial_logics_flush(open_store) -> None:
     store = open_store(flush_consume_queue_least_pages=1)
     for i in range(300):
-        store.put_message("T", i % 3, b"%d" % i)
+        store.put(MessageDraft("T", i % 3, b"%d" % i))
     store.dispatch_pending()
     # Only queues with a page of entries get synced; the others stay pending in memory.
     plan = store.begin_flush(commitlog=True, logics=True)
     store.run_flush(plan)
     store.end_flush(plan)
     for i in range(300, 330):
-        store.put_message("T", i % 3, b"%d" % i)
+        store.put(MessageDraft("T", i % 3, b"%d" % i))
     store.dispatch_pending()
     crash(store)
     store = open_store()

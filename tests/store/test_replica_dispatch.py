@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rmq.store import MessageStore, PutMessageStatus
+from rmq.store import MessageDraft, MessageStore, PutMessageStatus
 
 from .conftest import FakeClock
 
@@ -22,7 +22,7 @@ def fill_master(store: MessageStore, count: int) -> list[tuple[str, int, str]]:
     for i in range(count):
         topic, qid = f"T{i % 3}", i % 4
         key = f"k{i}"
-        r = store.put_message(topic, qid, b"x" * (50 + i % 200), properties={"TAGS": f"tag{i % 5}", "KEYS": key})
+        r = store.put(MessageDraft(topic, qid, b"x" * (50 + i % 200), properties={"TAGS": f"tag{i % 5}", "KEYS": key}))
         assert r.status is PutMessageStatus.PUT_OK
         sent.append((topic, qid, key))
     store.dispatch_pending()
@@ -94,8 +94,8 @@ def test_bytes_that_are_no_record_stop_dispatch_instead_of_skipping(
     store = open_store()
     fill_master(store, 6)
     # A record written after the ones dispatched is damaged before dispatch reaches it.
-    r = store.put_message("T0", 0, b"damaged", properties={"KEYS": "bad"})
-    after = store.put_message("T0", 0, b"fine")
+    r = store.put(MessageDraft("T0", 0, b"damaged", properties={"KEYS": "bad"}))
+    after = store.put(MessageDraft("T0", 0, b"fine"))
     mf = store.commitlog.files.find(r.wrote_offset)
     assert mf is not None
     mf.write_at(r.wrote_offset - mf.start + 4, b"\x00\x00\x00\x01")  # its magic code

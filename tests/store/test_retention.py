@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from rmq.protocol.message import iter_records
-from rmq.store import GetMessageStatus, PutMessageStatus
+from rmq.store import GetMessageStatus, MessageDraft, PutMessageStatus, batch_drafts
 
 from .conftest import FakeClock, local_ms
 
@@ -19,7 +19,7 @@ def _fill(store, clock: FakeClock, n: int, step_ms: int = 1000) -> list:
     out = []
     for i in range(n):
         clock.advance(step_ms)
-        r = store.put_message("T", i % 2, b"r" * 200, properties={"KEYS": f"k{i}"})
+        r = store.put(MessageDraft("T", i % 2, b"r" * 200, properties={"KEYS": f"k{i}"}))
         assert r.ok
         out.append(r)
     store.dispatch_pending()
@@ -94,7 +94,7 @@ def test_above_the_max_used_ratio_expired_files_go_at_once_and_only_they(open_st
     files_before = len(store.commitlog.files.files)
     usage["ratio"] = 0.80  # above diskMaxUsedSpaceRatio (75), below the force-clean level (85)
     assert store.run_retention().commitlog_files_deleted == 0  # nothing expired: nothing goes
-    assert store.put_message("T", 0, b"taken").ok  # writes go on below the warning level
+    assert store.put(MessageDraft("T", 0, b"taken")).ok  # writes go on below the warning level
     clock.advance(73 * HOUR)  # expired now, and still not the delete hour
     res = store.run_retention()
     assert (res.commitlog_files_deleted, res.commitlog_files_unexpired) == (3, 0)
@@ -110,7 +110,7 @@ def test_above_the_clean_forcibly_ratio_files_not_expired_go_too(open_store, clo
     assert (res.commitlog_files_deleted, res.commitlog_files_unexpired) == (3, 3)
     assert len(store.commitlog.files.files) == files_before - 3
     assert store.stats.commitlog_files_deleted_unexpired == 3
-    assert store.put_message("T", 0, b"taken").ok  # below the warning level (90)
+    assert store.put(MessageDraft("T", 0, b"taken")).ok  # below the warning level (90)
     assert store.min_phy_offset > results[0].wrote_offset
 
 
@@ -121,7 +121,7 @@ def test_without_clean_file_forcibly_files_not_expired_stay(open_store, clock: F
     usage["ratio"] = 0.95
     assert store.run_retention().commitlog_files_deleted == 0
     assert len(store.commitlog.files.files) == files_before
-    assert store.put_message("T", 0, b"nope").status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert store.put(MessageDraft("T", 0, b"nope")).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
 
 
 def test_above_the_warning_level_writes_are_refused_until_below(open_store, clock: FakeClock) -> None:
@@ -129,14 +129,14 @@ def test_above_the_warning_level_writes_are_refused_until_below(open_store, cloc
     store, results = _levels_store(open_store, clock, usage)
     usage["ratio"] = 0.89
     store.check_disk()
-    assert store.refusal is None and store.put_message("T", 0, b"taken").ok
+    assert store.refusal is None and store.put(MessageDraft("T", 0, b"taken")).ok
     usage["ratio"] = 0.91
     res = store.run_retention()
     assert res.commitlog_files_deleted == 3  # above the force-clean level too
-    r = store.put_message("T", 0, b"nope")
+    r = store.put(MessageDraft("T", 0, b"nope"))
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert "91.0%" in r.remark and "diskSpaceWarningLevelRatio=90%" in r.remark
-    assert store.put_messages("T", 0, []).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert store.put_many(batch_drafts(MessageDraft("T", 0, b""), [])).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     # What is stored is untouched and readable.
     lo = store.get_min_offset_in_queue("T", 1)
     g = store.get_message("T", 1, lo, 64)
@@ -146,7 +146,7 @@ def test_above_the_warning_level_writes_are_refused_until_below(open_store, cloc
     usage["ratio"] = 0.6
     store.check_disk()
     assert store.refusal is None
-    assert store.put_message("T", 0, b"yes").ok
+    assert store.put(MessageDraft("T", 0, b"yes")).ok
 
 
 def test_appends_measure_the_disk_themselves(open_store, clock: FakeClock) -> None:
@@ -155,12 +155,12 @@ def test_appends_measure_the_disk_themselves(open_store, clock: FakeClock) -> No
     usage = {"ratio": 0.5}
     store, _ = _levels_store(open_store, clock, usage)
     usage["ratio"] = 0.95
-    assert store.put_message("T", 0, b"same second").ok  # measured less than a second ago
+    assert store.put(MessageDraft("T", 0, b"same second")).ok  # measured less than a second ago
     clock.advance(1000)
-    assert store.put_message("T", 0, b"nope").status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert store.put(MessageDraft("T", 0, b"nope")).status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     usage["ratio"] = 0.5
     clock.advance(1000)
-    assert store.put_message("T", 0, b"again").ok
+    assert store.put(MessageDraft("T", 0, b"again")).ok
 
 
 def test_a_manual_delete_deletes_expired_files_only(open_store, clock: FakeClock) -> None:
@@ -179,7 +179,7 @@ def test_a_manual_delete_deletes_expired_files_only(open_store, clock: FakeClock
 
 def test_disk_full_at_open_refuses_writes(open_store) -> None:
     store = open_store(disk_usage=lambda _p: 0.99, disk_space_warning_level_ratio=90)
-    r = store.put_message("T", 0, b"x")
+    r = store.put(MessageDraft("T", 0, b"x"))
     assert r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     assert "diskSpaceWarningLevelRatio=90%" in r.remark
     assert store.max_phy_offset == 0

@@ -35,9 +35,12 @@ from rmq.protocol.message import (
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_TYPE_MASK,
+    MessageDraft,
     decode_batch_items,
     decompress_body,
+    redraft,
 )
+from rmq.store.append import IllegalBatch, batch_drafts
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 from ..schedule import route_delay
@@ -280,7 +283,7 @@ class SendProcessor:
             self._route_later(dest, props)
         wait = props.pop(P.WAIT, None) != "false"  # not stored (saves 9 bytes), but obeyed
         props[P.CLUSTER] = broker.config.broker_cluster_name
-        return queue_id, broker.store.put_message_now(
+        draft = MessageDraft(
             dest.topic,
             dest.queue_id,
             request.body,
@@ -293,6 +296,7 @@ class SendProcessor:
             reconsume_times=header.reconsume_times or 0,
             wait=wait,
         )
+        return queue_id, broker.store.put_now(draft)
 
     def _route_later(self, dest: Destination, props: dict[str, str]) -> None:
         """Timer and delay-level messages wait in their system topics until due; dead
@@ -359,11 +363,11 @@ class SendProcessor:
         extra = P.decode_properties(header.properties or "")
         wait = extra.pop(P.WAIT, None) != "false"
         extra[P.CLUSTER] = broker.config.broker_cluster_name
-        return queue_id, broker.store.put_messages_now(
+        head = MessageDraft(
             topic,
             queue_id,
-            messages,
-            extra_properties=extra,
+            b"",
+            properties=extra,
             sys_flag=sys_flag,
             born_timestamp=header.born_timestamp,
             born_host=host_port(ctx.remote_address),
@@ -371,6 +375,11 @@ class SendProcessor:
             reconsume_times=header.reconsume_times or 0,
             wait=wait,
         )
+        try:
+            drafts = batch_drafts(head, messages)
+        except IllegalBatch as exc:
+            return queue_id, PutMessageResult(PutMessageStatus.MESSAGE_ILLEGAL, str(exc))
+        return queue_id, broker.store.put_many_now(drafts)
 
     def _respond(
         self, request: RemotingCommand, result: PutMessageResult, topic: str, queue_id: int
@@ -425,18 +434,16 @@ class SendProcessor:
         if not props.get(P.ORIGIN_MESSAGE_ID):
             props[P.ORIGIN_MESSAGE_ID] = msg.offset_msg_id
         props[P.CLUSTER] = broker.config.broker_cluster_name
-        result = await broker.store.put_message(
-            topic,
-            queue_id,
-            msg.body,
-            flag=msg.flag,
-            properties=props,
-            sys_flag=msg.sys_flag,
-            born_timestamp=msg.born_timestamp,
-            born_host=msg.born_host,
-            store_host=broker.store_host,
-            reconsume_times=msg.reconsume_times + 1,
-            wait=True,
+        result = await broker.store.put(
+            redraft(
+                msg,
+                topic=topic,
+                queue_id=queue_id,
+                properties=props,
+                store_host=broker.store_host,
+                reconsume_times=msg.reconsume_times + 1,
+                wait=True,
+            )
         )
         if not result.ok:
             code, remark = _PUT_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, None))

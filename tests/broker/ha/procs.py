@@ -16,8 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from rmq.store.commitlog import iter_commitlog
-from rmq.store.dledger_log import iter_dledger_records
+from rmq.store import iter_commitlog
 
 from ...ports import free_ports
 
@@ -142,8 +141,8 @@ class BrokerProcess:
         DLedger member's records are in its DLedger data files."""
         members = sorted(self.store.glob("dledger-*"))
         if members:
-            return dict(iter_dledger_records(members[0]))
-        return dict(iter_commitlog(str(self.store / "commitlog"), COMMITLOG_SIZE))
+            return dict(iter_commitlog(members[0] / "data", dledger=True))
+        return dict(iter_commitlog(self.store / "commitlog"))
 
     def commitlog_range(self, start: int, end: int) -> bytes:
         out = bytearray()
