@@ -343,7 +343,7 @@ def test_put_many_writes_drafts_to_several_queues_in_one_piece(open_store, monke
     assert stored[2].sys_flag & BORNHOST_V6_FLAG and stored[-1].commitlog_offset + stored[-1].store_size == r.end_offset
     assert store.queues.get("A", 1).entry(0)[2] == 77
     # a write the kernel refuses (the records go with one pwrite): none counts, no offset moved
-    assert not store.commitlog.files.last().mapped_writes
+    assert not store.commitlog.files.last().mapped_writes_at(0, 1)
 
     def io_error(*_args: object) -> None:
         raise OSError(5, "Input/output error")
