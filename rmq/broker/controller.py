@@ -60,6 +60,7 @@ from .ha.slave import HAClient
 from .ha.sync import SlaveSynchronize
 from .long_polling import PullWaiters
 from .offsets import ConsumerOffsetManager
+from .parts import BrokerParts, Identity, RoleCell
 from .processors import build_dispatcher
 from .rebalance_lock import RebalanceLockManager
 from .registration import Registration, register_period
@@ -120,10 +121,11 @@ class BrokerController(Service):
         # A DLedger member comes as a follower (SLAVE, its follower brokerId) from
         # BrokerConfig.from_properties, until its group elects it and it has caught up
         # (_dledger_role).
-        self.config = config
+        # the configuration as of now (a DLedger election changes it)
+        self.role = RoleCell(config, _memory_budget(config.access_message_in_memory_max_ratio))
+        self.identity = Identity(config.broker_ip1, time.time())
         self.tls = BrokerTls.from_config(config)  # ConfigError if a certificate cannot be loaded
         self.clock_ms = clock_ms
-        self.boot_time = time.time()
         self.topics = TopicConfigManager(config, on_change=self._topics_changed)
         self.offsets = ConsumerOffsetManager(config.config_dir)
         self.subscriptions = SubscriptionGroupManager(config)
@@ -131,20 +133,19 @@ class BrokerController(Service):
         self.locks = RebalanceLockManager(trio.current_time)
         self.waiters = PullWaiters()
         self.stats = BrokerStats(trio.current_time)
-        self.schedule = ScheduleService(self)
-        self.timers = TimerService(self)
-        self.transactions = TransactionService(self)
+        # built once the store is open (serve): the parts, and the services over them
+        self.parts: BrokerParts
         self.message_store: MessageStore
         self.store: AsyncMessageStore
-        self.port: int = 0
+        self.schedule: ScheduleService
+        self.timers: TimerService
+        self.transactions: TransactionService
         self.vip_port: int | None = None
         self.registration: Registration | None = None
-        self._memory_budget = _memory_budget(config.access_message_in_memory_max_ratio)
         self.ha: HAService | HAClient | None = None  # replication: master service or slave client
         self.acl: PlainAcl | None = None  # aclEnable=true: read in serve(), checks every request
         self.slave_sync: SlaveSynchronize | None = None
         self.dledger: DLedgerCommitLog | None = None  # enableDLegerCommitLog: the group member
-        self.master_addr = ""  # a slave's master, as the name servers last said
         self._leader_scope: trio.CancelScope | None = None
         self.metrics: Any = None  # metricsExporterType=PROM: the MetricsExporter (rmq/metrics)
         self._nursery: trio.Nursery | None = None
@@ -160,12 +161,39 @@ class BrokerController(Service):
     # -- identity ---------------------------------------------------------------------
 
     @property
+    def config(self) -> BrokerConfig:
+        """The configuration as of now (``role.config``)."""
+        return self.role.config
+
+    @config.setter
+    def config(self, config: BrokerConfig) -> None:
+        self.role.config = config
+
+    @property
+    def master_addr(self) -> str:
+        """A slave's master, as the name servers last said."""
+        return self.role.master_addr
+
+    @master_addr.setter
+    def master_addr(self, addr: str) -> None:
+        self.role.master_addr = addr
+
+    @property
+    def port(self) -> int:
+        """The bound main port (0 until bound)."""
+        return self.identity.port
+
+    @property
+    def boot_time(self) -> float:
+        return self.identity.boot_time
+
+    @property
     def address(self) -> str:
-        return f"{self.config.broker_ip1}:{self.port}"
+        return self.identity.address
 
     @property
     def store_host(self) -> tuple[str, int]:
-        return self.config.broker_ip1, self.port
+        return self.identity.store_host
 
     @property
     def ha_address(self) -> str:
@@ -238,10 +266,29 @@ class BrokerController(Service):
         self.message_store = MessageStore(
             store_config,
             clock=self.clock_ms,
-            arrival_listener=_Arrivals([*listeners, self.schedule, self.timers]),
             commitlog=None if dledger is None else member_commitlog(dledger, str(store_config.commitlog_dir)),
         )
         self.store = AsyncMessageStore(self.message_store)
+        self.parts = BrokerParts(
+            role=self.role,
+            identity=self.identity,
+            message_store=self.message_store,
+            store=self.store,
+            topics=self.topics,
+            offsets=self.offsets,
+            subscriptions=self.subscriptions,
+            clients=self.clients,
+            locks=self.locks,
+            waiters=self.waiters,
+            stats=self.stats,
+            clock_ms=self.clock_ms,
+            sleep_wall=self.sleep_wall,
+            notify_consumers=self.notify_consumer_ids_changed,
+        )
+        self.schedule = ScheduleService(self.parts)
+        self.timers = TimerService(self.parts)
+        self.transactions = TransactionService(self.parts)
+        self.message_store.arrival_listener = _Arrivals([*listeners, self.schedule, self.timers])
         if config.long_polling_enable:  # a parked pull is answered without waiting for the reput task
             self.store.awaited = self.waiters.awaited
         if dledger is not None:
@@ -257,6 +304,7 @@ class BrokerController(Service):
             self.store.replication = self.dledger
             self.store.sync_replication = True
             self.store.replica_wait_always = True
+            self.role.dledger = self.dledger
         failure: OSError | None = None
         try:
             async with (
@@ -336,19 +384,19 @@ class BrokerController(Service):
         """A master serves its HA port; a slave follows its master and copies its metadata."""
         config = self.config
         if self.dledger is not None:
-            self.slave_sync = SlaveSynchronize(self, client)
+            self.slave_sync = SlaveSynchronize(self.parts, client, self.schedule)
             await nursery.start(self.slave_sync.run)
             nursery.start_soon(self._find_master)
             await nursery.start(self.dledger.run)
             return
         if config.is_slave:
-            self.ha = HAClient(self)
-            self.slave_sync = SlaveSynchronize(self, client)
+            self.slave_sync = SlaveSynchronize(self.parts, client, self.schedule)
+            self.ha = self.role.ha = HAClient(self.parts, self.tls, self.slave_sync, self._register_now)
             await nursery.start(self.ha.run)
             await nursery.start(self.slave_sync.run)
             return
-        service = HAService(self)
-        self.ha = service
+        service = HAService(self.parts, self.tls)
+        self.ha = self.role.ha = service
         await nursery.start(service.run)
         self.store.replication = service
         self.store.sync_replication = config.broker_role is BrokerRole.SYNC_MASTER
@@ -407,6 +455,11 @@ class BrokerController(Service):
                 self.topics.create_if_absent(topic, max(queue_ids) + 1, PERM_READ | PERM_WRITE)
                 log.info("topic %s taken from the store (%d queues)", topic, max(queue_ids) + 1)
 
+    def _register_now(self) -> None:
+        """Register again now (a slave that knows no master yet asks for it)."""
+        if self.registration is not None:
+            self.registration.trigger()
+
     def _registered(self, master_addr: str | None, ha_addr: str | None) -> None:
         before, self.master_addr = self.master_addr, master_addr or ""
         if isinstance(self.ha, HAClient):
@@ -462,16 +515,20 @@ class BrokerController(Service):
     async def _start_servers(self, nursery: trio.Nursery) -> None:
         config = self.config
         main = RemotingServer(
-            build_dispatcher(self), self._server_config(config.listen_port), on_close=self._connection_closed
+            build_dispatcher(self.parts, self.schedule, self.transactions, self.acl),
+            self._server_config(config.listen_port),
+            on_close=self._connection_closed,
         )
         await nursery.start(main.serve)
         self._servers.append(main)
         assert main.port is not None
-        self.port = main.port
+        self.identity.port = main.port
         if config.vip_channel_enable:
             vip_port = config.listen_port - 2 if config.listen_port else 0
             vip = RemotingServer(
-                build_dispatcher(self, vip=True), self._server_config(vip_port), on_close=self._connection_closed
+                build_dispatcher(self.parts, self.schedule, self.transactions, self.acl, vip=True),
+                self._server_config(vip_port),
+                on_close=self._connection_closed,
             )
             await nursery.start(vip.serve)
             self._servers.append(vip)
@@ -506,15 +563,15 @@ class BrokerController(Service):
                 async with RemotingClient(self.tls.remoting_client_config()) as client:
                     await self.registration.unregister_all(client)
         self.registration = None
-        if getattr(self, "message_store", None) is not None:
-            self.transactions.commit_progress()
-        for what, persist in (
+        tables: list[tuple[str, Callable[[], None]]] = [
             ("offsets", self.offsets.persist),
             ("topics", self.topics.persist),
             ("subscription groups", self.subscriptions.persist),
-            ("delay progress", self.schedule.persist),
-            ("timer progress", self.timers.persist),
-        ):
+        ]
+        if hasattr(self, "parts"):  # the store opened and the services were built
+            self.transactions.commit_progress()
+            tables += [("delay progress", self.schedule.persist), ("timer progress", self.timers.persist)]
+        for what, persist in tables:
             try:
                 persist()
             except OSError as exc:
@@ -544,13 +601,8 @@ class BrokerController(Service):
             await self._clock_jumped.wait()
 
     def is_in_disk(self, topic: str, queue_id: int, offset: int) -> bool:
-        """Whether the message at `offset` is far enough behind the CommitLog end to have
-        left the page cache (checkInDiskByConsumeOffset)."""
-        store = self.message_store
-        if offset >= store.get_max_offset_in_queue(topic, queue_id):
-            return False
-        phy = store.get_commitlog_offset_in_queue(topic, queue_id, offset)
-        return store.max_phy_offset - phy > self._memory_budget
+        """See ``BrokerParts.is_in_disk``."""
+        return self.parts.is_in_disk(topic, queue_id, offset)
 
     def notify_consumer_ids_changed(self, group: str) -> None:
         """Tell every consumer of `group` to rebalance (NOTIFY_CONSUMER_IDS_CHANGED, oneway),

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from rmq.protocol.message import MessageExt
     from rmq.store.results import PutMessageResult
 
-    from .controller import BrokerController
+    from .parts import BrokerParts
 
 log = logging.getLogger("rmq.broker.redelivery")
 
@@ -87,7 +87,7 @@ def scan_markers(store: MessageStore, start: int, key: str, skip_topic: str) -> 
 
 
 async def put_to_real_destination(
-    broker: BrokerController, msg: MessageExt, real_topic: str, props: dict[str, str]
+    broker: BrokerParts, msg: MessageExt, real_topic: str, props: dict[str, str]
 ) -> PutMessageResult:
     """Re-put a parked message into `real_topic` / its REAL_QID with `props`, keeping body,
     flags, born time and host and reconsume count; the store host becomes this broker."""
@@ -109,7 +109,7 @@ class ProgressFile(abc.ABC):
     far.
     """
 
-    broker: BrokerController
+    broker: BrokerParts
     path: Path
     dirty: bool
     _watermark: Watermark | None

@@ -34,7 +34,7 @@ from .redelivery import ProgressFile, Watermark, put_to_real_destination, scan_m
 from .topics import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
-    from .controller import BrokerController
+    from .parts import BrokerParts
 
 log = logging.getLogger("rmq.broker.schedule")
 
@@ -72,7 +72,7 @@ def route_delay(topic: str, queue_id: int, props: dict[str, str], levels: int) -
 class ScheduleService(ProgressFile):
     """Delivery of delayed messages; `load()` once the store is open, then run `run`."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
         self.levels_ms = broker.config.delay_levels_ms
         self.path = broker.config.config_dir / "delayOffset.json"

@@ -39,7 +39,7 @@ from .redelivery import ProgressFile, Watermark, put_to_real_destination, scan_m
 from .topics import TIMER_TOPIC
 
 if TYPE_CHECKING:
-    from .controller import BrokerController
+    from .parts import BrokerParts
 
 log = logging.getLogger("rmq.broker.timer")
 
@@ -98,7 +98,7 @@ def route_timer(topic: str, queue_id: int, props: dict[str, str], now_ms: int, m
 class TimerService(ProgressFile):
     """Delivery of timer messages; `load()` once the store is open, then run `run`."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
         self.path = broker.config.config_dir / "timerProgress.json"
         self.ingested = 0  # next timer-queue offset to read

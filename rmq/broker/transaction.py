@@ -61,7 +61,7 @@ from .topics import PERM_READ, PERM_WRITE, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HAL
 if TYPE_CHECKING:
     from rmq.store.results import PutMessageResult
 
-    from .controller import BrokerController
+    from .parts import BrokerParts
 
 log = logging.getLogger("rmq.broker.transaction")
 
@@ -148,7 +148,7 @@ class Chain:
 class TransactionService:
     """Chains, END_TRANSACTION outcomes and the check loop; `load()` once the store is open."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
         self.chains: dict[int, Chain] = {}
         self.ingested = 0  # next half queue offset to read
@@ -297,7 +297,7 @@ class TransactionService:
                 )
             except TimerRefused as exc:
                 log.warning("committed transaction %d keeps no timer: %s", chain.origin, exc)
-            topic, queue_id = route_delay(topic, queue_id, props, broker.schedule.max_level)
+            topic, queue_id = route_delay(topic, queue_id, props, len(broker.config.delay_levels_ms))
             commit = redraft(
                 half,
                 topic=topic,

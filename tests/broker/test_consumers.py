@@ -115,7 +115,7 @@ async def test_consumer_offsets(cluster: Cluster) -> None:
     r = await cluster.call(RequestCode.QUERY_CONSUMER_OFFSET, q)
     assert r.ext_fields == {"offset": "42"}
     # a queue whose head left the page cache: the client decides (22)
-    cluster.broker._memory_budget = -1
+    cluster.broker.role.memory_budget = -1
     await cluster.call(
         RequestCode.SEND_MESSAGE,
         {

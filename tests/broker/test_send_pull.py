@@ -325,14 +325,14 @@ async def test_sync_flush_send(cluster: Cluster) -> None:
     ],
 )
 def test_put_status_to_response_code(tmp_path: Any, status: str, code: int) -> None:
-    from rmq.broker.controller import BrokerController
     from rmq.broker.processors.send import SendProcessor
     from rmq.protocol import RemotingCommand
     from rmq.store.results import PutMessageResult, PutMessageStatus
 
-    from .cluster import broker_config
+    from .parts import broker_parts
 
-    processor = SendProcessor(BrokerController(broker_config(tmp_path)))
+    with broker_parts(tmp_path) as parts:
+        processor = SendProcessor(parts)  # a processor from parts, no controller
     stored = PutMessageStatus[status].stored
     result = PutMessageResult(
         PutMessageStatus[status],

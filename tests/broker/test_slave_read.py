@@ -135,8 +135,8 @@ async def test_slave_read_enable_sends_lagging_consumers_to_the_slave(tmp_path: 
         assert max_offset > 840
         # "in memory" is accessMessageInMemoryMaxRatio percent of this machine's RAM, which a
         # test cannot get behind; a budget of 2 KiB puts the head of the queue on "disk"
-        master._memory_budget = 2048
-        slave._memory_budget = 2048
+        master.role.memory_budget = 2048
+        slave.role.memory_budget = 2048
 
         code, h = await pull(client, master, 0, 0)
         assert code == ResponseCode.SUCCESS and h.suggest_which_broker_id == 1  # whichBrokerWhenConsumeSlowly

@@ -122,7 +122,7 @@ async def test_consumer_follows_the_suggestion_to_the_slave(tmp_path: Path, name
         await replicated(master, slave)
         # "in memory" is a percentage of this machine's RAM, more than a test can write:
         # 2 KiB makes all but the last few messages of each queue "on disk"
-        master._memory_budget = slave._memory_budget = 2048
+        master.role.memory_budget = slave.role.memory_budget = 2048
         got: list[str] = []
         if kind == "push":
 

@@ -34,7 +34,8 @@ from .model import AclConfigError
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
 
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
+    from .service import PlainAcl
 
 log = logging.getLogger("rmq.broker.acl")
 
@@ -50,11 +51,12 @@ _FAILURE: dict[int, int] = {
 class AclProcessor:
     CODES = tuple(_FAILURE)
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts, acl: PlainAcl | None) -> None:
         self.broker = broker
+        self.acl = acl  # None: aclEnable=false
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        acl = self.broker.acl
+        acl = self.acl
         failure = _FAILURE[request.code]
         if acl is None:
             return request.make_response(failure, "ACL is not enabled on this broker (aclEnable=false in broker.conf)")
@@ -83,7 +85,7 @@ class AclProcessor:
 
     def _version_info(self, request: RemotingCommand) -> RemotingCommand:
         broker = self.broker
-        acl = broker.acl
+        acl = self.acl
         assert acl is not None
         versions = {path: v.to_json() for path, v in acl.versions().items()}
         header = GetBrokerAclConfigResponseHeader(

@@ -38,7 +38,8 @@ from .rate import ByteRate
 if TYPE_CHECKING:
     from rmq.store import MessageStore
 
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
+    from ..tls import BrokerTls
 
 log = logging.getLogger("rmq.broker.ha")
 
@@ -147,8 +148,9 @@ class SlaveConnection:
 class HAService(Replication):
     """The HA listener of a master broker and its slave connections."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts, tls: BrokerTls) -> None:
         self.broker = broker
+        self.tls = tls  # tls.server.mode of the broker's ports covers the HA port
         self.config = broker.config
         self.connections: set[SlaveConnection] = set()
         self.port: int | None = None
@@ -234,7 +236,7 @@ class HAService(Replication):
         """TLS as the broker's tls.server.mode says (stages/tls.py): a slave speaks first, with
         its offset report (first byte 0) or a TLS handshake (0x16), so a mode that refuses it
         says why. Raises RemotingConnectError."""
-        tls = self.broker.tls
+        tls = self.tls
         wait = self.config.ha_housekeeping_interval / 1000
         with trio.move_on_after(wait):
             stream = await negotiate(raw, tls.mode, tls.server_context, address=addr)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -37,7 +38,9 @@ from .rate import ByteRate
 if TYPE_CHECKING:
     from rmq.store import MessageStore
 
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
+    from ..tls import BrokerTls
+    from .sync import SlaveSynchronize
 
 log = logging.getLogger("rmq.broker.ha")
 
@@ -53,8 +56,17 @@ def _now_ms() -> int:
 class HAClient:
     """Keeps a slave's CommitLog a copy of its master's."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(
+        self,
+        broker: BrokerParts,
+        tls: BrokerTls,
+        sync: SlaveSynchronize,
+        register_now: Callable[[], None],
+    ) -> None:
         self.broker = broker
+        self.tls = tls  # tls.enable: the connection to the master's HA port is TLS
+        self.sync = sync  # asks the master where its log ends (status_fields)
+        self.register_now = register_now  # asks the name servers for the master again
         self.config = broker.config
         self.fixed_address = bool(self.config.ha_master_address)
         self.master_ha_addr = self.config.ha_master_address  # "" until known
@@ -94,8 +106,8 @@ class HAClient:
                 self._address_changed = trio.Event()
                 with trio.move_on_after(RETRY_INTERVAL):
                     await self._address_changed.wait()
-                if not self.master_ha_addr and self.broker.registration is not None:
-                    self.broker.registration.trigger()
+                if not self.master_ha_addr:
+                    self.register_now()
                 continue
             try:
                 await self._session_once(self.master_ha_addr)
@@ -120,7 +132,7 @@ class HAClient:
 
     async def _session_once(self, address: str) -> None:
         host, port = host_port(address)
-        context = self.broker.tls.client_context
+        context = self.tls.client_context
         with trio.fail_after(CONNECT_TIMEOUT):
             tcp = await trio.open_tcp_stream(host, port)
         stream: trio.abc.Stream = tcp
@@ -223,8 +235,7 @@ class HAClient:
             "haLastReadTimestamp": str(self.last_read_ms),
             "haDiverged": self.diverged or "",
         }
-        sync = self.broker.slave_sync
-        master_end = await sync.master_max_offset() if sync is not None and self.master_addr else None
+        master_end = await self.sync.master_max_offset() if self.master_addr else None
         if master_end is not None:
             fields["masterPutWhere"] = str(master_end)
             fields["slaveFallBehind"] = str(max(0, master_end - mine))

@@ -20,7 +20,8 @@ from rmq.protocol.errors import ProtocolError
 from rmq.remoting import RemotingClient, RemotingError
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
+    from ..schedule import ScheduleService
 
 log = logging.getLogger("rmq.broker.ha")
 
@@ -31,18 +32,17 @@ STATUS_TIMEOUT = 1.0
 
 
 class SlaveSynchronize:
-    def __init__(self, broker: BrokerController, client: RemotingClient) -> None:
+    def __init__(self, broker: BrokerParts, client: RemotingClient, schedule: ScheduleService) -> None:
         self.broker = broker
+        self.schedule = schedule  # takes the master's delay progress
         self._client = client
         self.rounds = 0  # completed rounds, for tests and status
         self._wake = trio.Event()
 
     @property
     def master_addr(self) -> str:
-        ha = self.broker.ha
-        if ha is None:  # a DLedger follower: the master the name servers named
-            return self.broker.master_addr if self.broker.config.is_slave else ""
-        return getattr(ha, "master_addr", "")
+        role = self.broker.role
+        return role.master_addr if role.config.is_slave else ""
 
     def trigger(self) -> None:
         """Sync now (the master address just became known)."""
@@ -84,7 +84,7 @@ class SlaveSynchronize:
                 "consumer offsets",
                 lambda raw: broker.offsets.sync_from_master(json_body.loads(raw)),
             ),
-            (RequestCode.GET_ALL_DELAY_OFFSET, "delay offsets", broker.schedule.sync_from_master),
+            (RequestCode.GET_ALL_DELAY_OFFSET, "delay offsets", self.schedule.sync_from_master),
             (
                 RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
                 "subscription groups",

@@ -20,7 +20,10 @@ from .reset_offset import ResetOffsetProcessor
 from .send import SendProcessor
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from ..acl import PlainAcl
+    from ..parts import BrokerParts
+    from ..schedule import ScheduleService
+    from ..transaction import TransactionService
 
 # A parked pull holds its slot while it waits (up to suspendTimeoutMillis), so pulls get
 # as many slots as there can be queues; connections' max_in_flight bounds them instead.
@@ -28,12 +31,20 @@ PULL_CONCURRENCY = 1 << 20
 SEND_CONCURRENCY = 256  # SYNC_FLUSH sends wait for the group commit while holding a slot
 
 
-def build_dispatcher(broker: BrokerController, vip: bool = False) -> Dispatcher:
-    """Every broker processor on one Dispatcher; `vip` leaves out PULL_MESSAGE (the fast
-    channel on listenPort - 2 serves everything but pulls). Unknown codes are answered
-    REQUEST_CODE_NOT_SUPPORTED by the dispatcher. With `aclEnable=true` the broker's ACL
-    checks every request first (the dispatcher hook)."""
-    dispatcher = Dispatcher(hook=broker.acl.hook if broker.acl is not None else None)
+def build_dispatcher(
+    broker: BrokerParts,
+    schedule: ScheduleService,
+    transactions: TransactionService,
+    acl: PlainAcl | None = None,
+    *,
+    vip: bool = False,
+) -> Dispatcher:
+    """Every broker processor on one Dispatcher, over the broker's parts and the services
+    some of them answer for (delay progress, transaction outcomes); `vip` leaves out
+    PULL_MESSAGE (the fast channel on listenPort - 2 serves everything but pulls). Unknown
+    codes are answered REQUEST_CODE_NOT_SUPPORTED by the dispatcher. With an `acl`
+    (aclEnable=true) it checks every request first (the dispatcher hook)."""
+    dispatcher = Dispatcher(hook=acl.hook if acl is not None else None)
     dispatcher.register(SendProcessor.CODES, SendProcessor(broker), concurrency=SEND_CONCURRENCY)
     if not vip:
         dispatcher.register(PullProcessor.CODES, PullProcessor(broker), concurrency=PULL_CONCURRENCY)
@@ -46,13 +57,13 @@ def build_dispatcher(broker: BrokerController, vip: bool = False) -> Dispatcher:
         clients,
     )
     dispatcher.register((RequestCode.LOCK_BATCH_MQ, RequestCode.UNLOCK_BATCH_MQ), clients)
-    dispatcher.register(EndTransactionProcessor.CODES, EndTransactionProcessor(broker))
+    dispatcher.register(EndTransactionProcessor.CODES, EndTransactionProcessor(broker, transactions))
     dispatcher.register(ResetOffsetProcessor.CODES, ResetOffsetProcessor(broker))
-    admin = AdminProcessor(broker)
+    admin = AdminProcessor(broker, schedule)
     queries = (RequestCode.QUERY_MESSAGE, RequestCode.VIEW_MESSAGE_BY_ID)
     dispatcher.register(queries, admin)
     dispatcher.register([c for c in admin.codes if c not in queries], admin)
-    dispatcher.register(AclProcessor.CODES, AclProcessor(broker))
+    dispatcher.register(AclProcessor.CODES, AclProcessor(broker, acl))
     return dispatcher
 
 

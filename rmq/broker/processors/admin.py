@@ -48,7 +48,8 @@ from .common import fail, json_of, ok
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
 
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
+    from ..schedule import ScheduleService
 
 log = logging.getLogger("rmq.broker.admin")
 
@@ -58,8 +59,9 @@ VERSION_DESC = "V4_9_8"
 
 
 class AdminProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts, schedule: ScheduleService) -> None:
         self.broker = broker
+        self.schedule = schedule
         self._handlers: dict[int, Callable[[RemotingCommand], RemotingCommand]] = {
             RequestCode.GET_MAX_OFFSET: self.max_offset,
             RequestCode.GET_MIN_OFFSET: self.min_offset,
@@ -113,7 +115,7 @@ class AdminProcessor:
 
     def ha_status(self, request: RemotingCommand) -> RemotingCommand:
         """GET_BROKER_HA_STATUS (RocketMQ 5.x): the HARuntimeInfo of a master or a slave."""
-        ha = getattr(self.broker, "ha", None)
+        ha = self.broker.role.ha
         if ha is None:
             return fail(request, ResponseCode.SYSTEM_ERROR, "replication is not running on this broker")
         return ok(request, body=json_body.dumps(ha.runtime_info()))
@@ -293,7 +295,7 @@ class AdminProcessor:
         return ok(request, body=self.broker.offsets.encode())
 
     def all_delay_offsets(self, request: RemotingCommand) -> RemotingCommand:
-        return ok(request, body=self.broker.schedule.encode())
+        return ok(request, body=self.schedule.encode())
 
     def all_groups(self, request: RemotingCommand) -> RemotingCommand:
         return ok(request, body=json_body.dumps(self.broker.subscriptions.wrapper()))
@@ -375,10 +377,10 @@ class AdminProcessor:
             "brokerRole": broker.config.broker_role.value,
             "brokerId": str(broker.config.broker_id),
         }
-        ha = getattr(broker, "ha", None)
+        ha = broker.role.ha
         if ha is not None:  # a master's slaves or a slave's master, lag in bytes
             table.update(await ha.status_fields())
-        dledger = getattr(broker, "dledger", None)
+        dledger = broker.role.dledger
         if dledger is not None:  # the DLedger member under this broker
             table.update(dledger.status_fields())
         return ok(request, body=json_body.dumps({"table": table}))

@@ -30,14 +30,14 @@ from ..config import ACCEPTED_KEYS, BrokerConfig, ConfigError
 from .common import fail, ok
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
 
 log = logging.getLogger("rmq.broker.admin_ops")
 
 MAX_CQ_ENTRIES = 1000  # QUERY_CONSUME_QUEUE: entries one answer may carry
 
 
-def update_config(broker: BrokerController, request: RemotingCommand) -> RemotingCommand:
+def update_config(broker: BrokerParts, request: RemotingCommand) -> RemotingCommand:
     if not request.body:
         return fail(request, ResponseCode.SYSTEM_ERROR, "no properties in the request body")
     try:
@@ -56,7 +56,7 @@ def update_config(broker: BrokerController, request: RemotingCommand) -> Remotin
             for f in dataclasses.fields(updated)
             if getattr(updated, f.name) != getattr(baseline, f.name)
         }
-        broker.config = broker.config.replace(**changed)
+        broker.role.config = broker.config.replace(**changed)
     except (ConfigError, ValueError, TypeError) as exc:
         return fail(request, ResponseCode.SYSTEM_ERROR, f"bad broker config: {exc}")
     log.info("broker config updated: %s", changes)
@@ -64,7 +64,7 @@ def update_config(broker: BrokerController, request: RemotingCommand) -> Remotin
 
 
 def broker_consume_stats(
-    broker: BrokerController, request: RemotingCommand, group_stats: Callable[[RemotingCommand], RemotingCommand]
+    broker: BrokerParts, request: RemotingCommand, group_stats: Callable[[RemotingCommand], RemotingCommand]
 ) -> RemotingCommand:
     """ConsumeStatsList: every subscription group's ConsumeStats per topic it consumes."""
     is_order = GetConsumeStatsInBrokerHeader.from_ext(request.ext_fields).is_order
@@ -97,7 +97,7 @@ def broker_consume_stats(
     return ok(request, body=json_body.dumps(body))
 
 
-def clone_group_offset(broker: BrokerController, request: RemotingCommand) -> RemotingCommand:
+def clone_group_offset(broker: BrokerParts, request: RemotingCommand) -> RemotingCommand:
     h = CloneGroupOffsetRequestHeader.from_ext(request.ext_fields)
     topics = [h.topic] if h.topic else sorted(broker.offsets.topics_of_group(h.src_group))
     for topic in topics:
@@ -108,7 +108,7 @@ def clone_group_offset(broker: BrokerController, request: RemotingCommand) -> Re
     return ok(request)
 
 
-def query_consume_queue(broker: BrokerController, request: RemotingCommand) -> RemotingCommand:
+def query_consume_queue(broker: BrokerParts, request: RemotingCommand) -> RemotingCommand:
     h = QueryConsumeQueueRequestHeader.from_ext(request.ext_fields)
     store = broker.message_store
     tc = broker.topics.get(h.topic)
@@ -138,7 +138,7 @@ def query_consume_queue(broker: BrokerController, request: RemotingCommand) -> R
     return ok(request, body=json_body.dumps(body))
 
 
-def clean_unused_topic(broker: BrokerController, request: RemotingCommand) -> RemotingCommand:
+def clean_unused_topic(broker: BrokerParts, request: RemotingCommand) -> RemotingCommand:
     """Consume queues of topics the broker no longer has (CLEAN_UNUSED_TOPIC and
     CLEAN_EXPIRED_CONSUMEQUEUE; retention already drops queue files below the CommitLog)."""
     store = broker.message_store
@@ -150,7 +150,7 @@ def clean_unused_topic(broker: BrokerController, request: RemotingCommand) -> Re
     return ok(request)
 
 
-def delete_expired_commitlog(broker: BrokerController, request: RemotingCommand) -> RemotingCommand:
+def delete_expired_commitlog(broker: BrokerParts, request: RemotingCommand) -> RemotingCommand:
     """RocketMQ's executeDeleteFilesManually: expired CommitLog files (fileReservedTime) go now,
     whatever deleteWhen says, and in the next retention rounds; files not expired only as the
     levels of disk use say."""
@@ -159,7 +159,7 @@ def delete_expired_commitlog(broker: BrokerController, request: RemotingCommand)
     return ok(request)
 
 
-def view_stats_data(broker: BrokerController, request: RemotingCommand) -> RemotingCommand:
+def view_stats_data(broker: BrokerParts, request: RemotingCommand) -> RemotingCommand:
     header = ViewBrokerStatsDataRequestHeader.from_ext(request.ext_fields)
     data = broker.stats.stats_data(header.stats_name, header.stats_key, broker.config.broker_cluster_name)
     if data is None:  # RocketMQ's answer for an item it never counted
@@ -168,7 +168,7 @@ def view_stats_data(broker: BrokerController, request: RemotingCommand) -> Remot
     return ok(request, body=json_body.dumps(data))
 
 
-HANDLERS: dict[int, Callable[[BrokerController, RemotingCommand], RemotingCommand]] = {
+HANDLERS: dict[int, Callable[[BrokerParts, RemotingCommand], RemotingCommand]] = {
     RequestCode.UPDATE_BROKER_CONFIG: update_config,
     RequestCode.CLONE_GROUP_OFFSET: clone_group_offset,
     RequestCode.QUERY_CONSUME_QUEUE: query_consume_queue,

@@ -22,7 +22,7 @@ from rmq.remoting.errors import RemotingTimeoutError
 from .common import fail
 
 if TYPE_CHECKING:
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
 
 log = logging.getLogger("rmq.broker.client_call")
 
@@ -30,7 +30,7 @@ CLIENT_CALLS = (RequestCode.GET_CONSUMER_RUNNING_INFO, RequestCode.CONSUME_MESSA
 CALL_TIMEOUT = 10.0  # seconds: Broker2Client.callClient's limit
 
 
-async def call_client(broker: BrokerController, request: RemotingCommand) -> RemotingCommand:
+async def call_client(broker: BrokerParts, request: RemotingCommand) -> RemotingCommand:
     ext = dict(request.ext_fields)
     body = request.body
     if request.code == RequestCode.GET_CONSUMER_RUNNING_INFO:

@@ -39,7 +39,7 @@ from .common import fail, json_of, ok
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
 
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
 
 log = logging.getLogger("rmq.broker.client_manage")
 
@@ -52,7 +52,7 @@ NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot fi
 
 
 class ClientManageProcessor:
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
         self._handlers: dict[int, Callable[[RequestContext, RemotingCommand], RemotingCommand]] = {
             RequestCode.UNREGISTER_CLIENT: self.unregister_client,
@@ -111,7 +111,7 @@ class ClientManageProcessor:
                 consumer, conn, hb.client_id, language, request.version, ctx.remote_address
             )
             if changed and (group_config is None or group_config.notify_consumer_ids_changed_enable):
-                broker.notify_consumer_ids_changed(group)
+                broker.notify_consumers(group)
             await turns.take()
         if deferred:
             log.warning(
@@ -168,7 +168,7 @@ class ClientManageProcessor:
         if group and broker.clients.unregister_consumer(group, conn):
             group_config = broker.subscriptions.get(group)
             if group_config is None or group_config.notify_consumer_ids_changed_enable:
-                broker.notify_consumer_ids_changed(group)
+                broker.notify_consumers(group)
         return ok(request)
 
     def consumer_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

@@ -24,7 +24,8 @@ from .common import fail
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
 
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
+    from ..transaction import TransactionService
 
 log = logging.getLogger("rmq.broker.end_transaction")
 
@@ -32,8 +33,9 @@ log = logging.getLogger("rmq.broker.end_transaction")
 class EndTransactionProcessor:
     CODES = (RequestCode.END_TRANSACTION,)
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts, transactions: TransactionService) -> None:
         self.broker = broker
+        self.transactions = transactions
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         broker = self.broker
@@ -53,7 +55,7 @@ class EndTransactionProcessor:
             return fail(request, ResponseCode.SYSTEM_ERROR, "The producer group wrong")
         if half.queue_offset != header.tran_state_table_offset:
             return fail(request, ResponseCode.SYSTEM_ERROR, "The transaction state table offset wrong")
-        code, remark = await broker.transactions.end(half, kind)
+        code, remark = await self.transactions.end(half, kind)
         if kind == TRANSACTION_NOT_TYPE and code == ResponseCode.SUCCESS:
             return None  # UNKNOWN: RocketMQ answers nothing
         return request.make_response(code, remark)

@@ -39,7 +39,7 @@ from .send import APPLY_TOPIC_URL
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
 
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
     from ..subscriptions import SubscriptionGroupConfig
 
 log = logging.getLogger("rmq.broker.pull")
@@ -77,7 +77,7 @@ _MOVED = (
 class PullProcessor:
     CODES = (RequestCode.PULL_MESSAGE,)
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:

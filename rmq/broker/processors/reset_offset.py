@@ -26,7 +26,7 @@ from .common import fail, ok
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
 
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
 
 log = logging.getLogger("rmq.broker.reset_offset")
 
@@ -52,7 +52,7 @@ def offset_at_time(store: MessageStore, topic: str, queue_id: int, timestamp: in
 class ResetOffsetProcessor:
     CODES = (RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,)
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:

@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
     from rmq.store.aio import PutWait
 
-    from ..controller import BrokerController
+    from ..parts import BrokerParts
     from ..subscriptions import SubscriptionGroupConfig
 
 log = logging.getLogger("rmq.broker.send")
@@ -139,7 +139,7 @@ class SendProcessor:
         RequestCode.CONSUMER_SEND_MSG_BACK,
     )
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -317,7 +317,7 @@ class SendProcessor:
             if topic != dest.topic:
                 dest.topic, dest.queue_id = topic, queue_id
                 return
-        dest.topic, dest.queue_id = route_delay(dest.topic, dest.queue_id, props, broker.schedule.max_level)
+        dest.topic, dest.queue_id = route_delay(dest.topic, dest.queue_id, props, len(broker.config.delay_levels_ms))
 
     def _half_message(self, props: dict[str, str], dest: Destination, sys_flag: int) -> tuple[Destination, int]:
         """Prepared transactional message → half message in RMQ_SYS_TRANS_HALF_TOPIC queue 0,
@@ -430,7 +430,7 @@ class SendProcessor:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
             level = header.delay_level or 3 + msg.reconsume_times
             props[P.DELAY] = str(level)
-            topic, queue_id = route_delay(topic, queue_id, props, broker.schedule.max_level)
+            topic, queue_id = route_delay(topic, queue_id, props, len(broker.config.delay_levels_ms))
         if not props.get(P.ORIGIN_MESSAGE_ID):
             props[P.ORIGIN_MESSAGE_ID] = msg.offset_msg_id
         props[P.CLUSTER] = broker.config.broker_cluster_name
