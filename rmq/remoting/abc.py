@@ -10,19 +10,40 @@ send requests back to the peer (`await ctx.connection.invoke(...)`).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from rmq.protocol import RemotingCommand
 
-    from .connection import Connection
+
+class Peer(Protocol):
+    """What a processor may do with the connection a request came in on (a
+    ``rmq.remoting.Connection``): read the peer's address, keep per-connection state, and
+    send requests back over it. Declared here so that this seam does not import the
+    connection that implements it."""
+
+    attrs: dict[str, Any]
+
+    def __hash__(self) -> int: ...  # held in tables of who is connected
+
+    @property
+    def remote_address(self) -> str: ...
+
+    @property
+    def closed(self) -> bool: ...
+
+    async def invoke(
+        self, request: RemotingCommand, timeout: float, on_answer: Callable[[RemotingCommand], None] | None = None
+    ) -> RemotingCommand: ...
+
+    async def invoke_oneway(self, request: RemotingCommand, timeout: float = ...) -> None: ...
 
 
 class RequestContext:
     """Where and when a request arrived.
 
     Attributes:
-      connection: the Connection the request came in on (and the response goes out on).
+      connection: the connection the request came in on (and the response goes out on).
       received_at: trio.current_time() when the reader decoded it; a processor can
         compare it with the current time to shed requests that queued too long
         (RocketMQ's BrokerFastFailure).
@@ -30,7 +51,7 @@ class RequestContext:
 
     __slots__ = ("connection", "queued", "received_at")
 
-    def __init__(self, connection: Connection, received_at: float) -> None:
+    def __init__(self, connection: Peer, received_at: float) -> None:
         self.connection = connection
         self.received_at = received_at
         self.queued = False  # set by the dispatcher: waits for a processor slot
