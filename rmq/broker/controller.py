@@ -184,16 +184,9 @@ class BrokerController(Service):
         return self.identity.port
 
     @property
-    def boot_time(self) -> float:
-        return self.identity.boot_time
-
-    @property
     def address(self) -> str:
+        """"brokerIP1:port": registered with the name servers, stamped into records."""
         return self.identity.address
-
-    @property
-    def store_host(self) -> tuple[str, int]:
-        return self.identity.store_host
 
     @property
     def ha_address(self) -> str:
