@@ -185,7 +185,7 @@ class BrokerController(Service):
 
     @property
     def address(self) -> str:
-        """"brokerIP1:port": registered with the name servers, stamped into records."""
+        """ "brokerIP1:port": registered with the name servers, stamped into records."""
         return self.identity.address
 
     @property

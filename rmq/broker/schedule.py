@@ -3,7 +3,7 @@
 A message with DELAY=L (L > 0, clamped to the last level) is stored in
 SCHEDULE_TOPIC_XXXX queue L-1 with REAL_TOPIC / REAL_QID remembering where it goes; the
 store writes its delivery time (store time + the level's delay) as the consume-queue
-tags code (PROTOCOL.md 6.1). `route_delay` does that rewrite for every path that puts
+tags code (PROTOCOL.md 6.1). `routing.route_delay` does that rewrite for every path that puts
 messages: sends, CONSUMER_SEND_MSG_BACK retries, transaction commits.
 
 One task per level follows its queue in order. Delay is the same for every message of a
@@ -31,6 +31,7 @@ from rmq.protocol import properties as P
 
 from .jsonfile import read_json
 from .redelivery import ProgressFile, Watermark, put_to_real_destination, scan_markers
+from .routing import SCHEDULE_DELIVERED_FROM as DELIVERED_FROM
 from .topics import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
@@ -38,35 +39,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.broker.schedule")
 
-# On each delivered message: "<level>:<queue offset>" of the entry it came from.
-DELIVERED_FROM = "__SCHEDULE_FROM"
 READ_BATCH = 64  # consume-queue entries read per look
 RETRY_AFTER_ERROR = 10.0  # seconds (DELAY_FOR_A_PERIOD)
-
-
-def delay_level(props: dict[str, str]) -> int:
-    """The DELAY property as a level; 0 when absent or not a number."""
-    raw = props.get(P.DELAY)
-    if not raw:
-        return 0
-    try:
-        return int(raw.strip())
-    except ValueError:
-        return 0
-
-
-def route_delay(topic: str, queue_id: int, props: dict[str, str], levels: int) -> tuple[str, int]:
-    """Where a message is stored: SCHEDULE_TOPIC_XXXX queue level-1 when it has a DELAY
-    level (> 0, clamped to `levels`), else where it was going. Rewrites `props` in place."""
-    level = delay_level(props)
-    if level <= 0:
-        return topic, queue_id
-    level = min(level, levels)
-    props[P.DELAY] = str(level)
-    props[P.REAL_TOPIC] = topic
-    props[P.REAL_QID] = str(queue_id)
-    props.pop(DELIVERED_FROM, None)
-    return SCHEDULE_TOPIC, level - 1
 
 
 class ScheduleService(ProgressFile):

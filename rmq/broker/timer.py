@@ -36,6 +36,8 @@ from rmq.protocol.message import redraft
 
 from .jsonfile import read_json
 from .redelivery import ProgressFile, Watermark, put_to_real_destination, scan_markers
+from .routing import TIMER_DELIVERED_FROM as DELIVERED_FROM
+from .routing import TIMER_OUT_MS
 from .topics import TIMER_TOPIC
 
 if TYPE_CHECKING:
@@ -43,56 +45,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.broker.timer")
 
-TIMER_OUT_MS = "TIMER_OUT_MS"  # absolute delivery time of a stored timer message
-DELIVERED_FROM = "__TIMER_FROM"  # on a delivered message: its timer-queue offset
 ROLLED_FROM = "__TIMER_ROLLED_FROM"  # on a rolled copy: the offset it replaces
 ROLL_THRESHOLD = 8192  # delivered offsets above `low` before the entry at `low` is rolled
 READ_BATCH = 256  # timer-queue entries read between checkpoints
 RETRY_AFTER_ERROR = 10.0  # seconds
-
-
-class TimerRefused(Exception):
-    """The timer properties are unusable; the message is MESSAGE_ILLEGAL with this text."""
-
-
-def deliver_time(props: dict[str, str], now_ms: int) -> int | None:
-    """Absolute delivery time the properties ask for, or None for an ordinary message."""
-    for key, relative, scale in (
-        (P.TIMER_DELIVER_MS, False, 1),
-        (P.START_DELIVER_TIME, False, 1),
-        (P.TIMER_DELAY_SEC, True, 1000),
-        (P.TIMER_DELAY_MS, True, 1),
-    ):
-        raw = props.get(key)
-        if raw is None:
-            continue
-        try:
-            value = int(raw.strip())
-        except ValueError:
-            raise TimerRefused(f"timer property {key}={raw!r} is not a whole number") from None
-        return now_ms + value * scale if relative else value
-    return None
-
-
-def route_timer(topic: str, queue_id: int, props: dict[str, str], now_ms: int, max_delay_sec: int) -> tuple[str, int]:
-    """Where a message is stored: rmq_sys_wheel_timer when it asks for a future delivery
-    time, else where it was going. Rewrites `props` in place.
-
-    Raises TimerRefused when the time is malformed or too far ahead.
-    """
-    when = deliver_time(props, now_ms)
-    if when is None or when <= now_ms:
-        return topic, queue_id
-    if when - now_ms > max_delay_sec * 1000:
-        raise TimerRefused(
-            f"timer message delivery {when - now_ms} ms ahead exceeds timerMaxDelaySec={max_delay_sec} s"
-        )
-    props[P.REAL_TOPIC] = topic
-    props[P.REAL_QID] = str(queue_id)
-    props[TIMER_OUT_MS] = str(when)
-    props.pop(P.DELAY, None)  # the timer wins over a delay level
-    props.pop(DELIVERED_FROM, None)
-    return TIMER_TOPIC, 0
 
 
 class TimerService(ProgressFile):

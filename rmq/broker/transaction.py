@@ -54,8 +54,7 @@ from rmq.protocol.message import (
 )
 from rmq.remoting import RemotingError
 
-from .schedule import route_delay
-from .timer import TimerRefused, route_timer
+from .routing import route_commit
 from .topics import PERM_READ, PERM_WRITE, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
@@ -291,13 +290,16 @@ class TransactionService:
             for key in (P.TRAN_MSG, P.TRANSACTION_CHECK_TIMES, P.TRAN_PREPARED_QUEUE_OFFSET):
                 props.pop(key, None)
             topic, queue_id = props.get(P.REAL_TOPIC, ""), _int(props.get(P.REAL_QID), 0)
-            try:
-                topic, queue_id = route_timer(
-                    topic, queue_id, props, broker.clock_ms(), broker.config.timer_max_delay_sec
-                )
-            except TimerRefused as exc:
-                log.warning("committed transaction %d keeps no timer: %s", chain.origin, exc)
-            topic, queue_id = route_delay(topic, queue_id, props, len(broker.config.delay_levels_ms))
+            topic, queue_id, refused = route_commit(
+                topic,
+                queue_id,
+                props,
+                now_ms=broker.clock_ms(),
+                max_delay_sec=broker.config.timer_max_delay_sec,
+                levels=len(broker.config.delay_levels_ms),
+            )
+            if refused is not None:
+                log.warning("committed transaction %d keeps no timer: %s", chain.origin, refused)
             commit = redraft(
                 half,
                 topic=topic,

@@ -32,7 +32,6 @@ from rmq.protocol.message import (
     COMPRESSED_FLAG,
     COMPRESSION_TYPE_MASK,
     MULTI_TAGS_FLAG,
-    TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
     TRANSACTION_TYPE_MASK,
     MessageDraft,
@@ -43,16 +42,13 @@ from rmq.protocol.message import (
 from rmq.store.append import IllegalBatch, batch_drafts
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
-from ..schedule import route_delay
-from ..timer import TimerRefused, route_timer
+from ..routing import TimerRefused, half_message, route_delay, route_later, to_dead_letters
 from ..topics import (
-    DLQ_PREFIX,
     NOT_ALLOWED_SEND_TOPICS,
     PERM_READ,
     PERM_WRITE,
     RETRY_PREFIX,
     TOPIC_MAX_LENGTH,
-    TRANS_HALF_TOPIC,
     TopicConfig,
     dlq_topic,
     retry_topic,
@@ -247,7 +243,7 @@ class SendProcessor:
             return
         group = dest.topic[len(RETRY_PREFIX) :]
         max_times = self._max_reconsume_times(request, self._group(group), header.max_reconsume_times)
-        if (header.reconsume_times or 0) >= max_times:
+        if to_dead_letters(header.reconsume_times or 0, max_times):
             dest.config = self._dlq(group)
             dest.topic, dest.queue_id = dest.config.topic_name, 0
 
@@ -299,33 +295,29 @@ class SendProcessor:
         return queue_id, broker.store.put_now(draft)
 
     def _route_later(self, dest: Destination, props: dict[str, str]) -> None:
-        """Timer and delay-level messages wait in their system topics until due; dead
-        letters are never delayed. The timer wins when a message asks for both."""
+        """Timer and delay-level messages wait in their system topics until due
+        (``routing.route_later``)."""
         if props.keys().isdisjoint(_LATER_KEYS):  # most messages: no clock read, no lookups
             return
-        broker = self.broker
-        if dest.topic.startswith(DLQ_PREFIX):
-            props.pop(P.DELAY, None)
-            return
-        if broker.config.timer_wheel_enable:
-            try:
-                topic, queue_id = route_timer(
-                    dest.topic, dest.queue_id, props, broker.clock_ms(), broker.config.timer_max_delay_sec
-                )
-            except TimerRefused as exc:
-                raise Refused(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
-            if topic != dest.topic:
-                dest.topic, dest.queue_id = topic, queue_id
-                return
-        dest.topic, dest.queue_id = route_delay(dest.topic, dest.queue_id, props, len(broker.config.delay_levels_ms))
+        config = self.broker.config
+        try:
+            dest.topic, dest.queue_id = route_later(
+                dest.topic,
+                dest.queue_id,
+                props,
+                now_ms=self.broker.clock_ms(),
+                timer_wheel=config.timer_wheel_enable,
+                max_delay_sec=config.timer_max_delay_sec,
+                levels=len(config.delay_levels_ms),
+            )
+        except TimerRefused as exc:
+            raise Refused(ResponseCode.MESSAGE_ILLEGAL, str(exc)) from None
 
     def _half_message(self, props: dict[str, str], dest: Destination, sys_flag: int) -> tuple[Destination, int]:
-        """Prepared transactional message → half message in RMQ_SYS_TRANS_HALF_TOPIC queue 0,
-        remembering its real topic and queue (TransactionalMessageBridge.parseHalfMessageInner)."""
-        props[P.REAL_TOPIC] = dest.topic
-        props[P.REAL_QID] = str(dest.queue_id)
-        half = self.broker.topics.create_if_absent(TRANS_HALF_TOPIC, 1, PERM_READ | PERM_WRITE)
-        return Destination(TRANS_HALF_TOPIC, 0, half), (sys_flag & ~TRANSACTION_TYPE_MASK) | TRANSACTION_NOT_TYPE
+        """A prepared transactional message becomes a half message (``routing.half_message``)."""
+        topic, queue_id, sys_flag = half_message(dest.topic, dest.queue_id, props, sys_flag)
+        half = self.broker.topics.create_if_absent(topic, 1, PERM_READ | PERM_WRITE)
+        return Destination(topic, queue_id, half), sys_flag
 
     # -- batch ----------------------------------------------------------------------------
 
@@ -422,7 +414,7 @@ class SendProcessor:
         max_times = self._max_reconsume_times(request, group_config, header.max_reconsume_times)
         props.pop(P.WAIT, None)
         props.pop(P.DELAY, None)
-        if msg.reconsume_times >= max_times or header.delay_level < 0:
+        if to_dead_letters(msg.reconsume_times, max_times, header.delay_level):
             topic, queue_id = self._dlq(header.group).topic_name, 0
         else:
             topic = retry_topic(header.group)
