@@ -13,23 +13,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from rmq.protocol import body
+from rmq.protocol.constants import BUILTIN_GROUPS, TOOLS_CONSUMER_GROUP
 
 from .config import BrokerConfig
 from .jsonfile import CoalescingWriter, encode_members, read_json
 from .topics import WRITE_DELAY, DataVersion, wall_ms
 
 log = logging.getLogger("rmq.broker.subscriptions")
-
-# Groups RocketMQ creates at start (MixAll.java).
-BUILTIN_GROUPS = (
-    "TOOLS_CONSUMER",
-    "FILTERSRV_CONSUMER",
-    "SELF_TEST_C_GROUP",
-    "CID_ONS-HTTP-PROXY",
-    "CID_ONSAPI_PULL",
-    "CID_ONSAPI_PERMISSION",
-    "CID_ONSAPI_OWNER",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +83,7 @@ class SubscriptionGroupManager:
         self.data_version = DataVersion(now_ms)
         self._table: dict[str, SubscriptionGroupConfig] = {}
         for name in BUILTIN_GROUPS:
-            self._table[name] = SubscriptionGroupConfig(name, consume_broadcast_enable=name != "TOOLS_CONSUMER")
+            self._table[name] = SubscriptionGroupConfig(name, consume_broadcast_enable=name != TOOLS_CONSUMER_GROUP)
         self.writer = CoalescingWriter(self.path, self._snapshot, delay=WRITE_DELAY)
 
     def load(self) -> None:

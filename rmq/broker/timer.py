@@ -31,11 +31,11 @@ import trio
 
 from rmq.protocol import body as json_body
 from rmq.protocol import properties as P
+from rmq.protocol.constants import TIMER_TOPIC
 from rmq.protocol.errors import ProtocolError
 
 from .jsonfile import read_json
 from .redelivery import HOST_FLAGS, ProgressFile, Watermark, put_to_real_destination, scan_markers
-from .topics import TIMER_TOPIC
 
 if TYPE_CHECKING:
     from .controller import BrokerController

@@ -10,14 +10,24 @@ marks the file for `writer` (jsonfile.CoalescingWriter), which the controller ru
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmq.protocol import body
+from rmq.protocol import body, constants
+from rmq.protocol.constants import (
+    AUTO_CREATE_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    SYSTEM_TOPICS,
+)
 
 from .config import BrokerConfig
 from .jsonfile import CoalescingWriter, encode_members, read_json
@@ -28,61 +38,11 @@ log = logging.getLogger("rmq.broker.topics")
 # new groups, a producer's first sends to many topics) becomes one write.
 WRITE_DELAY = 0.1
 
-# PermName bits (PROTOCOL.md 7)
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
-
-AUTO_CREATE_TOPIC = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages until due (RocketMQ 5)
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-
-# TopicValidator: producers may not send to these.
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-        TIMER_TOPIC,
-    }
-)
-_SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, TRACE_TOPIC}
-
-TOPIC_MAX_LENGTH = 127
 MAX_QUEUE_NUMS = 1024  # per topic: queue tables are walked whole by stats and rebalancing
-_TOPIC_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+")
 
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
-
-
-def topic_error(topic: str) -> str | None:
-    """Why `topic` is not a valid topic name (TopicValidator.validateTopic), or None."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if not _TOPIC_CHARS.fullmatch(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
-    return None
+# Sends the broker refuses: TopicValidator's topics, and the timer topic only the timer service
+# writes to.
+NOT_ALLOWED_SEND_TOPICS = constants.NOT_ALLOWED_SEND_TOPICS | {constants.TIMER_TOPIC}
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,7 +132,7 @@ class TopicConfigManager:
         self.on_change = on_change
         self.data_version = DataVersion(now_ms)
         self._table: dict[str, TopicConfig] = {}
-        self._system_topics = set(_SYSTEM_TOPICS)
+        self._system_topics = set(SYSTEM_TOPICS)
         self._add_builtin_topics()
         self.writer = CoalescingWriter(self.path, self._snapshot, delay=WRITE_DELAY)
 

@@ -45,6 +45,15 @@ from rmq.protocol import (
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
+from rmq.protocol.constants import (
+    MASTER_ID,
+    PERM_READ,
+    PERM_WRITE,
+    PULL_SUBSCRIPTION,
+    RETRY_PREFIX,
+    TOOLS_CONSUMER_GROUP,
+)
+from rmq.protocol.constants import perm_to_string as perm_to_string
 from rmq.protocol.message import (
     MessageExt,
     decompress_body,
@@ -55,7 +64,7 @@ from rmq.remoting import ClientConfig as RemotingConfig
 from rmq.remoting import RemotingClient
 from rmq.remoting.tlsconfig import TlsClientSettings
 
-from .api import PULL_SUBSCRIPTION, ClientAPI, PullStatus
+from .api import ClientAPI, PullStatus
 from .config import parse_namesrv, tls_context
 from .errors import (
     MQBrokerError,
@@ -64,15 +73,8 @@ from .errors import (
     MQNoRouteError,
     MQTimeoutError,
 )
-from .message import RETRY_PREFIX, MessageQueue
-from .route import (
-    MASTER_ID,
-    PERM_INHERIT,
-    PERM_READ,
-    PERM_WRITE,
-    BrokerData,
-    TopicRoute,
-)
+from .message import MessageQueue
+from .route import BrokerData, TopicRoute
 
 DLEDGER_LEADERSHIP_TRANSFER = 51005  # DLedgerRequestCode.LEADERSHIP_TRANSFER
 
@@ -94,7 +96,6 @@ __all__ = [
     "version_desc",
 ]
 
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: pulls made by tools
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # name-server KV namespace of order-topic confs
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 MAX_TIMESTAMP = (1 << 63) - 1
@@ -116,13 +117,6 @@ class AdminResponseError(MQBrokerError):
 
 
 # -- typed values ---------------------------------------------------------------------------
-
-
-def perm_to_string(perm: int) -> str:
-    """PermName.perm2String: "RW-" style (read, write, inherit)."""
-    return (
-        ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-") + ("X" if perm & PERM_INHERIT else "-")
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,12 +32,6 @@ _SEND_STATUS = {
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
 
-# PullSysFlag bits
-PULL_COMMIT_OFFSET = 0x1
-PULL_SUSPEND = 0x2
-PULL_SUBSCRIPTION = 0x4
-PULL_LITE = 0x10
-
 
 class PullStatus:
     FOUND = "FOUND"

@@ -30,28 +30,28 @@ from typing import Any
 import trio
 
 from rmq.protocol import properties as P
-from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from rmq.protocol.message import MessageExt
-
-from .api import (
+from rmq.protocol.constants import (
+    MASTER_ID,
     PULL_COMMIT_OFFSET,
     PULL_LITE,
     PULL_SUBSCRIPTION,
     PULL_SUSPEND,
-    BeforeDecode,
-    PullAhead,
-    PullResult,
-    PullStatus,
+    RETRY_PREFIX,
+    retry_topic,
 )
+from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from rmq.protocol.message import MessageExt
+
+from .api import BeforeDecode, PullAhead, PullResult, PullStatus
 from .config import ConsumeFromWhere, ConsumerConfig
 from .errors import MQClientError, MQClientStateError, MQConnectError, MQTimeoutError
 from .ids import wall_clock_ms
 from .instance import ClientInstance
 from .members import Instance
-from .message import RETRY_PREFIX, MessageQueue, retry_topic
+from .message import MessageQueue
 from .offset_store import NO_OFFSET, LocalOffsetStore, OffsetStore, ReadType, RemoteOffsetStore
 from .rebalance import AllocateStrategy
-from .route import MASTER_ID, TopicRoute
+from .route import TopicRoute
 from .service import AsyncService
 from .subscription import Subscription
 

@@ -40,6 +40,7 @@ import trio
 from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
+from rmq.protocol.constants import MASTER_ID
 from rmq.protocol.message import decompress_body, iter_records
 from rmq.remoting import ClientConfig as RemotingConfig
 from rmq.remoting import Dispatcher, RemotingClient, RequestContext, busypoll
@@ -50,7 +51,7 @@ from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRoute
 from .ids import client_id, default_instance_name, local_ip
 from .members import ConsumerMember, Member
 from .message import MessageQueue
-from .route import MASTER_ID, BrokerData, TopicRoute, brokers_of
+from .route import BrokerData, TopicRoute, brokers_of
 
 log = logging.getLogger("rmq.client.instance")
 

@@ -15,12 +15,13 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
+from rmq.protocol.constants import MASTER_ID
 from rmq.protocol.message import MessageExt
 from rmq.remoting import Dispatcher
 
 from .api import ClientAPI
 from .message import MessageQueue
-from .route import MASTER_ID, TopicRoute
+from .route import TopicRoute
 
 T = TypeVar("T")
 

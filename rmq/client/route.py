@@ -20,17 +20,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from rmq.protocol.constants import MASTER_ID, PERM_READ, PERM_WRITE
 from rmq.protocol.errors import RemoteProtocolError
 
 from .latency import LatencyFaultTolerance
 from .message import MessageQueue
-
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
-
-MASTER_ID = 0
 
 
 @dataclass(frozen=True, slots=True)

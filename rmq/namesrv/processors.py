@@ -21,6 +21,7 @@ from rmq.protocol import body as json_body
 from rmq.protocol import javaprops as properties
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
+from rmq.protocol.constants import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
 from rmq.protocol.errors import HeaderError, ProtocolError
 from rmq.protocol.headers import (
     BrokerNameRequestHeader,
@@ -40,7 +41,7 @@ from rmq.remoting.dispatcher import Dispatcher
 from .config import ConfigError, NamesrvConfig
 from .kvconfig import ORDER_TOPIC_CONFIG, KVConfigManager
 from .register_body import decode_register_body
-from .route_info import FLAG_UNIT, FLAG_UNIT_SUB, DataVersion, RouteInfoManager
+from .route_info import DataVersion, RouteInfoManager
 
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
@@ -211,19 +212,19 @@ def get_system_topic_list(state: NamesrvState, request: RemotingCommand, channel
 
 
 def get_unit_topic_list(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
-    return _topic_list(request, state.routes.topics_by_sys_flag(FLAG_UNIT))
+    return _topic_list(request, state.routes.topics_by_sys_flag(TOPIC_SYS_FLAG_UNIT))
 
 
 def get_has_unit_sub_topic_list(
     state: NamesrvState, request: RemotingCommand, channel: Hashable | None
 ) -> RemotingCommand:
-    return _topic_list(request, state.routes.topics_by_sys_flag(FLAG_UNIT_SUB))
+    return _topic_list(request, state.routes.topics_by_sys_flag(TOPIC_SYS_FLAG_UNIT_SUB))
 
 
 def get_has_unit_sub_ununit_topic_list(
     state: NamesrvState, request: RemotingCommand, channel: Hashable | None
 ) -> RemotingCommand:
-    return _topic_list(request, state.routes.topics_by_sys_flag(FLAG_UNIT_SUB, without=FLAG_UNIT))
+    return _topic_list(request, state.routes.topics_by_sys_flag(TOPIC_SYS_FLAG_UNIT_SUB, without=TOPIC_SYS_FLAG_UNIT))
 
 
 def _topic_list(request: RemotingCommand, topics: list[str]) -> RemotingCommand:

@@ -30,13 +30,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rmq.protocol.constants import MASTER_ID, PERM_WRITE
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Mapping
-
-MASTER_ID = 0
-PERM_WRITE = 2  # PermName.PERM_WRITE
-FLAG_UNIT = 0x1  # TopicSysFlag
-FLAG_UNIT_SUB = 0x2
 
 
 @dataclass(frozen=True, slots=True)

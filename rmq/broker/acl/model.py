@@ -29,6 +29,7 @@ from typing import Any
 import yaml
 
 from rmq.protocol.acl import PlainAccessConfig
+from rmq.protocol.constants import RETRY_PREFIX
 from rmq.protocol.errors import ProtocolError
 
 from .addresses import AddressPatternError, AddressStrategy, parse_pattern
@@ -38,7 +39,6 @@ ANY = 2
 PUB = 4
 SUB = 8
 
-RETRY_PREFIX = "%RETRY%"
 MIN_KEY_LENGTH = 7  # RocketMQ refuses keys of 6 characters or fewer
 
 _PERM_NAMES = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB}

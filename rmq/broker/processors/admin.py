@@ -22,6 +22,7 @@ from rmq.protocol import (
 )
 from rmq.protocol import body as json_body
 from rmq.protocol.body import MQKey
+from rmq.protocol.constants import topic_error
 from rmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -40,7 +41,7 @@ from rmq.protocol.headers import (
 from ..jsonfile import CoalescingWriter
 from ..stats import processor_queues
 from ..subscriptions import SubscriptionGroupConfig
-from ..topics import MAX_QUEUE_NUMS, TopicConfig, topic_error
+from ..topics import MAX_QUEUE_NUMS, TopicConfig
 from . import admin_ops
 from .client_call import CLIENT_CALLS, call_client
 from .common import fail, json_of, ok

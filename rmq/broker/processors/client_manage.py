@@ -24,6 +24,7 @@ import trio
 from rmq.protocol import RemoteProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
 from rmq.protocol.body import MQKey
+from rmq.protocol.constants import PERM_READ, PERM_WRITE, TOPIC_SYS_FLAG_UNIT_SUB, retry_topic
 from rmq.protocol.headers import (
     GroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
@@ -33,7 +34,6 @@ from rmq.protocol.headers import (
 
 from ..filter import SqlFilterError, compile_sql92
 from ..heartbeat import EXPRESSION_SQL92, HeartbeatData, SubscriptionData, read_heartbeat
-from ..topics import PERM_READ, PERM_WRITE, retry_topic
 from .common import fail, json_of, ok
 
 if TYPE_CHECKING:
@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.broker.client_manage")
 
-FLAG_UNIT_SUB = 0x2  # TopicSysFlag for unit-mode consumers' retry topics
 # Consumer groups (with their retry topics) one heartbeat may create; the rest of a bigger
 # one are registered, and created by later heartbeats or their first pulls.
 NEW_GROUPS_PER_REQUEST = 100
@@ -105,7 +104,7 @@ class ClientManageProcessor:
                         retry_topic(group),
                         group_config.retry_queue_nums,
                         PERM_READ | PERM_WRITE,
-                        FLAG_UNIT_SUB if consumer.unit_mode else 0,
+                        TOPIC_SYS_FLAG_UNIT_SUB if consumer.unit_mode else 0,
                     )
             changed = broker.clients.register_consumer(
                 consumer, conn, hb.client_id, language, request.version, ctx.remote_address

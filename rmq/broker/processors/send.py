@@ -21,6 +21,19 @@ from typing import TYPE_CHECKING, Any
 from rmq.later import Later
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
+from rmq.protocol.constants import (
+    DLQ_PREFIX,
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_PREFIX,
+    TOPIC_MAX_LENGTH,
+    TOPIC_SYS_FLAG_UNIT,
+    TOPIC_SYS_FLAG_UNIT_SUB,
+    TRANS_HALF_TOPIC,
+    dlq_topic,
+    retry_topic,
+    topic_error,
+)
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -42,19 +55,7 @@ from rmq.store.results import PutMessageResult, PutMessageStatus
 
 from ..schedule import route_delay
 from ..timer import TimerRefused, route_timer
-from ..topics import (
-    DLQ_PREFIX,
-    NOT_ALLOWED_SEND_TOPICS,
-    PERM_READ,
-    PERM_WRITE,
-    RETRY_PREFIX,
-    TOPIC_MAX_LENGTH,
-    TRANS_HALF_TOPIC,
-    TopicConfig,
-    dlq_topic,
-    retry_topic,
-    topic_error,
-)
+from ..topics import NOT_ALLOWED_SEND_TOPICS, TopicConfig
 from .common import fail, host_port, ok
 
 if TYPE_CHECKING:
@@ -67,8 +68,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("rmq.broker.send")
 
 V3_4_9 = 73  # from this client version on, the header's maxReconsumeTimes is honoured
-TOPIC_SYS_FLAG_UNIT = 0x1
-TOPIC_SYS_FLAG_UNIT_SUB = 0x2
 APPLY_TOPIC_URL = "http://rocketmq.apache.org/docs/faq/"
 
 SERVICE_NOT_AVAILABLE_REMARK = (

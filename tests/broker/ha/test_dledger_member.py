@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 import trio
 
-from rmq.broker.config import MASTER_ID, BrokerRole
+from rmq.broker.config import BrokerRole
+from rmq.protocol.constants import MASTER_ID
 from rmq.broker.controller import BrokerController
 from rmq.broker.ha.sync import SlaveSynchronize
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
