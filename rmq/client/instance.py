@@ -399,7 +399,7 @@ class ClientInstance:
         offsets: dict[MessageQueue, int] = {}
         if isinstance(table, dict):
             for key, value in table.items():
-                if isinstance(key, B.MQKey):
+                if isinstance(key, MessageQueue):
                     offsets[MessageQueue.from_json(key)] = int(value)
         else:  # cpp's array form: [{brokerName, queueId, topic, offset}]
             for item in table:

@@ -16,10 +16,9 @@ import enum
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rmq.protocol import properties as P
-from rmq.protocol.body import MQKey
+from rmq.protocol.body import MessageQueue as MessageQueue
 from rmq.protocol.constants import NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, TOPIC_MAX_LENGTH, VALID_TOPIC
 from rmq.protocol.constants import dlq_topic as dlq_topic
 from rmq.protocol.constants import retry_topic as retry_topic
@@ -124,31 +123,6 @@ class Message(_ProtocolMessage):
         if name in RESERVED_PROPERTIES:
             raise MQMessageError(f"the property {name!r} is used by the system")
         self.properties[name] = value
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    """One queue of a topic on one broker; ordered as RocketMQ sorts queues."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def __str__(self) -> str:
-        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> MessageQueue:
-        if isinstance(obj, MQKey):
-            return cls(obj.topic, obj.broker_name, obj.queue_id)
-        return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
-
-    def key(self) -> MQKey:
-        """The protocol's map-key form (object keys in fastjson bodies)."""
-        return MQKey(self.topic, self.broker_name, self.queue_id)
 
 
 class SendStatus(enum.Enum):

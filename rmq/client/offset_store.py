@@ -171,7 +171,7 @@ class LocalOffsetStore(_Table):
                 continue
             try:
                 table = B.loads(data).get("offsetTable") or {}
-                return {MessageQueue.from_json(k): int(v) for k, v in table.items() if isinstance(k, B.MQKey)}
+                return {MessageQueue.from_json(k): int(v) for k, v in table.items() if isinstance(k, MessageQueue)}
             except (ProtocolError, AttributeError, TypeError, ValueError) as exc:
                 log.warning("ignoring unreadable offset file %s: %s", path, exc)
         return {}
@@ -196,7 +196,7 @@ class LocalOffsetStore(_Table):
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         """Write the whole table (the file holds every queue this consumer has seen)."""
-        table = {mq.key(): off for mq, off in sorted(self.table.items())}
+        table = dict(sorted(self.table.items()))
         if not table:
             return
         data = B.dumps({"offsetTable": table})

@@ -21,7 +21,7 @@ from rmq.protocol import (
     ResponseCode,
 )
 from rmq.protocol import body as json_body
-from rmq.protocol.body import MQKey
+from rmq.protocol.body import MessageQueue
 from rmq.protocol.constants import topic_error
 from rmq.protocol.headers import (
     CreateTopicRequestHeader,
@@ -222,12 +222,12 @@ class AdminProcessor:
         if tc is None:
             return fail(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         store = broker.message_store
-        table: dict[MQKey, Any] = {}
+        table: dict[MessageQueue, Any] = {}
         for qid in range(tc.write_queue_nums):
             low = store.get_min_offset_in_queue(topic, qid)
             high = store.get_max_offset_in_queue(topic, qid)
             last = store.get_message_store_timestamp(topic, qid, high - 1) if high > 0 else 0
-            table[MQKey(topic, broker.config.broker_name, qid)] = {
+            table[MessageQueue(topic, broker.config.broker_name, qid)] = {
                 "lastUpdateTimestamp": max(last, 0),
                 "maxOffset": high,
                 "minOffset": max(low, 0),
@@ -243,7 +243,7 @@ class AdminProcessor:
         group = h.consumer_group
         topics = [h.topic] if h.topic else sorted(broker.offsets.topics_of_group(group))
         info = broker.clients.consumer_group(group)
-        table: dict[MQKey, Any] = {}
+        table: dict[MessageQueue, Any] = {}
         for topic in topics:
             tc = broker.topics.get(topic)
             if tc is None:
@@ -253,7 +253,7 @@ class AdminProcessor:
             for qid in range(tc.write_queue_nums):
                 consumer_offset = max(broker.offsets.query(group, topic, qid), 0)
                 last = store.get_message_store_timestamp(topic, qid, consumer_offset - 1) if consumer_offset else 0
-                table[MQKey(topic, broker.config.broker_name, qid)] = {
+                table[MessageQueue(topic, broker.config.broker_name, qid)] = {
                     "brokerOffset": store.get_max_offset_in_queue(topic, qid),
                     "consumerOffset": consumer_offset,
                     "lastTimestamp": max(last, 0),

@@ -23,7 +23,7 @@ import trio
 
 from rmq.protocol import RemoteProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
-from rmq.protocol.body import MQKey
+from rmq.protocol.body import MessageQueue
 from rmq.protocol.constants import PERM_READ, PERM_WRITE, TOPIC_SYS_FLAG_UNIT_SUB, retry_topic
 from rmq.protocol.headers import (
     GroupRequestHeader,
@@ -246,7 +246,7 @@ def _filter_error(sub: SubscriptionData) -> str | None:
     return None
 
 
-def _lock_body(obj: Any) -> tuple[str, str, list[MQKey]]:
+def _lock_body(obj: Any) -> tuple[str, str, list[MessageQueue]]:
     """LockBatchRequestBody / UnlockBatchRequestBody → (group, client id, queues)."""
     if not isinstance(obj, dict):
         raise RemoteProtocolError("the lock body is not a JSON object")
@@ -256,9 +256,11 @@ def _lock_body(obj: Any) -> tuple[str, str, list[MQKey]]:
     queues = obj.get("mqSet") or []
     if not isinstance(queues, list):
         raise RemoteProtocolError("mqSet is not a list")
-    out: list[MQKey] = []
+    out: list[MessageQueue] = []
     for item in queues:
-        mq = item if isinstance(item, MQKey) else MQKey.from_json(item) if isinstance(item, dict) else None
+        mq = (
+            item if isinstance(item, MessageQueue) else MessageQueue.from_json(item) if isinstance(item, dict) else None
+        )
         if mq is None:
             raise RemoteProtocolError(f"bad message queue {item!r}")
         if mq not in out:
