@@ -39,6 +39,7 @@ from rmq.protocol import (
     RequestCode,
     ResponseCode,
     acl,
+    bodies,
     code_name,
     javaprops,
 )
@@ -74,7 +75,7 @@ from .errors import (
     MQTimeoutError,
 )
 from .message import MessageQueue
-from .route import BrokerData, TopicRoute
+from .route import TopicRoute
 
 DLEDGER_LEADERSHIP_TRANSFER = 51005  # DLedgerRequestCode.LEADERSHIP_TRANSFER
 
@@ -196,12 +197,11 @@ class SubscriptionGroupConfig:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class ClusterInfo:
-    """GET_BROKER_CLUSTER_INFO: brokers by name and broker names by cluster."""
+class ClusterInfo(bodies.ClusterInfo):
+    """GET_BROKER_CLUSTER_INFO: brokers by name and broker names by cluster, with the
+    questions mqadmin asks of it."""
 
-    brokers: dict[str, BrokerData]
-    clusters: dict[str, list[str]]
+    __slots__ = ()
 
     def broker_names(self, cluster: str) -> list[str]:
         """The cluster's broker names; MQClientError if the cluster is unknown."""
@@ -470,18 +470,9 @@ class MQAdmin:
         addr, response = await self._namesrv_request(RequestCode.GET_BROKER_CLUSTER_INFO)
         obj = self._json(response, addr, "cluster info")
         try:
-            brokers = {
-                str(name): BrokerData(
-                    str(bd.get("brokerName", name)),
-                    str(bd.get("cluster", "")),
-                    {int(k): str(v) for k, v in (bd.get("brokerAddrs") or {}).items()},
-                )
-                for name, bd in (obj.get("brokerAddrTable") or {}).items()
-            }
-            clusters = {str(c): [str(n) for n in names] for c, names in (obj.get("clusterAddrTable") or {}).items()}
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed cluster info from {addr}: {exc!r}") from None
-        return ClusterInfo(brokers, clusters)
+            return ClusterInfo.from_json(obj)
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed cluster info from {addr}: {exc}") from None
 
     async def topic_list(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER, sorted."""

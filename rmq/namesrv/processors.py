@@ -176,18 +176,14 @@ def add_write_perm(state: NamesrvState, request: RemotingCommand, channel: Hasha
 
 def get_route_info(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
     header = GetRouteInfoRequestHeader.from_ext(request.ext_fields)
-    route = state.routes.pickup_topic_route(header.topic)
+    conf = state.kv.get(ORDER_TOPIC_CONFIG, header.topic) if state.config.order_message_enable else None
+    route = state.routes.topic_route(header.topic, conf)
     if route is None:
         return request.make_response(
             ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {header.topic}"
         )
-    if state.config.order_message_enable:
-        conf = state.kv.get(ORDER_TOPIC_CONFIG, header.topic)
-        if conf is not None:
-            route["orderTopicConf"] = conf
-            route = dict(sorted(route.items()))
     standard = request.version >= V4_9_4 or bool(header.accept_standard_json_only)
-    return _ok(request, body=json_body.dumps(route, legacy=not standard))
+    return _ok(request, body=json_body.dumps(route.to_json(), legacy=not standard))
 
 
 def get_broker_cluster_info(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:

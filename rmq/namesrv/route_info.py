@@ -3,7 +3,7 @@
 Tables, as RocketMQ's RouteInfoManager keeps them:
 
 - `clusters`: cluster name → names of its broker groups
-- `brokers`: broker name → BrokerData (cluster, brokerId → address; id 0 is the master)
+- `brokers`: broker name → BrokerGroup (cluster, brokerId → address; id 0 is the master)
 - `topics`: topic → broker name → QueueData (queue numbers, perm, topicSysFlag)
 - `live`: broker address → BrokerLiveInfo (last registration time, data version,
   the connection it registered on, its HA address)
@@ -20,16 +20,18 @@ A refused registration changes nothing, not even the registrant's liveness.
 
 Every method runs to completion without awaiting, so callers on the Trio thread see
 each change as atomic. Time comes from the injected `clock` (seconds, monotonic), so
-tests drive expiry without sleeping. Route and cluster answers come back as
-JSON-ready dicts with fastjson's field order; `rmq.protocol.body.dumps` writes them.
+tests drive expiry without sleeping. Routes and cluster info come back as their wire values
+(rmq.protocol.bodies.routes) or those values' JSON.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rmq.protocol.bodies.routes import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from rmq.protocol.constants import MASTER_ID, PERM_WRITE
 
 if TYPE_CHECKING:
@@ -112,36 +114,16 @@ def _as_int(value: Any, what: str) -> int:
 
 
 @dataclass(slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
+class BrokerGroup:
+    """A broker group's live members, changed in place by registrations; `data()` is its
+    BrokerData."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "brokerName": self.broker_name,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
-
-
-@dataclass(slots=True)
-class BrokerData:
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str]
 
-    def to_json(self) -> dict[str, Any]:
-        # integer keys: body.dumps writes them unquoted (legacy) or quoted
-        return {
-            "brokerAddrs": dict(sorted(self.broker_addrs.items())),
-            "brokerName": self.broker_name,
-            "cluster": self.cluster,
-        }
+    def data(self) -> BrokerData:
+        return BrokerData(self.broker_name, self.cluster, dict(self.broker_addrs))
 
 
 @dataclass(slots=True)
@@ -167,7 +149,7 @@ class RouteInfoManager:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.clusters: dict[str, set[str]] = {}
-        self.brokers: dict[str, BrokerData] = {}
+        self.brokers: dict[str, BrokerGroup] = {}
         self.topics: dict[str, dict[str, QueueData]] = {}
         self.live: dict[str, BrokerLiveInfo] = {}
         self.filter_servers: dict[str, list[str]] = {}
@@ -204,7 +186,7 @@ class RouteInfoManager:
         data = self.brokers.get(broker_name)
         if data is None:
             first = True
-            data = self.brokers[broker_name] = BrokerData(cluster, broker_name, {})
+            data = self.brokers[broker_name] = BrokerGroup(cluster, broker_name, {})
         # One address has one id: a slave promoted to master leaves its old id behind.
         for other_id, addr in list(data.broker_addrs.items()):
             if addr == broker_addr and other_id != broker_id:
@@ -339,36 +321,37 @@ class RouteInfoManager:
 
     # -- queries ----------------------------------------------------------------------
 
-    def pickup_topic_route(self, topic: str) -> dict[str, Any] | None:
-        """TopicRouteData for `topic`, or None without queues or without any live group."""
+    def topic_route(self, topic: str, order_topic_conf: str | None = None) -> TopicRouteData | None:
+        """`topic`'s route, or None without queues or without any live group."""
         queues = self.topics.get(topic)
         if not queues:
             return None
         broker_datas = []
         filter_table: dict[str, list[str]] = {}
         for name in sorted(queues):
-            data = self.brokers.get(name)
-            if data is None:
+            group = self.brokers.get(name)
+            if group is None:
                 continue
-            broker_datas.append(data.to_json())
-            for addr in data.broker_addrs.values():
+            broker_datas.append(group.data())
+            for addr in group.broker_addrs.values():
                 servers = self.filter_servers.get(addr)
                 if servers is not None:
                     filter_table[addr] = list(servers)
         if not broker_datas:
             return None
-        return {
-            "brokerDatas": broker_datas,
-            "filterServerTable": dict(sorted(filter_table.items())),
-            "queueDatas": [queues[name].to_json() for name in sorted(queues)],
-        }
+        queue_datas = tuple(queues[name] for name in sorted(queues))
+        return TopicRouteData(queue_datas, tuple(broker_datas), order_topic_conf, dict(sorted(filter_table.items())))
+
+    def pickup_topic_route(self, topic: str) -> dict[str, Any] | None:
+        """The JSON of `topic_route(topic)`."""
+        route = self.topic_route(topic)
+        return None if route is None else route.to_json()
 
     def cluster_info(self) -> dict[str, Any]:
-        """ClusterInfo: every broker group and every cluster's group names."""
-        return {
-            "brokerAddrTable": {name: self.brokers[name].to_json() for name in sorted(self.brokers)},
-            "clusterAddrTable": {name: sorted(names) for name, names in sorted(self.clusters.items())},
-        }
+        """ClusterInfo's JSON: every broker group and every cluster's group names."""
+        brokers = {name: self.brokers[name].data() for name in sorted(self.brokers)}
+        clusters = {name: sorted(names) for name, names in sorted(self.clusters.items())}
+        return ClusterInfo(brokers, clusters).to_json()
 
     def all_topics(self) -> list[str]:
         return sorted(self.topics)
@@ -428,6 +411,7 @@ class RouteInfoManager:
         for queues in self.topics.values():
             queue = queues.get(broker_name)
             if queue is not None:
-                queue.perm = queue.perm & ~PERM_WRITE if wipe else queue.perm | PERM_WRITE
+                perm = queue.perm & ~PERM_WRITE if wipe else queue.perm | PERM_WRITE
+                queues[broker_name] = dataclasses.replace(queue, perm=perm)
                 count += 1
         return count

@@ -1,0 +1,15 @@
+"""The JSON bodies rmq exchanges, one frozen value class each, by family:
+
+- routes: TopicRouteData (QueueData, BrokerData), ClusterInfo
+
+Each class has `from_json(obj)`, reading the object `rmq.protocol.body.loads` parsed in any
+dialect peers write (Java's fastjson, Go's and C++'s clients: quoted or unquoted keys,
+numbers as strings, fields left out), and `to_json()`, giving what Java writes: fastjson's
+field order (alphabetical), nulls left out, for `rmq.protocol.body.dumps`. A malformed body
+raises BodyError (rmq.protocol.errors).
+"""
+
+from .routes import BrokerData as BrokerData
+from .routes import ClusterInfo as ClusterInfo
+from .routes import QueueData as QueueData
+from .routes import TopicRouteData as TopicRouteData

@@ -1,0 +1,19 @@
+"""The JSON bodies in the C++ client's captured frames (tests/vectors/cpp-client)."""
+
+from __future__ import annotations
+
+from rmq.protocol import FrameDecoder, RemotingCommand
+from tests.conftest import VECTORS_DIR
+
+
+def bodies(what: str) -> list[tuple[str, bytes]]:
+    """(flow/frame, body) of every captured frame with a body whose file name ends in
+    `what`.bin (e.g. "HEART_BEAT", "resp-GET_ROUTEINFO_BY_TOPIC"), in file order."""
+    out = []
+    for path in sorted(VECTORS_DIR.glob(f"*/frames/*-{what}.bin")):
+        decoder = FrameDecoder()
+        decoder.feed(path.read_bytes())
+        command = RemotingCommand.decode(next(iter(decoder)))
+        if command.body:
+            out.append((f"{path.parent.parent.name}/{path.name}", command.body))
+    return out
