@@ -16,7 +16,7 @@ from typing import Any
 
 from rmq.protocol import body
 
-from .jsonfile import CoalescingWriter, encode_members, read_json
+from .jsonfile import CoalescingWriter, read_json
 
 log = logging.getLogger("rmq.broker.offsets")
 
@@ -119,7 +119,7 @@ class ConsumerOffsetManager:
 
 def _pieces(table: dict[str, dict[int, int]]) -> Iterator[bytes]:
     yield b'{"offsetTable":'
-    yield from encode_members(table.items(), legacy=True)
+    yield from body.dumps_members(table.items(), legacy=True)
     yield b"}"
 
 

@@ -46,10 +46,9 @@ from rmq.protocol import (
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
+from rmq.protocol.bodies.configs import SubscriptionGroupConfig as SubscriptionGroupConfig
+from rmq.protocol.bodies.configs import TopicConfig as TopicConfig
 from rmq.protocol.constants import (
-    MASTER_ID,
-    PERM_READ,
-    PERM_WRITE,
     PULL_SUBSCRIPTION,
     RETRY_PREFIX,
     TOOLS_CONSUMER_GROUP,
@@ -118,83 +117,6 @@ class AdminResponseError(MQBrokerError):
 
 
 # -- typed values ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """A topic as UPDATE_AND_CREATE_TOPIC sets it on one broker (mqadmin's defaults)."""
-
-    topic: str
-    read_queue_nums: int = 8
-    write_queue_nums: int = 8
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    def header(self) -> H.CreateTopicRequestHeader:
-        return H.CreateTopicRequestHeader(
-            topic=self.topic,
-            read_queue_nums=self.read_queue_nums,
-            write_queue_nums=self.write_queue_nums,
-            perm=self.perm,
-            topic_filter_type=self.topic_filter_type,
-            topic_sys_flag=self.topic_sys_flag,
-            order=self.order,
-        )
-
-    def __str__(self) -> str:
-        return (
-            f"TopicConfig [topicName={self.topic}, readQueueNums={self.read_queue_nums}, "
-            f"writeQueueNums={self.write_queue_nums}, perm={perm_to_string(self.perm)}, "
-            f"topicFilterType={self.topic_filter_type}, topicSysFlag={self.topic_sys_flag}, "
-            f"order={str(self.order).lower()}]"
-        )
-
-
-# (attribute, wire name) of SubscriptionGroupConfig, in the JSON order fastjson writes
-_GROUP_KEYS = (
-    ("broker_id", "brokerId"),
-    ("consume_broadcast_enable", "consumeBroadcastEnable"),
-    ("consume_enable", "consumeEnable"),
-    ("consume_from_min_enable", "consumeFromMinEnable"),
-    ("group_name", "groupName"),
-    ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
-    ("retry_max_times", "retryMaxTimes"),
-    ("retry_queue_nums", "retryQueueNums"),
-    ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionGroupConfig:
-    """A consumer group's settings on one broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body)."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = MASTER_ID
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {wire: getattr(self, attr) for attr, wire in _GROUP_KEYS}
-
-    def __str__(self) -> str:
-        def text(v: object) -> str:
-            return str(v).lower() if isinstance(v, bool) else str(v)
-
-        return (
-            f"SubscriptionGroupConfig [groupName={self.group_name}, consumeEnable={text(self.consume_enable)}, "
-            f"consumeFromMinEnable={text(self.consume_from_min_enable)}, "
-            f"consumeBroadcastEnable={text(self.consume_broadcast_enable)}, retryQueueNums={self.retry_queue_nums}, "
-            f"retryMaxTimes={self.retry_max_times}, brokerId={self.broker_id}, "
-            f"whichBrokerWhenConsumeSlowly={self.which_broker_when_consume_slowly}, "
-            f"notifyConsumerIdsChangedEnable={text(self.notify_consumer_ids_changed_enable)}]"
-        )
 
 
 class ClusterInfo(bodies.ClusterInfo):
@@ -535,7 +457,16 @@ class MQAdmin:
 
     async def create_topic(self, addr: str, config: TopicConfig) -> None:
         """UPDATE_AND_CREATE_TOPIC on the broker at `addr` (it then re-registers)."""
-        await self._request(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, config.header())
+        header = H.CreateTopicRequestHeader(
+            topic=config.topic_name,
+            read_queue_nums=config.read_queue_nums,
+            write_queue_nums=config.write_queue_nums,
+            perm=config.perm,
+            topic_filter_type=config.topic_filter_type,
+            topic_sys_flag=config.topic_sys_flag,
+            order=config.order,
+        )
+        await self._request(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
 
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
         await self._request(addr, RequestCode.DELETE_TOPIC_IN_BROKER, H.TopicRequestHeader(topic))

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies.configs import DataVersion, TopicConfig
 from rmq.protocol.errors import RemoteProtocolError
-
-from .route_info import DataVersion, TopicConfig
 
 V3_0_11 = 37  # first version whose brokers send a RegisterBrokerBody
 

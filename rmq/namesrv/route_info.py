@@ -31,86 +31,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rmq.protocol.bodies.configs import DataVersion, TopicConfig
 from rmq.protocol.bodies.routes import BrokerData, ClusterInfo, QueueData, TopicRouteData
 from rmq.protocol.constants import MASTER_ID, PERM_WRITE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Mapping
-
-
-@dataclass(frozen=True, slots=True)
-class DataVersion:
-    """A broker's topic-config version; a change makes the master's queues be re-read."""
-
-    timestamp: int = 0
-    counter: int = 0
-    state_version: int | None = None  # 5.x brokers send it; 4.x ones do not
-
-    @property
-    def state(self) -> int:
-        """stateVersion for ordering registrations: 0 when absent, as RocketMQ reads it."""
-        return self.state_version or 0
-
-    @classmethod
-    def from_json(cls, obj: Any) -> DataVersion:
-        """Read `{"counter":N,"timestamp":T}`; ValueError on anything else."""
-        if not isinstance(obj, dict):
-            raise ValueError(f"dataVersion must be a JSON object, got {type(obj).__name__}")
-        state = obj.get("stateVersion")
-        return cls(
-            timestamp=_as_int(obj.get("timestamp", 0), "dataVersion.timestamp"),
-            counter=_as_int(obj.get("counter", 0), "dataVersion.counter"),
-            state_version=None if state is None else _as_int(state, "dataVersion.stateVersion"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"counter": self.counter}
-        if self.state_version is not None:
-            out["stateVersion"] = self.state_version
-        out["timestamp"] = self.timestamp
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """The part of a broker's TopicConfig that the name server keeps."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = 6
-    topic_sys_flag: int = 0
-
-    @classmethod
-    def from_json(cls, obj: Any, name: str | None = None) -> TopicConfig:
-        """Read a TopicConfig object; `name` (its table key) is used if it has no topicName."""
-        if not isinstance(obj, dict):
-            raise ValueError(f"topic config must be a JSON object, got {type(obj).__name__}")
-        topic = obj.get("topicName", name)
-        if not isinstance(topic, str) or not topic:
-            raise ValueError(f"topic config without a topicName: {obj!r}")
-        # `topicSynFlag` is the pre-4.9.0 spelling
-        sys_flag = obj.get("topicSysFlag", obj.get("topicSynFlag", 0))
-        return cls(
-            topic_name=topic,
-            read_queue_nums=_as_int(obj.get("readQueueNums", 16), f"{topic}.readQueueNums"),
-            write_queue_nums=_as_int(obj.get("writeQueueNums", 16), f"{topic}.writeQueueNums"),
-            perm=_as_int(obj.get("perm", 6), f"{topic}.perm"),
-            topic_sys_flag=_as_int(sys_flag, f"{topic}.topicSysFlag"),
-        )
-
-
-def _as_int(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{what} must be an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            pass
-    raise ValueError(f"{what} must be an integer, got {value!r}")
 
 
 @dataclass(slots=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -62,6 +63,17 @@ def dumps(obj: Any, *, legacy: bool = False) -> bytes:
     out: list[str] = []
     _write(obj, out, legacy)
     return "".join(out).encode("utf-8")
+
+
+def dumps_members(members: Iterable[tuple[Any, Any]], *, legacy: bool = False) -> Iterator[bytes]:
+    """The bytes `dumps(dict(members))` writes, a member at a time (a big table is
+    encoded in turns)."""
+    yield b"{"
+    sep = b""
+    for key, value in members:
+        yield sep + dumps({key: value}, legacy=legacy)[1:-1]
+        sep = b","
+    yield b"}"
 
 
 def _write(obj: Any, out: list[str], legacy: bool) -> None:

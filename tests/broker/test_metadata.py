@@ -8,8 +8,9 @@ import pytest
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.offsets import ConsumerOffsetManager
-from rmq.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager
-from rmq.broker.topics import TopicConfig, TopicConfigManager
+from rmq.broker.subscriptions import SubscriptionGroupManager
+from rmq.broker.topics import TopicConfigManager
+from rmq.protocol.bodies import SubscriptionGroupConfig, TopicConfig
 from rmq.protocol.constants import PERM_INHERIT, PERM_READ, PERM_WRITE, topic_error
 
 

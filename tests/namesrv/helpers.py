@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.namesrv import NamesrvConfig
 from rmq.namesrv.register_body import RegisterBody, encode_register_body
-from rmq.namesrv.route_info import DataVersion, TopicConfig
 from rmq.protocol import RemotingCommand, RequestCode
+from rmq.protocol.bodies import DataVersion, TopicConfig
 
 if TYPE_CHECKING:
     from pathlib import Path

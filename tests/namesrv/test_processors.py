@@ -15,9 +15,10 @@ from rmq.namesrv.register_body import (
     encode_compressed,
     encode_register_body,
 )
-from rmq.namesrv.route_info import DataVersion, RouteInfoManager, TopicConfig
+from rmq.namesrv.route_info import RouteInfoManager
 from rmq.protocol import body as json_body
 from rmq.protocol import javaprops as properties
+from rmq.protocol.bodies import DataVersion, TopicConfig
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 

@@ -13,7 +13,7 @@ from rmq.namesrv.register_body import (
     encode_compressed,
     encode_register_body,
 )
-from rmq.namesrv.route_info import DataVersion, TopicConfig
+from rmq.protocol.bodies import DataVersion, TopicConfig
 from rmq.protocol.errors import RemoteProtocolError
 
 BODY = RegisterBody(

@@ -21,6 +21,7 @@ from rmq.protocol import (
     ResponseCode,
 )
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies.configs import SubscriptionGroupConfig, TopicConfig
 from rmq.protocol.body import MessageQueue
 from rmq.protocol.constants import topic_error
 from rmq.protocol.headers import (
@@ -40,8 +41,7 @@ from rmq.protocol.headers import (
 
 from ..jsonfile import CoalescingWriter
 from ..stats import processor_queues
-from ..subscriptions import SubscriptionGroupConfig
-from ..topics import MAX_QUEUE_NUMS, TopicConfig
+from ..topics import MAX_QUEUE_NUMS
 from . import admin_ops
 from .client_call import CLIENT_CALLS, call_client
 from .common import fail, json_of, ok
@@ -192,9 +192,9 @@ class AdminProcessor:
                 h.read_queue_nums,
                 h.write_queue_nums,
                 h.perm,
-                h.topic_filter_type,
-                h.topic_sys_flag or 0,
-                h.order,
+                topic_sys_flag=h.topic_sys_flag or 0,
+                topic_filter_type=h.topic_filter_type,
+                order=h.order,
             )
         )
         return ok(request)
@@ -305,7 +305,7 @@ class AdminProcessor:
         obj = json_of(request, "subscription group")
         try:
             group = SubscriptionGroupConfig.from_json(obj if isinstance(obj, dict) else {})
-        except (TypeError, ValueError) as exc:
+        except ValueError as exc:
             return fail(request, ResponseCode.SYSTEM_ERROR, f"bad subscription group config: {exc}")
         self.broker.subscriptions.update(group)
         return ok(request)

@@ -1,6 +1,8 @@
 """The JSON bodies rmq exchanges, one frozen value class each, by family:
 
 - routes: TopicRouteData (QueueData, BrokerData), ClusterInfo
+- configs: TopicConfig, SubscriptionGroupConfig, their tables TopicConfigSerializeWrapper and
+  SubscriptionGroupWrapper, and DataVersion
 
 Each class has `from_json(obj)`, reading the object `rmq.protocol.body.loads` parsed in any
 dialect peers write (Java's fastjson, Go's and C++'s clients: quoted or unquoted keys,
@@ -9,6 +11,11 @@ field order (alphabetical), nulls left out, for `rmq.protocol.body.dumps`. A mal
 raises BodyError (rmq.protocol.errors).
 """
 
+from .configs import DataVersion as DataVersion
+from .configs import SubscriptionGroupConfig as SubscriptionGroupConfig
+from .configs import SubscriptionGroupWrapper as SubscriptionGroupWrapper
+from .configs import TopicConfig as TopicConfig
+from .configs import TopicConfigSerializeWrapper as TopicConfigSerializeWrapper
 from .routes import BrokerData as BrokerData
 from .routes import ClusterInfo as ClusterInfo
 from .routes import QueueData as QueueData
