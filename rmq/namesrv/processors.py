@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.protocol import body as json_body
 from rmq.protocol import javaprops as properties
+from rmq.protocol.bodies.register import decode_register_body
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 from rmq.protocol.constants import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
@@ -40,7 +41,6 @@ from rmq.remoting.dispatcher import Dispatcher
 
 from .config import ConfigError, NamesrvConfig
 from .kvconfig import ORDER_TOPIC_CONFIG, KVConfigManager
-from .register_body import decode_register_body
 from .route_info import DataVersion, RouteInfoManager
 
 if TYPE_CHECKING:

@@ -3,6 +3,7 @@
 - routes: TopicRouteData (QueueData, BrokerData), ClusterInfo
 - configs: TopicConfig, SubscriptionGroupConfig, their tables TopicConfigSerializeWrapper and
   SubscriptionGroupWrapper, and DataVersion
+- register: RegisterBrokerBody, in its JSON, compressed and pre-3.0.11 forms
 
 Each class has `from_json(obj)`, reading the object `rmq.protocol.body.loads` parsed in any
 dialect peers write (Java's fastjson, Go's and C++'s clients: quoted or unquoted keys,
@@ -16,6 +17,7 @@ from .configs import SubscriptionGroupConfig as SubscriptionGroupConfig
 from .configs import SubscriptionGroupWrapper as SubscriptionGroupWrapper
 from .configs import TopicConfig as TopicConfig
 from .configs import TopicConfigSerializeWrapper as TopicConfigSerializeWrapper
+from .register import RegisterBrokerBody as RegisterBrokerBody
 from .routes import BrokerData as BrokerData
 from .routes import ClusterInfo as ClusterInfo
 from .routes import QueueData as QueueData

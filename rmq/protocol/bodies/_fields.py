@@ -15,7 +15,7 @@ from ..errors import BodyError
 def obj(value: Any, what: str) -> dict[Any, Any]:
     """A JSON object."""
     if not isinstance(value, dict):
-        raise BodyError(f"{what} must be a JSON object, got {_show(value)}")
+        raise BodyError(f"{what} is not a JSON object: {_show(value)}")
     return value
 
 
@@ -29,7 +29,7 @@ def array(value: Any, what: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise BodyError(f"{what} must be a JSON array, got {_show(value)}")
+        raise BodyError(f"{what} is not a JSON array: {_show(value)}")
     return value
 
 
@@ -81,7 +81,10 @@ def text(value: Any, what: str) -> str:
 
 def strings(value: Any, what: str) -> list[str]:
     """A JSON array of strings, absent or null meaning none."""
-    return [text(item, what) for item in array(value, what)]
+    items = array(value, what)
+    if not all(isinstance(item, str) for item in items):
+        raise BodyError(f"{what} is not a list of strings: {_show(value)}")
+    return items
 
 
 def _show(value: Any) -> str:
