@@ -18,6 +18,7 @@ from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCo
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
+from rmq.protocol.bodies.heartbeat import HeartbeatData
 from rmq.protocol.message import MessageExt, decompress_body, iter_records
 from rmq.remoting import RemotingClient, RemotingError, Sent
 
@@ -215,9 +216,9 @@ class ClientAPI:
 
     # -- clients --------------------------------------------------------------------------
 
-    async def heartbeat(self, addr: str, data: dict[str, Any], timeout: float | None = None) -> int:
+    async def heartbeat(self, addr: str, data: HeartbeatData, timeout: float | None = None) -> int:
         """HEART_BEAT; returns the broker's version."""
-        request = RemotingCommand.request(RequestCode.HEART_BEAT, None, B.dumps(data))
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, None, B.dumps(data.to_json()))
         response = await self._call(addr, request, timeout=timeout)
         return response.version
 

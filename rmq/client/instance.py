@@ -33,13 +33,14 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import trio
 
 from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
+from rmq.protocol.bodies.heartbeat import HeartbeatData, ProducerData
 from rmq.protocol.constants import MASTER_ID
 from rmq.protocol.message import decompress_body, iter_records
 from rmq.remoting import ClientConfig as RemotingConfig
@@ -325,12 +326,10 @@ class ClientInstance:
 
     # -- heartbeats ---------------------------------------------------------------------
 
-    def heartbeat_data(self) -> dict[str, Any]:
-        return {
-            "clientID": self.client_id,
-            "consumerDataSet": [c.consumer_data() for c in self._consumers.values()],
-            "producerDataSet": [{"groupName": g} for g in sorted(self._producer_groups)],
-        }
+    def heartbeat_data(self) -> HeartbeatData:
+        consumers = tuple(c.consumer_data() for c in self._consumers.values())
+        producers = tuple(ProducerData(g) for g in sorted(self._producer_groups))
+        return HeartbeatData(self.client_id, consumers, producers)
 
     async def send_heartbeat(self) -> None:
         """HEART_BEAT to every known broker (masters only when there is no consumer)."""

@@ -15,6 +15,7 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
+from rmq.protocol.bodies.heartbeat import ConsumerData
 from rmq.protocol.constants import MASTER_ID
 from rmq.protocol.message import MessageExt
 from rmq.remoting import Dispatcher
@@ -43,7 +44,7 @@ class ConsumerMember(Member, Protocol):
     #: Whether CONSUME_MESSAGE_DIRECTLY runs this consumer's handler (push consumers do).
     consumes_directly: bool
 
-    def consumer_data(self) -> dict[str, Any]:
+    def consumer_data(self) -> ConsumerData:
         """ConsumerData for heartbeats (PROTOCOL.md 4.2)."""
         ...
 

@@ -63,6 +63,12 @@ BUILTIN_GROUPS = (
 )
 
 
+# ExpressionType, and the TAG expression of every tag (SubscriptionData.SUB_ALL)
+EXPRESSION_TAG = "TAG"
+EXPRESSION_SQL92 = "SQL92"
+SUB_ALL = "*"
+
+
 def retry_topic(group: str) -> str:
     return RETRY_PREFIX + group
 

@@ -23,8 +23,9 @@ import trio
 
 from rmq.protocol import RemoteProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies.heartbeat import HeartbeatData, SubscriptionData, read_heartbeat
 from rmq.protocol.body import MessageQueue
-from rmq.protocol.constants import PERM_READ, PERM_WRITE, TOPIC_SYS_FLAG_UNIT_SUB, retry_topic
+from rmq.protocol.constants import EXPRESSION_SQL92, PERM_READ, PERM_WRITE, TOPIC_SYS_FLAG_UNIT_SUB, retry_topic
 from rmq.protocol.headers import (
     GroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
@@ -33,7 +34,6 @@ from rmq.protocol.headers import (
 )
 
 from ..filter import SqlFilterError, compile_sql92
-from ..heartbeat import EXPRESSION_SQL92, HeartbeatData, SubscriptionData, read_heartbeat
 from .common import fail, json_of, ok
 
 if TYPE_CHECKING:

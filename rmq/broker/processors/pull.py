@@ -24,14 +24,21 @@ from typing import TYPE_CHECKING
 from rmq.later import Later
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
-from rmq.protocol.constants import MASTER_ID, PERM_READ, PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
+from rmq.protocol.bodies.heartbeat import SubscriptionData
+from rmq.protocol.constants import (
+    EXPRESSION_SQL92,
+    MASTER_ID,
+    PERM_READ,
+    PULL_COMMIT_OFFSET,
+    PULL_SUBSCRIPTION,
+    PULL_SUSPEND,
+)
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from rmq.protocol.message import decode_record_meta
 from rmq.store.results import GetMessageResult, GetMessageStatus
 
 from ..filter import SqlFilter, SqlFilterError, compile_sql92
-from ..heartbeat import EXPRESSION_SQL92, SubscriptionData
 from .common import fail
 from .send import APPLY_TOPIC_URL
 

@@ -4,6 +4,7 @@
 - configs: TopicConfig, SubscriptionGroupConfig, their tables TopicConfigSerializeWrapper and
   SubscriptionGroupWrapper, and DataVersion
 - register: RegisterBrokerBody, in its JSON, compressed and pre-3.0.11 forms
+- heartbeat: HeartbeatData with ConsumerData, ProducerData and SubscriptionData
 
 Each class has `from_json(obj)`, reading the object `rmq.protocol.body.loads` parsed in any
 dialect peers write (Java's fastjson, Go's and C++'s clients: quoted or unquoted keys,
@@ -17,6 +18,10 @@ from .configs import SubscriptionGroupConfig as SubscriptionGroupConfig
 from .configs import SubscriptionGroupWrapper as SubscriptionGroupWrapper
 from .configs import TopicConfig as TopicConfig
 from .configs import TopicConfigSerializeWrapper as TopicConfigSerializeWrapper
+from .heartbeat import ConsumerData as ConsumerData
+from .heartbeat import HeartbeatData as HeartbeatData
+from .heartbeat import ProducerData as ProducerData
+from .heartbeat import SubscriptionData as SubscriptionData
 from .register import RegisterBrokerBody as RegisterBrokerBody
 from .routes import BrokerData as BrokerData
 from .routes import ClusterInfo as ClusterInfo
