@@ -41,6 +41,7 @@ from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCo
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
 from rmq.protocol.bodies.heartbeat import HeartbeatData, ProducerData
+from rmq.protocol.bodies.offsets import ResetOffsetBody
 from rmq.protocol.constants import MASTER_ID
 from rmq.protocol.message import decompress_body, iter_records
 from rmq.remoting import ClientConfig as RemotingConfig
@@ -51,7 +52,6 @@ from .config import ClientConfig, tls_context
 from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRouteError, MQTimeoutError
 from .ids import client_id, default_instance_name, local_ip
 from .members import ConsumerMember, Member
-from .message import MessageQueue
 from .route import BrokerData, TopicRoute, brokers_of
 
 log = logging.getLogger("rmq.client.instance")
@@ -394,16 +394,8 @@ class ClientInstance:
         consumer = self._consumers.get(header.group)
         if consumer is None or not request.body:
             return None
-        table = B.loads(request.body).get("offsetTable") or {}
-        offsets: dict[MessageQueue, int] = {}
-        if isinstance(table, dict):
-            for key, value in table.items():
-                if isinstance(key, MessageQueue):
-                    offsets[MessageQueue.from_json(key)] = int(value)
-        else:  # cpp's array form: [{brokerName, queueId, topic, offset}]
-            for item in table:
-                offsets[MessageQueue.from_json(item)] = int(item["offset"])
-        consumer.reset_offsets(header.topic, offsets)
+        offsets = ResetOffsetBody.from_json(B.loads(request.body)).offset_table
+        consumer.reset_offsets(header.topic, dict(offsets))
         return None
 
     async def _running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.protocol import body as json_body
 from rmq.protocol import javaprops as properties
+from rmq.protocol.bodies.lists import KVTable, TopicList
 from rmq.protocol.bodies.register import decode_register_body
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
@@ -202,9 +203,7 @@ def get_topics_by_cluster(state: NamesrvState, request: RemotingCommand, channel
 
 def get_system_topic_list(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
     topics, broker_addr = state.routes.system_topics()
-    out: dict[str, Any] = {} if broker_addr is None else {"brokerAddr": broker_addr}
-    out["topicList"] = topics
-    return _ok(request, body=json_body.dumps(out))
+    return _ok(request, body=json_body.dumps(TopicList(tuple(topics), broker_addr).to_json()))
 
 
 def get_unit_topic_list(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
@@ -224,7 +223,7 @@ def get_has_unit_sub_ununit_topic_list(
 
 
 def _topic_list(request: RemotingCommand, topics: list[str]) -> RemotingCommand:
-    return _ok(request, body=json_body.dumps({"topicList": topics}))
+    return _ok(request, body=json_body.dumps(TopicList(tuple(topics)).to_json()))
 
 
 def delete_topic(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
@@ -272,7 +271,7 @@ def get_kv_list(state: NamesrvState, request: RemotingCommand, channel: Hashable
 
 
 def _kv_table(entries: dict[str, str] | None) -> bytes:
-    return b"" if entries is None else json_body.dumps({"table": dict(sorted(entries.items()))})
+    return b"" if entries is None else json_body.dumps(KVTable(dict(sorted(entries.items()))).to_json())
 
 
 # -- name server config -------------------------------------------------------------------

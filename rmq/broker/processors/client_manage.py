@@ -23,8 +23,13 @@ import trio
 
 from rmq.protocol import RemoteProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies.clients import (
+    GetConsumerListByGroupResponseBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchRequestBody,
+)
 from rmq.protocol.bodies.heartbeat import HeartbeatData, SubscriptionData, read_heartbeat
-from rmq.protocol.body import MessageQueue
 from rmq.protocol.constants import EXPRESSION_SQL92, PERM_READ, PERM_WRITE, TOPIC_SYS_FLAG_UNIT_SUB, retry_topic
 from rmq.protocol.headers import (
     GroupRequestHeader,
@@ -176,7 +181,7 @@ class ClientManageProcessor:
         ids = info.client_ids() if info else []
         if not ids:
             return fail(request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
-        return ok(request, body=json_body.dumps({"consumerIdList": ids}))
+        return ok(request, body=json_body.dumps(GetConsumerListByGroupResponseBody(tuple(ids)).to_json()))
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -203,13 +208,14 @@ class ClientManageProcessor:
     # -- orderly consumers ----------------------------------------------------------------
 
     def lock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        group, client_id, queues = _lock_body(json_of(request, "lock"))
-        locked = self.broker.locks.try_lock_batch(group, queues, client_id)
-        return ok(request, body=json_body.dumps({"lockOKMQSet": [mq for mq in queues if mq in locked]}))
+        lock = LockBatchRequestBody.from_json(json_of(request, "lock"))
+        locked = self.broker.locks.try_lock_batch(lock.consumer_group, lock.mq_set, lock.client_id)
+        answer = LockBatchResponseBody(tuple(mq for mq in lock.mq_set if mq in locked))
+        return ok(request, body=json_body.dumps(answer.to_json()))
 
     def unlock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        group, client_id, queues = _lock_body(json_of(request, "unlock"))
-        self.broker.locks.unlock_batch(group, queues, client_id)
+        unlock = UnlockBatchRequestBody.from_json(json_of(request, "unlock"))
+        self.broker.locks.unlock_batch(unlock.consumer_group, unlock.mq_set, unlock.client_id)
         return ok(request)
 
 
@@ -244,28 +250,6 @@ def _filter_error(sub: SubscriptionData) -> str | None:
     except SqlFilterError as exc:
         return str(exc)
     return None
-
-
-def _lock_body(obj: Any) -> tuple[str, str, list[MessageQueue]]:
-    """LockBatchRequestBody / UnlockBatchRequestBody → (group, client id, queues)."""
-    if not isinstance(obj, dict):
-        raise RemoteProtocolError("the lock body is not a JSON object")
-    group, client_id = obj.get("consumerGroup"), obj.get("clientId")
-    if not isinstance(group, str) or not isinstance(client_id, str):
-        raise RemoteProtocolError("the lock body needs consumerGroup and clientId")
-    queues = obj.get("mqSet") or []
-    if not isinstance(queues, list):
-        raise RemoteProtocolError("mqSet is not a list")
-    out: list[MessageQueue] = []
-    for item in queues:
-        mq = (
-            item if isinstance(item, MessageQueue) else MessageQueue.from_json(item) if isinstance(item, dict) else None
-        )
-        if mq is None:
-            raise RemoteProtocolError(f"bad message queue {item!r}")
-        if mq not in out:
-            out.append(mq)
-    return group, client_id, out
 
 
 def _language_name(language: Any) -> str:

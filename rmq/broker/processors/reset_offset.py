@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies.offsets import ResetOffsetBody
 from rmq.protocol.body import MessageQueue
 from rmq.protocol.headers import ResetOffsetRequestHeader
 from rmq.remoting import RemotingError
@@ -85,14 +86,14 @@ class ResetOffsetProcessor:
             len(table),
             len(channels),
         )
-        return ok(request, body=json_body.dumps({"offsetTable": table}))
+        return ok(request, body=json_body.dumps(ResetOffsetBody(table).to_json()))
 
     async def _tell_consumers(
         self, header: ResetOffsetRequestHeader, table: dict[MessageQueue, int], channels: list[Any]
     ) -> None:
         ext = ResetOffsetRequestHeader(header.topic, header.group, header.timestamp, header.is_force).to_ext()
-        as_map = json_body.dumps({"offsetTable": table})
-        as_list = json_body.dumps({"offsetTable": [{**mq.to_json(), "offset": off} for mq, off in table.items()]})
+        as_map = json_body.dumps(ResetOffsetBody(table).to_json())
+        as_list = json_body.dumps(ResetOffsetBody(table).to_cpp_json())
         for channel in channels:
             body = as_list if channel.language == LanguageCode.CPP.name else as_map
             command = RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext, body, language=LanguageCode.JAVA)

@@ -29,7 +29,7 @@ def array(value: Any, what: str) -> list[Any]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise BodyError(f"{what} is not a JSON array: {_show(value)}")
+        raise BodyError(f"bad {what}: expected a JSON array, got {_show(value)}")
     return value
 
 
