@@ -48,6 +48,7 @@ from rmq.protocol import headers as H
 from rmq.protocol import properties as P
 from rmq.protocol.bodies.clients import Connection as ClientConnection
 from rmq.protocol.bodies.clients import ProducerConnection
+from rmq.protocol.bodies.configs import DataVersion
 from rmq.protocol.bodies.configs import SubscriptionGroupConfig as SubscriptionGroupConfig
 from rmq.protocol.bodies.configs import TopicConfig as TopicConfig
 from rmq.protocol.bodies.lists import GroupList, KVTable, TopicList
@@ -772,13 +773,18 @@ class MQAdmin:
         response = await self._request(addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
         try:
             h = acl.GetBrokerAclConfigResponseHeader.from_ext(response.ext_fields)
-            version = B.loads(h.version.encode()) if h.version else {}
+            version = DataVersion.from_json(B.loads(h.version.encode()) if h.version else {})
             files = B.loads(h.all_acl_file_version.encode()) if h.all_acl_file_version else {}
-            versions = {str(k): (int(v.get("counter", 0)), int(v.get("timestamp", 0))) for k, v in files.items()}
-            current = (int(version.get("counter", 0)), int(version.get("timestamp", 0)))
-        except (ProtocolError, AttributeError, TypeError, ValueError) as exc:
+            versions = {str(k): DataVersion.from_json(v) for k, v in files.items()}
+        except (ProtocolError, AttributeError) as exc:
             raise MQClientError(f"malformed ACL version info from {addr}: {exc}") from None
-        return AclVersionInfo(h.cluster_name, h.broker_name, h.broker_addr, current, versions)
+        return AclVersionInfo(
+            h.cluster_name,
+            h.broker_name,
+            h.broker_addr,
+            (version.counter, version.timestamp),
+            {path: (v.counter, v.timestamp) for path, v in versions.items()},
+        )
 
     async def acl_config(self, addr: str) -> acl.AclConfigBody:
         """GET_BROKER_CLUSTER_ACL_CONFIG: the broker's white list and accounts, secrets included."""

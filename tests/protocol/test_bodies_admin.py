@@ -5,7 +5,7 @@ bodies (jsoncpp, keys sorted, ending in a newline) and the answers it accepted t
 GET_CONSUMER_LIST_BY_GROUP. Java-written: what a 4.9.8 broker or name server's fastjson
 writes for TopicStatsTable, TopicOffset, ConsumeStats, OffsetWrapper, ConsumeStatsList,
 ConsumerConnection, ProducerConnection, Connection, GroupList, TopicList, KVTable,
-ConsumerOffsetSerializeWrapper and ResetOffsetBody (rocketmq-common): getters in
+ConsumerOffsetSerializeWrapper, ResetOffsetBody and CheckClientRequestBody (rocketmq-common): getters in
 alphabetical order, enums by name, MessageQueue map keys as objects, Integer keys unquoted.
 """
 
@@ -15,6 +15,7 @@ import pytest
 
 from rmq.protocol import body
 from rmq.protocol.bodies import (
+    CheckClientRequestBody,
     Connection,
     ConsumerConnection,
     ConsumerOffsetSerializeWrapper,
@@ -93,6 +94,8 @@ JAVA = {
     "kv table": b'{"table":{"brokerVersion":"409","commitLogMaxOffset":"1024"}}',
     "consumer offsets": b'{"offsetTable":{"T@CG":{0:5,1:7},"%RETRY%CG@CG":{0:0}}}',
     "reset offsets": b'{"offsetTable":{' + Q0_KEY + b":5," + Q1_KEY + b":-1}}",
+    "check client": b'{"clientId":"10.0.0.2@1","group":"CG","subscriptionData":{"classFilterMode":false,'
+    b'"codeSet":[],"expressionType":"SQL92","subString":"a > 1","subVersion":3,"tagsSet":[],"topic":"T"}}',
 }
 
 VALUES = {
@@ -114,6 +117,7 @@ VALUES = {
     "kv table": KVTable({"brokerVersion": "409", "commitLogMaxOffset": "1024"}),
     "consumer offsets": ConsumerOffsetSerializeWrapper({"T@CG": {0: 5, 1: 7}, "%RETRY%CG@CG": {0: 0}}),
     "reset offsets": ResetOffsetBody({Q0: 5, Q1: -1}),
+    "check client": CheckClientRequestBody("10.0.0.2@1", "CG", SubscriptionData.build("T", "a > 1", 3, "SQL92")),
 }
 LEGACY = {"consumer offsets"}  # Integer keys, as the broker's file and answer have them
 

@@ -24,6 +24,7 @@ import trio
 from rmq.protocol import RemoteProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
 from rmq.protocol.bodies.clients import (
+    CheckClientRequestBody,
     GetConsumerListByGroupResponseBody,
     LockBatchRequestBody,
     LockBatchResponseBody,
@@ -144,11 +145,9 @@ class ClientManageProcessor:
     def check_client_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """CheckClientRequestBody `{"clientId","group","subscriptionData"}`: can this broker
         filter with that subscription?"""
-        obj = json_of(request, "check client config")
-        data = obj.get("subscriptionData") if isinstance(obj, dict) else None
-        if data is None:
+        sub = CheckClientRequestBody.from_json(json_of(request, "check client config")).subscription_data
+        if sub is None:
             return ok(request)
-        sub = SubscriptionData.from_json(data)
         if sub.is_tag_type:
             return ok(request)
         if not self.broker.config.enable_property_filter:

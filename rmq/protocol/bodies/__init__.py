@@ -7,7 +7,7 @@
 - heartbeat: HeartbeatData with ConsumerData, ProducerData and SubscriptionData
 - clients: ConsumerConnection, ProducerConnection (with Connection),
   GetConsumerListByGroupResponseBody, the lock bodies LockBatchRequestBody,
-  UnlockBatchRequestBody and LockBatchResponseBody
+  UnlockBatchRequestBody and LockBatchResponseBody, CheckClientRequestBody
 - stats: TopicStatsTable (TopicOffset), ConsumeStats (OffsetWrapper), ConsumeStatsList
 - offsets: ConsumerOffsetSerializeWrapper, OffsetSerializeWrapper, ResetOffsetBody
 - lists: TopicList, GroupList, KVTable
@@ -19,6 +19,7 @@ field order (alphabetical), nulls left out, for `rmq.protocol.body.dumps`. A mal
 raises BodyError (rmq.protocol.errors).
 """
 
+from .clients import CheckClientRequestBody as CheckClientRequestBody
 from .clients import Connection as Connection
 from .clients import ConsumerConnection as ConsumerConnection
 from .clients import GetConsumerListByGroupResponseBody as GetConsumerListByGroupResponseBody

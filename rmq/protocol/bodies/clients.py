@@ -5,6 +5,7 @@
 - GetConsumerListByGroupResponseBody (GET_CONSUMER_LIST_BY_GROUP): the group's client ids
 - LockBatchRequestBody and UnlockBatchRequestBody (LOCK_BATCH_MQ, UNLOCK_BATCH_MQ), and
   LockBatchResponseBody: the queues a client now holds
+- CheckClientRequestBody (CHECK_CLIENT_CONFIG): can the broker filter with a subscription
 """
 
 from __future__ import annotations
@@ -159,3 +160,31 @@ class LockBatchResponseBody:
     def from_json(cls, obj: Any) -> LockBatchResponseBody:
         items = F.array(F.obj(obj, "LockBatchResponseBody").get("lockOKMQSet"), "lockOKMQSet")
         return cls(tuple(MessageQueue.from_json(q) for q in items))
+
+
+@dataclass(frozen=True, slots=True)
+class CheckClientRequestBody:
+    """A client asks whether the broker can filter with `subscription_data` (SQL92 needs
+    enablePropertyFilter)."""
+
+    client_id: str = ""
+    group: str = ""
+    subscription_data: SubscriptionData | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"clientId": self.client_id, "group": self.group}
+        if self.subscription_data is not None:
+            out["subscriptionData"] = self.subscription_data.to_json()
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any) -> CheckClientRequestBody:
+        """Anything but an object is a request without a subscription."""
+        if not isinstance(obj, dict):
+            return cls()
+        sub = obj.get("subscriptionData")
+        return cls(
+            F.text(obj.get("clientId") or "", "clientId"),
+            F.text(obj.get("group") or "", "group"),
+            None if sub is None else SubscriptionData.from_json(sub),
+        )
