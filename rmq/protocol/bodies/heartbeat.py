@@ -145,6 +145,8 @@ class ConsumerData:
 
 @dataclass(frozen=True, slots=True)
 class ProducerData:
+    """A producer group one client runs."""
+
     group_name: str
 
     def to_json(self) -> dict[str, Any]:

@@ -22,6 +22,8 @@ from . import _fields as F
 
 @dataclass(frozen=True, slots=True)
 class ConsumerOffsetSerializeWrapper:
+    """Committed offsets: "topic@group" → queue id → the next offset the group reads."""
+
     offset_table: dict[str, dict[int, int]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -50,6 +52,8 @@ class ConsumerOffsetSerializeWrapper:
 
 @dataclass(frozen=True, slots=True)
 class OffsetSerializeWrapper:
+    """A broadcasting consumer's offsets: queue → the next offset it reads."""
+
     offset_table: dict[MessageQueue, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -64,6 +68,8 @@ class OffsetSerializeWrapper:
 
 @dataclass(frozen=True, slots=True)
 class ResetOffsetBody:
+    """The offsets a reset by time set: queue → offset."""
+
     offset_table: dict[MessageQueue, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
