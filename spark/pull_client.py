@@ -23,9 +23,6 @@ from rmq.client.blocking import QueueReader
 from rmq.client.errors import MQBrokerError
 from rmq.client.route import TopicRoute
 
-PERM_READ = 0x4
-MASTER_ID = 0
-
 
 class ClientError(Exception):
     """A request failed: connection trouble, timeout, or an unexpected response code."""

@@ -13,6 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from rmq.protocol import properties as P
+from rmq.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
     COMPRESSED_FLAG,
@@ -29,8 +30,6 @@ from .schema import COLUMNS
 
 TRANSACTION_TYPES = {0x0: "NOT", 0x4: "PREPARED", 0x8: "COMMIT", 0xC: "ROLLBACK"}
 _COMPRESSION_NAMES = {COMPRESSION_LZ4: "lz4", COMPRESSION_ZSTD: "zstd"}
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
 
 # A batch is cut at whichever comes first; a few MiB keeps Arrow transfers efficient
 # while bounding a Python worker's memory.

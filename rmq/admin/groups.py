@@ -15,7 +15,7 @@ from rmq.client.admin import (
     MQAdmin,
     SubscriptionGroupConfig,
 )
-from rmq.client.message import DLQ_PREFIX, RETRY_PREFIX
+from rmq.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
 
 from .common import AdminError, masters_or
 

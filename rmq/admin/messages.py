@@ -9,10 +9,11 @@ from typing import Any
 
 from rmq.client import Message, MessageQueue, MQClientError, MQNoRouteError, Producer, SendResult
 from rmq.client.admin import DEFAULT_QUERY_MAX_NUM, MAX_TIMESTAMP, MQAdmin
-from rmq.client.message import DLQ_PREFIX, RESERVED_PROPERTIES
+from rmq.client.message import RESERVED_PROPERTIES
 from rmq.client.subscription import Subscription
 from rmq.protocol import properties as P
 from rmq.protocol import trace as T
+from rmq.protocol.constants import DLQ_PREFIX, TRACE_TOPIC
 from rmq.protocol.message import MessageExt
 
 from .common import AdminError, now_ms, parse_timestamp
@@ -121,7 +122,7 @@ async def consume_queue(
 async def trace_views(
     admin: MQAdmin,
     msg_id: str,
-    topic: str = T.TRACE_TOPIC,
+    topic: str = TRACE_TOPIC,
     *,
     max_num: int = DEFAULT_QUERY_MAX_NUM,
     begin: int = 0,

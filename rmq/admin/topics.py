@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from rmq.client import MessageQueue, MQClientError
 from rmq.client.admin import MQAdmin, TopicConfig, TopicOffset
-from rmq.client.message import DLQ_PREFIX, RETRY_PREFIX
 from rmq.client.rebalance import allocate_averagely
+from rmq.protocol.constants import DLQ_PREFIX, RETRY_PREFIX
 
 from .common import AdminError
 

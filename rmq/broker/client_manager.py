@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-from .heartbeat import ConsumerData, SubscriptionData
+from rmq.protocol.bodies.heartbeat import ConsumerData, SubscriptionData
 
 log = logging.getLogger("rmq.broker.client_manager")
 

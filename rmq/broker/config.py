@@ -28,6 +28,7 @@ from typing import Any
 
 from rmq import rocketmq_keys
 from rmq.protocol import javaprops
+from rmq.protocol.constants import MASTER_ID, TRACE_TOPIC
 from rmq.remoting.tlsconfig import INERT_KEYS as TLS_INERT_KEYS
 from rmq.remoting.tlsconfig import NEED_CLIENT_AUTH, TLS_MODES, TlsConfigError, with_tls_config_file
 from rmq.store.config import FlushDiskType
@@ -36,7 +37,6 @@ from .dledger.commitlog import slave_id
 
 log = logging.getLogger("rmq.broker.config")
 
-MASTER_ID = 0
 CQ_UNIT = 20  # bytes of a consume-queue entry
 # RocketMQ's other metricsExporterType values (and numbers), accepted and not served
 _UNSERVED_EXPORTERS = ("OTLP_GRPC", "1", "LOG", "3")
@@ -191,7 +191,7 @@ class BrokerConfig:
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
-    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    msg_trace_topic_name: str = TRACE_TOPIC
     reject_transaction_message: bool = False
 
     # consumers

@@ -37,6 +37,7 @@ import trio
 
 from rmq.lifetime import Service
 from rmq.protocol import LanguageCode, RemotingCommand, RequestCode
+from rmq.protocol.constants import MASTER_ID, PERM_READ, PERM_WRITE
 from rmq.raft.core import RaftConfig
 from rmq.remoting import (
     Connection,
@@ -52,7 +53,7 @@ from rmq.store.config import FlushDiskType
 
 from .acl import PlainAcl
 from .client_manager import ClientManager
-from .config import MASTER_ID, BrokerConfig, BrokerRole, ConfigError
+from .config import BrokerConfig, BrokerRole, ConfigError
 from .dledger.commitlog import DLedgerCommitLog, member_commitlog, slave_id
 from .dledger.node import NodeConfig
 from .ha.master import HAService
@@ -69,7 +70,7 @@ from .stats import SAMPLE_INTERVAL, BrokerStats
 from .subscriptions import SubscriptionGroupManager
 from .timer import TimerService
 from .tls import BrokerTls
-from .topics import PERM_READ, PERM_WRITE, TopicConfigManager
+from .topics import TopicConfigManager
 from .transaction import TransactionService
 
 log = logging.getLogger("rmq.broker")

@@ -17,9 +17,9 @@ import contextlib
 import logging
 import os
 import shutil
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import trio
 
@@ -95,16 +95,6 @@ def read_json(path: Path, decode: Callable[[object], T]) -> T | None:
     if errors and any("is empty" not in e for e in errors):
         raise ValueError("; ".join(errors))
     return None
-
-
-def encode_members(members: Iterable[tuple[str, Any]], *, legacy: bool = False) -> Iterator[bytes]:
-    """A JSON object's bytes as body.dumps writes them, one member at a time."""
-    yield b"{"
-    sep = b""
-    for key, value in members:
-        yield sep + body.dumps(key) + b":" + body.dumps(value, legacy=legacy)
-        sep = b","
-    yield b"}"
 
 
 Snapshot = Callable[[], Iterable[bytes]]

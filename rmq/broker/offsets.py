@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from rmq.protocol import body
+from rmq.protocol.bodies.offsets import ConsumerOffsetSerializeWrapper
 
-from .jsonfile import CoalescingWriter, encode_members, read_json
+from .jsonfile import CoalescingWriter, read_json
 
 log = logging.getLogger("rmq.broker.offsets")
 
@@ -33,20 +34,13 @@ class ConsumerOffsetManager:
     # -- persistence ----------------------------------------------------------------------
 
     def load(self) -> None:
-        table = read_json(self.path, self._decode)
-        if table is not None:
-            self._table = table
-
-    @staticmethod
-    def _decode(obj: Any) -> dict[str, dict[int, int]]:
-        return {
-            str(key): {int(qid): int(offset) for qid, offset in queues.items()}
-            for key, queues in obj.get("offsetTable", {}).items()
-        }
+        loaded = read_json(self.path, ConsumerOffsetSerializeWrapper.from_json)
+        if loaded is not None:
+            self._table = loaded.offset_table
 
     def encode(self) -> bytes:
         """The file and GET_ALL_CONSUMER_OFFSET body, in fastjson's dialect."""
-        return _encode(self._table)
+        return body.dumps(ConsumerOffsetSerializeWrapper(self._table).to_json(), legacy=True)
 
     def persist(self) -> None:
         """Write the file now, on this thread (shutdown). Raises OSError."""
@@ -59,14 +53,14 @@ class ConsumerOffsetManager:
     def _snapshot(self) -> Iterator[bytes]:
         """The file's content as pieces. The keys are copied now; each entry is encoded with
         its offsets when its turn comes (newer ones, if they moved meanwhile)."""
-        return _pieces(dict(self._table))
+        return ConsumerOffsetSerializeWrapper(dict(self._table)).pieces()
 
     def sync_from_master(self, obj: Any) -> None:
         """A slave takes its master's offsets (GET_ALL_CONSUMER_OFFSET body), as RocketMQ's
         SlaveSynchronize does. Raises ValueError if malformed."""
         try:
-            table = self._decode(obj)
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            table = ConsumerOffsetSerializeWrapper.from_json(obj).offset_table
+        except ValueError as exc:
             raise ValueError(f"bad consumer offsets from master: {exc}") from None
         if table != self._table:
             self._table = table
@@ -115,13 +109,3 @@ class ConsumerOffsetManager:
         for key in [k for k in self._table if k.partition(SEPARATOR)[2] == group]:
             del self._table[key]
             self.writer.changed()
-
-
-def _pieces(table: dict[str, dict[int, int]]) -> Iterator[bytes]:
-    yield b'{"offsetTable":'
-    yield from encode_members(table.items(), legacy=True)
-    yield b"}"
-
-
-def _encode(table: dict[str, dict[int, int]]) -> bytes:
-    return body.dumps({"offsetTable": table}, legacy=True)

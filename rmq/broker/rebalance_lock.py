@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from rmq.protocol.body import MQKey
+from rmq.protocol.body import MessageQueue
 
 LOCK_MAX_LIVE_TIME = 60.0  # seconds
 
@@ -20,9 +20,9 @@ class RebalanceLockManager:
         self._clock = clock
         self._max_live = max_live_time
         # group → queue → (client id, time of last lock or renewal)
-        self._locks: dict[str, dict[MQKey, tuple[str, float]]] = {}
+        self._locks: dict[str, dict[MessageQueue, tuple[str, float]]] = {}
 
-    def try_lock_batch(self, group: str, queues: Iterable[MQKey], client_id: str) -> set[MQKey]:
+    def try_lock_batch(self, group: str, queues: Iterable[MessageQueue], client_id: str) -> set[MessageQueue]:
         """Lock or renew each queue that is free, expired or already ours; return those."""
         now = self._clock()
         table = self._locks.setdefault(group, {})
@@ -34,7 +34,7 @@ class RebalanceLockManager:
                 locked.add(mq)
         return locked
 
-    def unlock_batch(self, group: str, queues: Iterable[MQKey], client_id: str) -> None:
+    def unlock_batch(self, group: str, queues: Iterable[MessageQueue], client_id: str) -> None:
         """Release the queues this client holds; others' locks are left alone."""
         table = self._locks.get(group)
         if not table:
@@ -46,6 +46,6 @@ class RebalanceLockManager:
         if not table:
             del self._locks[group]
 
-    def is_locked(self, group: str, mq: MQKey, client_id: str) -> bool:
+    def is_locked(self, group: str, mq: MessageQueue, client_id: str) -> bool:
         holder = self._locks.get(group, {}).get(mq)
         return holder is not None and holder[0] == client_id and self._clock() - holder[1] <= self._max_live

@@ -26,6 +26,7 @@ import trio
 
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies.register import register_body_json
 from rmq.protocol.headers import (
     RegisterBrokerRequestHeader,
     UnregisterBrokerRequestHeader,
@@ -117,11 +118,8 @@ class Registration:
             return
         targets = self.namesrv_addrs if namesrv_addrs is None else namesrv_addrs
         name, addr, cluster, ha_addr, broker_id = self._identity()
-        wrapper = self._topic_wrapper()
         state = None if self._state_version is None else self._state_version()
-        if state is not None:
-            wrapper = {**wrapper, "dataVersion": {**wrapper["dataVersion"], "stateVersion": state}}
-        body = json_body.dumps({"filterServerList": [], "topicConfigSerializeWrapper": wrapper})
+        body = json_body.dumps(register_body_json(self._topic_wrapper(), state_version=state))
         header = RegisterBrokerRequestHeader(
             broker_name=name,
             broker_addr=addr,

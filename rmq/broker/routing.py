@@ -18,9 +18,8 @@ like) and returns the topic and queue to store into.
 from __future__ import annotations
 
 from rmq.protocol import properties as P
+from rmq.protocol.constants import DLQ_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 from rmq.protocol.message import TRANSACTION_NOT_TYPE, TRANSACTION_TYPE_MASK
-
-from .topics import DLQ_PREFIX, SCHEDULE_TOPIC, TIMER_TOPIC, TRANS_HALF_TOPIC
 
 # On each delivered message: "<level>:<queue offset>" of the SCHEDULE_TOPIC_XXXX entry it
 # came from; and the timer-queue offset of a delivered timer message (redelivery.py)

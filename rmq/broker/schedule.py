@@ -28,11 +28,11 @@ import trio
 
 from rmq.protocol import body as json_body
 from rmq.protocol import properties as P
+from rmq.protocol.constants import SCHEDULE_TOPIC
 
 from .jsonfile import read_json
 from .redelivery import ProgressFile, Watermark, put_to_real_destination, scan_markers
 from .routing import SCHEDULE_DELIVERED_FROM as DELIVERED_FROM
-from .topics import SCHEDULE_TOPIC
 
 if TYPE_CHECKING:
     from .parts import BrokerParts

@@ -31,6 +31,7 @@ import trio
 
 from rmq.protocol import body as json_body
 from rmq.protocol import properties as P
+from rmq.protocol.constants import TIMER_TOPIC
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import redraft
 
@@ -38,7 +39,6 @@ from .jsonfile import read_json
 from .redelivery import ProgressFile, Watermark, put_to_real_destination, scan_markers
 from .routing import TIMER_DELIVERED_FROM as DELIVERED_FROM
 from .routing import TIMER_OUT_MS
-from .topics import TIMER_TOPIC
 
 if TYPE_CHECKING:
     from .parts import BrokerParts

@@ -10,17 +10,27 @@ marks the file for `writer` (jsonfile.CoalescingWriter), which the controller ru
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rmq.protocol import body
+from rmq.protocol import body, constants
+from rmq.protocol.bodies.configs import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rmq.protocol.constants import (
+    AUTO_CREATE_TOPIC,
+    BENCHMARK_TOPIC,
+    OFFSET_MOVED_EVENT,
+    PERM_INHERIT,
+    PERM_READ,
+    PERM_WRITE,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    SYSTEM_TOPICS,
+)
 
 from .config import BrokerConfig
-from .jsonfile import CoalescingWriter, encode_members, read_json
+from .jsonfile import CoalescingWriter, read_json
 
 log = logging.getLogger("rmq.broker.topics")
 
@@ -28,129 +38,16 @@ log = logging.getLogger("rmq.broker.topics")
 # new groups, a producer's first sends to many topics) becomes one write.
 WRITE_DELAY = 0.1
 
-# PermName bits (PROTOCOL.md 7)
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
-
-AUTO_CREATE_TOPIC = "TBW102"
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-BENCHMARK_TOPIC = "BenchmarkTest"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
-TRANS_HALF_TOPIC = "RMQ_SYS_TRANS_HALF_TOPIC"
-TRANS_OP_HALF_TOPIC = "RMQ_SYS_TRANS_OP_HALF_TOPIC"
-TRANS_CHECK_MAX_TIME_TOPIC = "TRANS_CHECK_MAX_TIME_TOPIC"
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
-TIMER_TOPIC = "rmq_sys_wheel_timer"  # timer messages until due (RocketMQ 5)
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-
-# TopicValidator: producers may not send to these.
-NOT_ALLOWED_SEND_TOPICS = frozenset(
-    {
-        SCHEDULE_TOPIC,
-        TRANS_HALF_TOPIC,
-        TRANS_OP_HALF_TOPIC,
-        TRANS_CHECK_MAX_TIME_TOPIC,
-        SELF_TEST_TOPIC,
-        OFFSET_MOVED_EVENT,
-        TIMER_TOPIC,
-    }
-)
-_SYSTEM_TOPICS = NOT_ALLOWED_SEND_TOPICS | {AUTO_CREATE_TOPIC, BENCHMARK_TOPIC, TRACE_TOPIC}
-
-TOPIC_MAX_LENGTH = 127
 MAX_QUEUE_NUMS = 1024  # per topic: queue tables are walked whole by stats and rebalancing
-_TOPIC_CHARS = re.compile(r"[%|a-zA-Z0-9_-]+")
+
+# Sends the broker refuses: TopicValidator's topics, and the timer topic only the timer service
+# writes to.
+NOT_ALLOWED_SEND_TOPICS = constants.NOT_ALLOWED_SEND_TOPICS | {constants.TIMER_TOPIC}
 
 
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
-
-
-def topic_error(topic: str) -> str | None:
-    """Why `topic` is not a valid topic name (TopicValidator.validateTopic), or None."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if not _TOPIC_CHARS.fullmatch(topic):
-        return f"The specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
-    return None
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    @property
-    def readable(self) -> bool:
-        return bool(self.perm & PERM_READ)
-
-    @property
-    def writable(self) -> bool:
-        return bool(self.perm & PERM_WRITE)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "order": self.order,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicFilterType": self.topic_filter_type,
-            "topicName": self.topic_name,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
-
-    @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> TopicConfig:
-        return cls(
-            topic_name=str(obj["topicName"]),
-            read_queue_nums=int(obj.get("readQueueNums", 16)),
-            write_queue_nums=int(obj.get("writeQueueNums", 16)),
-            perm=int(obj.get("perm", PERM_READ | PERM_WRITE)),
-            topic_filter_type=str(obj.get("topicFilterType", "SINGLE_TAG")),
-            topic_sys_flag=int(obj.get("topicSysFlag", 0)),
-            order=bool(obj.get("order", False)),
-        )
-
-
-class DataVersion:
-    """A change counter plus the wall-clock time of the last change (C:DataVersion.java)."""
-
-    __slots__ = ("_now_ms", "counter", "timestamp")
-
-    def __init__(self, now_ms: Callable[[], int]) -> None:
-        self._now_ms = now_ms
-        self.counter = 0
-        self.timestamp = now_ms()
-
-    def next_version(self) -> None:
-        self.counter += 1
-        self.timestamp = self._now_ms()
-
-    def to_json(self) -> dict[str, int]:
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
-    def load(self, obj: dict[str, Any]) -> None:
-        self.counter = int(obj.get("counter", 0))
-        self.timestamp = int(obj.get("timestamp", self.timestamp))
-
-    @staticmethod
-    def same(mine: DataVersion, theirs: dict[str, Any]) -> bool:
-        return mine.counter == int(theirs.get("counter", -1)) and mine.timestamp == int(theirs.get("timestamp", -1))
+def same_version(mine: DataVersion, theirs: DataVersion) -> bool:
+    """Whether a master's table is the one a slave has: the same counter and time."""
+    return (mine.counter, mine.timestamp) == (theirs.counter, theirs.timestamp)
 
 
 def wall_ms() -> int:
@@ -170,9 +67,10 @@ class TopicConfigManager:
         self._config = config
         self.path: Path = config.config_dir / "topics.json"
         self.on_change = on_change
-        self.data_version = DataVersion(now_ms)
+        self._now_ms = now_ms
+        self.data_version = DataVersion(now_ms())
         self._table: dict[str, TopicConfig] = {}
-        self._system_topics = set(_SYSTEM_TOPICS)
+        self._system_topics = set(SYSTEM_TOPICS)
         self._add_builtin_topics()
         self.writer = CoalescingWriter(self.path, self._snapshot, delay=WRITE_DELAY)
 
@@ -204,16 +102,10 @@ class TopicConfigManager:
 
     def load(self) -> None:
         """Read topics.json; file entries override the built-ins, as in RocketMQ."""
-        loaded = read_json(self.path, self._decode)
+        loaded = read_json(self.path, TopicConfigSerializeWrapper.from_json)
         if loaded is not None:
-            version, table = loaded
-            self.data_version.load(version)
-            self._table.update(table)
-
-    @staticmethod
-    def _decode(obj: Any) -> tuple[dict[str, Any], dict[str, TopicConfig]]:
-        table = {str(name): TopicConfig.from_json(tc) for name, tc in obj.get("topicConfigTable", {}).items()}
-        return obj.get("dataVersion", {}), table
+            self.data_version = loaded.data_version
+            self._table.update(loaded.topic_config_table)
 
     def encode(self) -> bytes:
         return body.dumps(self.wrapper())
@@ -223,15 +115,19 @@ class TopicConfigManager:
         self.writer.flush()
 
     def wrapper(self) -> dict[str, Any]:
-        """TopicConfigSerializeWrapper: what GET_ALL_TOPIC_CONFIG and REGISTER_BROKER send."""
-        return _wrapper(self.data_version.to_json(), self._table)
+        """The TopicConfigSerializeWrapper's JSON: what GET_ALL_TOPIC_CONFIG and REGISTER_BROKER send."""
+        return self._wrapper().to_json()
+
+    def _wrapper(self) -> TopicConfigSerializeWrapper:
+        """The table now, by topic name (configs are frozen, so this is a snapshot)."""
+        return TopicConfigSerializeWrapper(dict(sorted(self._table.items())), self.data_version)
 
     def _snapshot(self) -> Iterator[bytes]:
-        """The file's content as pieces, from a copy taken now (configs are frozen)."""
-        return _pieces(self.data_version.to_json(), dict(self._table))
+        """The file's content as pieces, from a copy taken now."""
+        return self._wrapper().pieces()
 
     def _changed(self) -> None:
-        self.data_version.next_version()
+        self.data_version = self.data_version.next(self._now_ms())
         self.writer.changed()
         self.on_change()
 
@@ -239,15 +135,15 @@ class TopicConfigManager:
         """A slave takes its master's table (GET_ALL_TOPIC_CONFIG body) when the master's data
         version differs from ours; returns whether it changed. Raises ValueError if malformed."""
         try:
-            version, table = self._decode(obj)
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
+            master = TopicConfigSerializeWrapper.from_json(obj)
+        except ValueError as exc:
             raise ValueError(f"bad topic table from master: {exc}") from None
-        if DataVersion.same(self.data_version, version):
+        if same_version(self.data_version, master.data_version):
             return False
         self._table.clear()
         self._add_builtin_topics()
-        self._table.update(table)
-        self.data_version.load(version)
+        self._table.update(master.topic_config_table)
+        self.data_version = master.data_version
         self.writer.changed()
         self.on_change()
         return True
@@ -288,7 +184,12 @@ class TopicConfigManager:
             return None
         queues = max(0, min(client_queue_nums, template.write_queue_nums))
         created = TopicConfig(
-            topic, queues, queues, template.perm & ~PERM_INHERIT, template.topic_filter_type, topic_sys_flag
+            topic,
+            queues,
+            queues,
+            template.perm & ~PERM_INHERIT,
+            topic_sys_flag=topic_sys_flag,
+            topic_filter_type=template.topic_filter_type,
         )
         log.info("auto-created topic %s from %s: %d queues, perm %d", topic, default_topic, queues, created.perm)
         self._table[topic] = created
@@ -319,17 +220,3 @@ class TopicConfigManager:
         log.info("deleted topic %s", topic)
         self._changed()
         return True
-
-
-def _pieces(version: dict[str, int], table: dict[str, TopicConfig]) -> Iterator[bytes]:
-    """body.dumps(_wrapper(version, table)), a topic at a time."""
-    yield b'{"dataVersion":' + body.dumps(version) + b',"topicConfigTable":'
-    yield from encode_members(sorted(table.items()))
-    yield b"}"
-
-
-def _wrapper(version: dict[str, int], table: dict[str, TopicConfig]) -> dict[str, Any]:
-    return {
-        "dataVersion": version,
-        "topicConfigTable": {name: tc.to_json() for name, tc in sorted(table.items())},
-    }

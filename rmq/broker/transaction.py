@@ -39,6 +39,14 @@ import trio
 
 from rmq.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
+from rmq.protocol.constants import (
+    PERM_READ,
+    PERM_WRITE,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
+from rmq.protocol.constants import TRANS_CHECK_GROUP as SYS_GROUP
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import CheckTransactionStateRequestHeader
 from rmq.protocol.message import (
@@ -55,7 +63,6 @@ from rmq.protocol.message import (
 from rmq.remoting import RemotingError
 
 from .routing import route_commit
-from .topics import PERM_READ, PERM_WRITE, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 
 if TYPE_CHECKING:
     from rmq.store.results import PutMessageResult
@@ -64,7 +71,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.broker.transaction")
 
-SYS_GROUP = "CID_RMQ_SYS_TRANS"
 REMOVE_TAG = "d"
 OP_KIND = "__TRAN_OP"  # on op records: COMMIT, ROLLBACK or DISCARD
 CHECK_TIMEOUT = 3.0  # seconds to queue one CHECK_TRANSACTION_STATE

@@ -27,10 +27,10 @@ from __future__ import annotations
 
 import os
 import ssl
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from rmq.protocol import (
     LanguageCode,
@@ -39,12 +39,30 @@ from rmq.protocol import (
     RequestCode,
     ResponseCode,
     acl,
+    bodies,
     code_name,
     javaprops,
 )
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
+from rmq.protocol.bodies.clients import Connection as ClientConnection
+from rmq.protocol.bodies.clients import ProducerConnection
+from rmq.protocol.bodies.configs import DataVersion
+from rmq.protocol.bodies.configs import SubscriptionGroupConfig as SubscriptionGroupConfig
+from rmq.protocol.bodies.configs import TopicConfig as TopicConfig
+from rmq.protocol.bodies.lists import GroupList, KVTable, TopicList
+from rmq.protocol.bodies.offsets import ResetOffsetBody
+from rmq.protocol.bodies.stats import ConsumeStats as ConsumeStats
+from rmq.protocol.bodies.stats import OffsetWrapper as OffsetWrapper
+from rmq.protocol.bodies.stats import TopicOffset as TopicOffset
+from rmq.protocol.bodies.stats import TopicStatsTable
+from rmq.protocol.constants import (
+    PULL_SUBSCRIPTION,
+    RETRY_PREFIX,
+    TOOLS_CONSUMER_GROUP,
+)
+from rmq.protocol.constants import perm_to_string as perm_to_string
 from rmq.protocol.message import (
     MessageExt,
     decompress_body,
@@ -55,7 +73,7 @@ from rmq.remoting import ClientConfig as RemotingConfig
 from rmq.remoting import RemotingClient
 from rmq.remoting.tlsconfig import TlsClientSettings
 
-from .api import PULL_SUBSCRIPTION, ClientAPI, PullStatus
+from .api import ClientAPI, PullStatus
 from .config import parse_namesrv, tls_context
 from .errors import (
     MQBrokerError,
@@ -64,15 +82,10 @@ from .errors import (
     MQNoRouteError,
     MQTimeoutError,
 )
-from .message import RETRY_PREFIX, MessageQueue
-from .route import (
-    MASTER_ID,
-    PERM_INHERIT,
-    PERM_READ,
-    PERM_WRITE,
-    BrokerData,
-    TopicRoute,
-)
+from .message import MessageQueue
+from .route import TopicRoute
+
+T = TypeVar("T")
 
 DLEDGER_LEADERSHIP_TRANSFER = 51005  # DLedgerRequestCode.LEADERSHIP_TRANSFER
 
@@ -94,7 +107,6 @@ __all__ = [
     "version_desc",
 ]
 
-TOOLS_CONSUMER_GROUP = "TOOLS_CONSUMER"  # MixAll.TOOLS_CONSUMER_GROUP: pulls made by tools
 ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"  # name-server KV namespace of order-topic confs
 UNIQUE_KEY_QUERY = "_UNIQUE_KEY_QUERY"
 MAX_TIMESTAMP = (1 << 63) - 1
@@ -118,96 +130,11 @@ class AdminResponseError(MQBrokerError):
 # -- typed values ---------------------------------------------------------------------------
 
 
-def perm_to_string(perm: int) -> str:
-    """PermName.perm2String: "RW-" style (read, write, inherit)."""
-    return (
-        ("R" if perm & PERM_READ else "-") + ("W" if perm & PERM_WRITE else "-") + ("X" if perm & PERM_INHERIT else "-")
-    )
+class ClusterInfo(bodies.ClusterInfo):
+    """GET_BROKER_CLUSTER_INFO: brokers by name and broker names by cluster, with the
+    questions mqadmin asks of it."""
 
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """A topic as UPDATE_AND_CREATE_TOPIC sets it on one broker (mqadmin's defaults)."""
-
-    topic: str
-    read_queue_nums: int = 8
-    write_queue_nums: int = 8
-    perm: int = PERM_READ | PERM_WRITE
-    topic_filter_type: str = "SINGLE_TAG"
-    topic_sys_flag: int = 0
-    order: bool = False
-
-    def header(self) -> H.CreateTopicRequestHeader:
-        return H.CreateTopicRequestHeader(
-            topic=self.topic,
-            read_queue_nums=self.read_queue_nums,
-            write_queue_nums=self.write_queue_nums,
-            perm=self.perm,
-            topic_filter_type=self.topic_filter_type,
-            topic_sys_flag=self.topic_sys_flag,
-            order=self.order,
-        )
-
-    def __str__(self) -> str:
-        return (
-            f"TopicConfig [topicName={self.topic}, readQueueNums={self.read_queue_nums}, "
-            f"writeQueueNums={self.write_queue_nums}, perm={perm_to_string(self.perm)}, "
-            f"topicFilterType={self.topic_filter_type}, topicSysFlag={self.topic_sys_flag}, "
-            f"order={str(self.order).lower()}]"
-        )
-
-
-# (attribute, wire name) of SubscriptionGroupConfig, in the JSON order fastjson writes
-_GROUP_KEYS = (
-    ("broker_id", "brokerId"),
-    ("consume_broadcast_enable", "consumeBroadcastEnable"),
-    ("consume_enable", "consumeEnable"),
-    ("consume_from_min_enable", "consumeFromMinEnable"),
-    ("group_name", "groupName"),
-    ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
-    ("retry_max_times", "retryMaxTimes"),
-    ("retry_queue_nums", "retryQueueNums"),
-    ("which_broker_when_consume_slowly", "whichBrokerWhenConsumeSlowly"),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class SubscriptionGroupConfig:
-    """A consumer group's settings on one broker (UPDATE_AND_CREATE_SUBSCRIPTIONGROUP body)."""
-
-    group_name: str
-    consume_enable: bool = True
-    consume_from_min_enable: bool = True
-    consume_broadcast_enable: bool = True
-    retry_queue_nums: int = 1
-    retry_max_times: int = 16
-    broker_id: int = MASTER_ID
-    which_broker_when_consume_slowly: int = 1
-    notify_consumer_ids_changed_enable: bool = True
-
-    def to_json(self) -> dict[str, Any]:
-        return {wire: getattr(self, attr) for attr, wire in _GROUP_KEYS}
-
-    def __str__(self) -> str:
-        def text(v: object) -> str:
-            return str(v).lower() if isinstance(v, bool) else str(v)
-
-        return (
-            f"SubscriptionGroupConfig [groupName={self.group_name}, consumeEnable={text(self.consume_enable)}, "
-            f"consumeFromMinEnable={text(self.consume_from_min_enable)}, "
-            f"consumeBroadcastEnable={text(self.consume_broadcast_enable)}, retryQueueNums={self.retry_queue_nums}, "
-            f"retryMaxTimes={self.retry_max_times}, brokerId={self.broker_id}, "
-            f"whichBrokerWhenConsumeSlowly={self.which_broker_when_consume_slowly}, "
-            f"notifyConsumerIdsChangedEnable={text(self.notify_consumer_ids_changed_enable)}]"
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class ClusterInfo:
-    """GET_BROKER_CLUSTER_INFO: brokers by name and broker names by cluster."""
-
-    brokers: dict[str, BrokerData]
-    clusters: dict[str, list[str]]
+    __slots__ = ()
 
     def broker_names(self, cluster: str) -> list[str]:
         """The cluster's broker names; MQClientError if the cluster is unknown."""
@@ -252,56 +179,21 @@ class ClusterInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class TopicOffset:
-    """One queue's offsets in GET_TOPIC_STATS_INFO."""
-
-    min_offset: int
-    max_offset: int
-    last_update_timestamp: int
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetWrapper:
-    """One queue of a consumer group in GET_CONSUME_STATS."""
-
-    broker_offset: int
-    consumer_offset: int
-    last_timestamp: int
-
-    @property
-    def diff(self) -> int:
-        return self.broker_offset - self.consumer_offset
-
-
-@dataclass(frozen=True, slots=True)
-class ConsumeStats:
-    offsets: dict[MessageQueue, OffsetWrapper]
-    consume_tps: float = 0.0
-
-    @property
-    def diff_total(self) -> int:
-        return sum(o.diff for o in self.offsets.values())
-
-
-@dataclass(frozen=True, slots=True)
-class ClientConnection:
-    """A client connection as a broker lists it (Connection.java)."""
-
-    client_id: str
-    client_addr: str
-    language: str
-    version: int
-
-
-@dataclass(frozen=True, slots=True)
 class ConsumerConnection:
-    """GET_CONSUMER_CONNECTION_LIST: who is online in a group and what it subscribes."""
+    """Who is online in a group and what it subscribes, as mqadmin shows it: the
+    GET_CONSUMER_CONNECTION_LIST answer (rmq.protocol.bodies.ConsumerConnection) with each
+    subscription as its expression, merged over brokers by `MQAdmin.consumer_connection`."""
 
     connections: list[ClientConnection]
     subscriptions: dict[str, str]  # topic → subscription expression
     consume_type: str = ""
     message_model: str = ""
     consume_from_where: str = ""
+
+    @classmethod
+    def of(cls, answer: bodies.ConsumerConnection) -> ConsumerConnection:
+        subs = {topic: sub.sub_string for topic, sub in answer.subscriptions.items()}
+        return cls(list(answer.connections), subs, answer.consume_type, answer.message_model, answer.consume_from_where)
 
     @property
     def min_version(self) -> int:
@@ -459,6 +351,14 @@ class MQAdmin:
         return obj
 
     @staticmethod
+    def _read(response: RemotingCommand, addr: str, what: str, read: Callable[[Any], T]) -> T:
+        """The answer's JSON body read by `read` (a body's from_json); an empty body is `{}`."""
+        try:
+            return read(B.loads(response.body) if response.body else {})
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed {what} from {addr}: {exc}") from None
+
+    @staticmethod
     def _records(response: RemotingCommand, addr: str) -> list[MessageExt]:
         out = []
         try:
@@ -474,26 +374,12 @@ class MQAdmin:
     async def cluster_info(self) -> ClusterInfo:
         """GET_BROKER_CLUSTER_INFO."""
         addr, response = await self._namesrv_request(RequestCode.GET_BROKER_CLUSTER_INFO)
-        obj = self._json(response, addr, "cluster info")
-        try:
-            brokers = {
-                str(name): BrokerData(
-                    str(bd.get("brokerName", name)),
-                    str(bd.get("cluster", "")),
-                    {int(k): str(v) for k, v in (bd.get("brokerAddrs") or {}).items()},
-                )
-                for name, bd in (obj.get("brokerAddrTable") or {}).items()
-            }
-            clusters = {str(c): [str(n) for n in names] for c, names in (obj.get("clusterAddrTable") or {}).items()}
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed cluster info from {addr}: {exc!r}") from None
-        return ClusterInfo(brokers, clusters)
+        return self._read(response, addr, "cluster info", ClusterInfo.from_json)
 
     async def topic_list(self) -> list[str]:
         """GET_ALL_TOPIC_LIST_FROM_NAMESERVER, sorted."""
         addr, response = await self._namesrv_request(RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER)
-        topics = self._json(response, addr, "topic list").get("topicList") or []
-        return sorted(str(t) for t in topics)
+        return sorted(self._read(response, addr, "topic list", TopicList.from_json).topics)
 
     async def topic_route(self, topic: str) -> TopicRoute:
         """GET_ROUTEINFO_BY_TOPIC; MQNoRouteError when the name server knows no route."""
@@ -550,7 +436,16 @@ class MQAdmin:
 
     async def create_topic(self, addr: str, config: TopicConfig) -> None:
         """UPDATE_AND_CREATE_TOPIC on the broker at `addr` (it then re-registers)."""
-        await self._request(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, config.header())
+        header = H.CreateTopicRequestHeader(
+            topic=config.topic_name,
+            read_queue_nums=config.read_queue_nums,
+            write_queue_nums=config.write_queue_nums,
+            perm=config.perm,
+            topic_filter_type=config.topic_filter_type,
+            topic_sys_flag=config.topic_sys_flag,
+            order=config.order,
+        )
+        await self._request(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header)
 
     async def delete_topic_in_broker(self, addr: str, topic: str) -> None:
         await self._request(addr, RequestCode.DELETE_TOPIC_IN_BROKER, H.TopicRequestHeader(topic))
@@ -558,16 +453,7 @@ class MQAdmin:
     async def topic_stats_on(self, addr: str, topic: str) -> dict[MessageQueue, TopicOffset]:
         """GET_TOPIC_STATS_INFO on one broker."""
         response = await self._request(addr, RequestCode.GET_TOPIC_STATS_INFO, H.TopicRequestHeader(topic))
-        table = self._json(response, addr, "topic stats").get("offsetTable") or {}
-        try:
-            return {
-                MessageQueue.from_json(k): TopicOffset(
-                    int(v.get("minOffset", 0)), int(v.get("maxOffset", 0)), int(v.get("lastUpdateTimestamp", 0))
-                )
-                for k, v in table.items()
-            }
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed topic stats from {addr}: {exc!r}") from None
+        return dict(self._read(response, addr, "topic stats", TopicStatsTable.from_json).offsets)
 
     async def topic_stats(self, topic: str) -> dict[MessageQueue, TopicOffset]:
         """The topic's queue offsets on every master that serves it (examineTopicStats)."""
@@ -583,7 +469,7 @@ class MQAdmin:
         groups: set[str] = set()
         for _, addr in _masters_of(route):
             response = await self._request(addr, RequestCode.QUERY_TOPIC_CONSUME_BY_WHO, H.TopicRequestHeader(topic))
-            groups.update(str(g) for g in self._json(response, addr, "group list").get("groupList") or ())
+            groups.update(self._read(response, addr, "group list", GroupList.from_json).groups)
         return sorted(groups)
 
     # -- brokers --------------------------------------------------------------------------
@@ -591,10 +477,7 @@ class MQAdmin:
     async def broker_runtime_info(self, addr: str) -> dict[str, str]:
         """GET_BROKER_RUNTIME_INFO: the broker's KVTable of figures (all strings)."""
         response = await self._request(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
-        table = self._json(response, addr, "runtime info").get("table") or {}
-        if not isinstance(table, dict):
-            raise MQClientError(f"malformed runtime info from {addr}: table is not an object")
-        return {str(k): str(v) for k, v in table.items()}
+        return dict(self._read(response, addr, "runtime info", KVTable.from_json).table)
 
     async def transfer_leadership(self, addr: str, transferee: str | None = None) -> str:
         """Hand a DLedger group's leadership to member ``transferee`` (default: the group's
@@ -659,17 +542,7 @@ class MQAdmin:
         """GET_CONSUME_STATS on one broker (every topic the group has offsets for, or `topic`)."""
         header = H.GetConsumeStatsRequestHeader(group, topic)
         response = await self._request(addr, RequestCode.GET_CONSUME_STATS, header)
-        obj = self._json(response, addr, "consume stats")
-        try:
-            offsets = {
-                MessageQueue.from_json(k): OffsetWrapper(
-                    int(v.get("brokerOffset", 0)), int(v.get("consumerOffset", 0)), int(v.get("lastTimestamp", 0))
-                )
-                for k, v in (obj.get("offsetTable") or {}).items()
-            }
-            return ConsumeStats(offsets, float(obj.get("consumeTps") or 0.0))
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed consume stats from {addr}: {exc!r}") from None
+        return self._read(response, addr, "consume stats", ConsumeStats.from_json)
 
     async def consume_stats(self, group: str, topic: str | None = None) -> ConsumeStats:
         """The group's progress on every broker serving it (examineConsumeStats).
@@ -689,30 +562,8 @@ class MQAdmin:
     async def consumer_connection_on(self, addr: str, group: str) -> ConsumerConnection:
         """GET_CONSUMER_CONNECTION_LIST on one broker; AdminResponseError 206 if offline."""
         response = await self._request(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, H.GroupRequestHeader(group))
-        obj = self._json(response, addr, "consumer connections")
-        try:
-            conns = [
-                ClientConnection(
-                    str(c.get("clientId", "")),
-                    str(c.get("clientAddr", "")),
-                    str(c.get("language", "")),
-                    int(c.get("version", 0)),
-                )
-                for c in obj.get("connectionSet") or ()
-            ]
-            subs = {
-                str(topic): str(sub.get("subString", "*"))
-                for topic, sub in (obj.get("subscriptionTable") or {}).items()
-            }
-        except (AttributeError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed consumer connections from {addr}: {exc!r}") from None
-        return ConsumerConnection(
-            conns,
-            subs,
-            str(obj.get("consumeType") or ""),
-            str(obj.get("messageModel") or ""),
-            str(obj.get("consumeFromWhere") or ""),
-        )
+        answer = self._read(response, addr, "consumer connections", bodies.ConsumerConnection.from_json)
+        return ConsumerConnection.of(answer)
 
     async def consumer_connection(self, group: str) -> ConsumerConnection:
         """The group's connections on every broker serving it, merged.
@@ -754,13 +605,7 @@ class MQAdmin:
         header = H.ResetOffsetRequestHeader(topic, group, timestamp, force)
         language = LanguageCode.CPP if cpp else None
         response = await self._request(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header, language=language)
-        table = self._json(response, addr, "reset offsets").get("offsetTable") or {}
-        try:
-            if isinstance(table, dict):
-                return {MessageQueue.from_json(k): int(v) for k, v in table.items()}
-            return {MessageQueue.from_json(item): int(item["offset"]) for item in table}  # C++ array form
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed reset offsets from {addr}: {exc!r}") from None
+        return dict(self._read(response, addr, "reset offsets", ResetOffsetBody.from_json).offset_table)
 
     async def reset_offset_by_time(
         self, topic: str, group: str, timestamp: int, *, force: bool = True, cpp: bool = False
@@ -928,13 +773,18 @@ class MQAdmin:
         response = await self._request(addr, RequestCode.GET_BROKER_CLUSTER_ACL_INFO)
         try:
             h = acl.GetBrokerAclConfigResponseHeader.from_ext(response.ext_fields)
-            version = B.loads(h.version.encode()) if h.version else {}
+            version = DataVersion.from_json(B.loads(h.version.encode()) if h.version else {})
             files = B.loads(h.all_acl_file_version.encode()) if h.all_acl_file_version else {}
-            versions = {str(k): (int(v.get("counter", 0)), int(v.get("timestamp", 0))) for k, v in files.items()}
-            current = (int(version.get("counter", 0)), int(version.get("timestamp", 0)))
-        except (ProtocolError, AttributeError, TypeError, ValueError) as exc:
+            versions = {str(k): DataVersion.from_json(v) for k, v in files.items()}
+        except (ProtocolError, AttributeError) as exc:
             raise MQClientError(f"malformed ACL version info from {addr}: {exc}") from None
-        return AclVersionInfo(h.cluster_name, h.broker_name, h.broker_addr, current, versions)
+        return AclVersionInfo(
+            h.cluster_name,
+            h.broker_name,
+            h.broker_addr,
+            (version.counter, version.timestamp),
+            {path: (v.counter, v.timestamp) for path, v in versions.items()},
+        )
 
     async def acl_config(self, addr: str) -> acl.AclConfigBody:
         """GET_BROKER_CLUSTER_ACL_CONFIG: the broker's white list and accounts, secrets included."""
@@ -990,14 +840,7 @@ class MQAdmin:
     async def producer_connection_on(self, addr: str, group: str) -> list[ClientConnection]:
         """GET_PRODUCER_CONNECTION_LIST on one broker."""
         response = await self._request(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
-        obj = self._json(response, addr, "producer connections")
-        try:
-            return [
-                ClientConnection(str(c["clientId"]), str(c["clientAddr"]), str(c["language"]), int(c["version"]))
-                for c in obj.get("connectionSet") or ()
-            ]
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed producer connections from {addr}: {exc!r}") from None
+        return list(self._read(response, addr, "producer connections", ProducerConnection.from_json).connections)
 
     async def _call_consumer(self, group: str, code: int, header: H.Header, addr: str | None = None) -> dict[Any, Any]:
         """A request the broker relays to one client of `group` (307, 309); the client's answer."""

@@ -33,6 +33,8 @@ from typing import Any, Self
 
 import trio
 
+from rmq.protocol.constants import DEFAULT_PRODUCER_GROUP
+
 from . import consumer as _consumer
 from . import producer as _producer
 from . import pull_consumer as _pull
@@ -79,7 +81,7 @@ class Producer(_Facade):
 
     def __init__(
         self,
-        group: str = _producer.DEFAULT_PRODUCER_GROUP,
+        group: str = DEFAULT_PRODUCER_GROUP,
         namesrv: str | Sequence[str] | None = None,
         *,
         portal: Portal | None = None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 
@@ -18,6 +18,13 @@ from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCo
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
+from rmq.protocol.bodies.clients import (
+    GetConsumerListByGroupResponseBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchRequestBody,
+)
+from rmq.protocol.bodies.heartbeat import HeartbeatData
 from rmq.protocol.message import MessageExt, decompress_body, iter_records
 from rmq.remoting import RemotingClient, RemotingError, Sent
 
@@ -25,18 +32,14 @@ from .errors import MQBrokerError, MQClientError, translate_remoting_error
 from .message import MessageQueue, SendResult, SendStatus
 from .route import TopicRoute
 
+T = TypeVar("T")
+
 _SEND_STATUS = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
     ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
 }
-
-# PullSysFlag bits
-PULL_COMMIT_OFFSET = 0x1
-PULL_SUSPEND = 0x2
-PULL_SUBSCRIPTION = 0x4
-PULL_LITE = 0x10
 
 
 class PullStatus:
@@ -163,9 +166,10 @@ class ClientAPI:
             raise MQClientError(f"malformed response from {addr}: {exc}") from None
 
     @staticmethod
-    def _body(response: RemotingCommand, addr: str) -> Any:
+    def _body(response: RemotingCommand, addr: str, read: Callable[[Any], T]) -> T:
+        """The answer's JSON body read by `read` (a body's from_json); an empty body is `{}`."""
         try:
-            return B.loads(response.body)
+            return read(B.loads(response.body) if response.body else {})
         except ProtocolError as exc:
             raise MQClientError(f"malformed response body from {addr}: {exc}") from None
 
@@ -221,9 +225,9 @@ class ClientAPI:
 
     # -- clients --------------------------------------------------------------------------
 
-    async def heartbeat(self, addr: str, data: dict[str, Any], timeout: float | None = None) -> int:
+    async def heartbeat(self, addr: str, data: HeartbeatData, timeout: float | None = None) -> int:
         """HEART_BEAT; returns the broker's version."""
-        request = RemotingCommand.request(RequestCode.HEART_BEAT, None, B.dumps(data))
+        request = RemotingCommand.request(RequestCode.HEART_BEAT, None, B.dumps(data.to_json()))
         response = await self._call(addr, request, timeout=timeout)
         return response.version
 
@@ -241,8 +245,7 @@ class ClientAPI:
     async def get_consumer_ids(self, addr: str, group: str, timeout: float | None = None) -> list[str]:
         request = RemotingCommand.request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, H.GroupRequestHeader(group).to_ext())
         response = await self._call(addr, request, timeout=timeout)
-        body = self._body(response, addr) if response.body else {}
-        return [str(c) for c in body.get("consumerIdList") or ()]
+        return list(self._body(response, addr, GetConsumerListByGroupResponseBody.from_json).consumer_ids)
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -408,20 +411,16 @@ class ClientAPI:
         self, addr: str, group: str, client_id: str, mqs: Sequence[MessageQueue], timeout: float | None = None
     ) -> set[MessageQueue]:
         """LOCK_BATCH_MQ; returns the queues this client now holds."""
-        body = {"clientId": client_id, "consumerGroup": group, "mqSet": [mq.to_json() for mq in mqs]}
+        body = LockBatchRequestBody(group, client_id, tuple(mqs)).to_json()
         response = await self._call(
             addr, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, None, B.dumps(body)), timeout=timeout
         )
-        parsed = self._body(response, addr) if response.body else {}
-        try:
-            return {MessageQueue.from_json(q) for q in parsed.get("lockOKMQSet") or ()}
-        except (KeyError, TypeError, ValueError) as exc:
-            raise MQClientError(f"malformed lock response from {addr}: {exc!r}") from None
+        return set(self._body(response, addr, LockBatchResponseBody.from_json).locked)
 
     async def unlock_batch(
         self, addr: str, group: str, client_id: str, mqs: Sequence[MessageQueue], timeout: float | None = None
     ) -> None:
-        body = {"clientId": client_id, "consumerGroup": group, "mqSet": [mq.to_json() for mq in mqs]}
+        body = UnlockBatchRequestBody(group, client_id, tuple(mqs)).to_json()
         await self._call(
             addr, RemotingCommand.request(RequestCode.UNLOCK_BATCH_MQ, None, B.dumps(body)), timeout=timeout
         )

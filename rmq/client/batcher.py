@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 import trio
 
 from rmq.protocol import properties as P
+from rmq.protocol.constants import RETRY_PREFIX
 from rmq.remoting.outbox import Parked
 
 from .errors import MQClientError, MQTimeoutError
-from .message import RETRY_PREFIX, SendResult, batch_item_size
+from .message import SendResult, batch_item_size
 
 if TYPE_CHECKING:
     from rmq.protocol.message import Message as ProtocolMessage

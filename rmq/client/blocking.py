@@ -24,6 +24,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self
 
+from rmq.protocol.constants import DEFAULT_PRODUCER_GROUP
+
 from . import consumer as _consumer
 from . import producer as _producer
 from . import pull_consumer as _pull
@@ -71,7 +73,7 @@ class Producer(_Facade):
 
     def __init__(
         self,
-        group: str = _producer.DEFAULT_PRODUCER_GROUP,
+        group: str = DEFAULT_PRODUCER_GROUP,
         namesrv: str | Sequence[str] | None = None,
         *,
         portal: Portal | None = None,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
+from rmq.protocol.constants import AUTO_CREATE_TOPIC
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import compress
 from rmq.remoting.tlsconfig import TlsClientSettings, TlsConfigError, client_ssl_context
@@ -131,7 +132,7 @@ class ProducerConfig(ClientConfig):
     compress_type: str = "zlib"  # "zlib" (every 4.x client reads it), "lz4" or "zstd" (5.x clients)
     max_message_size: int = 4 * 1024 * 1024
     default_topic_queue_nums: int = 4
-    create_topic_key: str = "TBW102"
+    create_topic_key: str = AUTO_CREATE_TOPIC
     send_latency_fault_enable: bool = True
     max_async_in_flight: int = 10_000  # send_async tasks at once; more wait (backpressure)
     # autoBatch (RocketMQ 5.x): concurrent sends of a topic leave as SEND_BATCH_MESSAGE

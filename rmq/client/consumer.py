@@ -52,6 +52,7 @@ from typing import Any
 import trio
 
 from rmq.protocol import properties as P
+from rmq.protocol.constants import CLIENT_INNER_PRODUCER_GROUP, MASTER_ID
 from rmq.protocol.message import MessageExt
 from rmq.scheduling import after_woken
 
@@ -64,14 +65,12 @@ from .message import Message, MessageQueue, check_topic, retry_topic
 from .process_queue import ProcessQueue
 from .producer import Producer
 from .rebalance import AllocateStrategy, allocate_averagely
-from .route import MASTER_ID
 from .running_info import ConsumeCounters, push_running_info
 from .subscription import Subscription
 from .trace import TraceDispatcher, inner_producer_group
 
 log = logging.getLogger("rmq.client.consumer")
 
-INNER_PRODUCER_GROUP = "CLIENT_INNER_PRODUCER"
 DEFAULT_MAX_RECONSUME_TIMES = 16
 RECONSUME_LATER_DELAY = 5.0  # a message that could not be sent back is consumed again after this
 LOCK_VALID_FOR = 30.0  # ProcessQueue.REBALANCE_LOCK_MAX_LIVE_TIME
@@ -146,7 +145,7 @@ class PushConsumer(ConsumerBase):
         self.handler = handler
         self.orderly = orderly
         self._queues: dict[MessageQueue, _QueueState] = {}
-        self._retry_producer = Producer(INNER_PRODUCER_GROUP, instance=self.instance)
+        self._retry_producer = Producer(CLIENT_INNER_PRODUCER_GROUP, instance=self.instance)
         workers = self.config.consume_concurrency
         self._consume_send, self._consume_recv = trio.open_memory_channel[tuple[_QueueState, MessageExt]](workers)
         self._iter_send, self._iter_recv = trio.open_memory_channel[_Delivery](0)

@@ -30,28 +30,29 @@ from typing import Any
 import trio
 
 from rmq.protocol import properties as P
-from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
-from rmq.protocol.message import MessageExt
-
-from .api import (
+from rmq.protocol.bodies.heartbeat import ConsumerData
+from rmq.protocol.constants import (
+    MASTER_ID,
     PULL_COMMIT_OFFSET,
     PULL_LITE,
     PULL_SUBSCRIPTION,
     PULL_SUSPEND,
-    BeforeDecode,
-    PullAhead,
-    PullResult,
-    PullStatus,
+    RETRY_PREFIX,
+    retry_topic,
 )
+from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
+from rmq.protocol.message import MessageExt
+
+from .api import BeforeDecode, PullAhead, PullResult, PullStatus
 from .config import ConsumeFromWhere, ConsumerConfig
 from .errors import MQClientError, MQClientStateError, MQConnectError, MQTimeoutError
 from .ids import wall_clock_ms
 from .instance import ClientInstance
 from .members import Instance
-from .message import RETRY_PREFIX, MessageQueue, retry_topic
+from .message import MessageQueue
 from .offset_store import NO_OFFSET, LocalOffsetStore, OffsetStore, ReadType, RemoteOffsetStore
 from .rebalance import AllocateStrategy
-from .route import MASTER_ID, TopicRoute
+from .route import TopicRoute
 from .service import AsyncService
 from .subscription import Subscription
 
@@ -161,15 +162,14 @@ class ConsumerBase(AsyncService):
             self._topic_queues[topic] = queues
             self.rebalance_soon()
 
-    def consumer_data(self) -> dict[str, Any]:
-        return {
-            "consumeFromWhere": self.config.consume_from_where.value,
-            "consumeType": self.consume_type,
-            "groupName": self.group,
-            "messageModel": self.config.message_model.value,
-            "subscriptionDataSet": [s.to_json() for s in self._subs.values()],
-            "unitMode": False,
-        }
+    def consumer_data(self) -> ConsumerData:
+        return ConsumerData(
+            self.group,
+            self.consume_type,
+            self.config.message_model.value,
+            self.config.consume_from_where.value,
+            tuple(s.data() for s in self._subs.values()),
+        )
 
     def on_ids_changed(self) -> None:
         self.rebalance_soon()
@@ -186,12 +186,12 @@ class ConsumerBase(AsyncService):
             "mqTable": {},
             "properties": {
                 "PROP_CLIENT_VERSION": "rmq",
-                "PROP_CONSUME_TYPE": data["consumeType"],
+                "PROP_CONSUME_TYPE": data.consume_type,
                 "PROP_CONSUMER_START_TIMESTAMP": "0",
                 "PROP_NAMESERVER_ADDR": ";".join(namesrv),
             },
             "statusTable": {},
-            "subscriptionSet": data["subscriptionDataSet"],
+            "subscriptionSet": [s.to_json() for s in data.subscriptions],
         }
 
     async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:

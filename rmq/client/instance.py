@@ -33,13 +33,16 @@ import logging
 import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import trio
 
 from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as B
 from rmq.protocol import headers as H
+from rmq.protocol.bodies.heartbeat import HeartbeatData, ProducerData
+from rmq.protocol.bodies.offsets import ResetOffsetBody
+from rmq.protocol.constants import MASTER_ID
 from rmq.protocol.message import decompress_body, iter_records
 from rmq.remoting import ClientConfig as RemotingConfig
 from rmq.remoting import Dispatcher, RemotingClient, RequestContext, busypoll
@@ -49,8 +52,7 @@ from .config import ClientConfig, tls_context
 from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRouteError, MQTimeoutError
 from .ids import client_id, default_instance_name, local_ip
 from .members import ConsumerMember, Member
-from .message import MessageQueue
-from .route import MASTER_ID, BrokerData, TopicRoute, brokers_of
+from .route import BrokerData, TopicRoute, brokers_of
 
 log = logging.getLogger("rmq.client.instance")
 
@@ -324,12 +326,10 @@ class ClientInstance:
 
     # -- heartbeats ---------------------------------------------------------------------
 
-    def heartbeat_data(self) -> dict[str, Any]:
-        return {
-            "clientID": self.client_id,
-            "consumerDataSet": [c.consumer_data() for c in self._consumers.values()],
-            "producerDataSet": [{"groupName": g} for g in sorted(self._producer_groups)],
-        }
+    def heartbeat_data(self) -> HeartbeatData:
+        consumers = tuple(c.consumer_data() for c in self._consumers.values())
+        producers = tuple(ProducerData(g) for g in sorted(self._producer_groups))
+        return HeartbeatData(self.client_id, consumers, producers)
 
     async def send_heartbeat(self) -> None:
         """HEART_BEAT to every known broker (masters only when there is no consumer)."""
@@ -394,16 +394,8 @@ class ClientInstance:
         consumer = self._consumers.get(header.group)
         if consumer is None or not request.body:
             return None
-        table = B.loads(request.body).get("offsetTable") or {}
-        offsets: dict[MessageQueue, int] = {}
-        if isinstance(table, dict):
-            for key, value in table.items():
-                if isinstance(key, B.MQKey):
-                    offsets[MessageQueue.from_json(key)] = int(value)
-        else:  # cpp's array form: [{brokerName, queueId, topic, offset}]
-            for item in table:
-                offsets[MessageQueue.from_json(item)] = int(item["offset"])
-        consumer.reset_offsets(header.topic, offsets)
+        offsets = ResetOffsetBody.from_json(B.loads(request.body)).offset_table
+        consumer.reset_offsets(header.topic, dict(offsets))
         return None
 
     async def _running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:

@@ -15,12 +15,14 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
+from rmq.protocol.bodies.heartbeat import ConsumerData
+from rmq.protocol.constants import MASTER_ID
 from rmq.protocol.message import MessageExt
 from rmq.remoting import Dispatcher
 
 from .api import ClientAPI
 from .message import MessageQueue
-from .route import MASTER_ID, TopicRoute
+from .route import TopicRoute
 
 T = TypeVar("T")
 
@@ -42,7 +44,7 @@ class ConsumerMember(Member, Protocol):
     #: Whether CONSUME_MESSAGE_DIRECTLY runs this consumer's handler (push consumers do).
     consumes_directly: bool
 
-    def consumer_data(self) -> dict[str, Any]:
+    def consumer_data(self) -> ConsumerData:
         """ConsumerData for heartbeats (PROTOCOL.md 4.2)."""
         ...
 

@@ -13,14 +13,15 @@ message size.
 from __future__ import annotations
 
 import enum
-import re
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from rmq.protocol import properties as P
-from rmq.protocol.body import MQKey
+from rmq.protocol.body import MessageQueue as MessageQueue
+from rmq.protocol.constants import NOT_ALLOWED_SEND_TOPICS, RETRY_PREFIX, TOPIC_MAX_LENGTH, VALID_TOPIC
+from rmq.protocol.constants import dlq_topic as dlq_topic
+from rmq.protocol.constants import retry_topic as retry_topic
 from rmq.protocol.message import COMPRESSED_FLAG, MessageExt, compress
 from rmq.protocol.message import Message as _ProtocolMessage
 
@@ -37,26 +38,9 @@ __all__ = [
     "retry_topic",
 ]
 
-DEFAULT_TOPIC = "TBW102"
-MAX_TOPIC_LENGTH = 127
 DEFAULT_MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 COMPRESS_OVER = 4096
 COMPRESS_LEVEL = 5
-RETRY_PREFIX = "%RETRY%"
-DLQ_PREFIX = "%DLQ%"
-
-# Topics a client may not send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
-SYSTEM_TOPICS = frozenset(
-    {
-        "SCHEDULE_TOPIC_XXXX",
-        "RMQ_SYS_TRANS_HALF_TOPIC",
-        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-        "TRANS_CHECK_MAX_TIME_TOPIC",
-        "SELF_TEST_TOPIC",
-        "OFFSET_MOVED_EVENT",
-    }
-)
-_TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 # Property names the system owns (MessageConst.STRING_HASH_SET): not user properties.
 RESERVED_PROPERTIES = frozenset(
     {
@@ -69,14 +53,6 @@ RESERVED_PROPERTIES = frozenset(
         P.MSG_TYPE,
     }
 )  # fmt: skip
-
-
-def retry_topic(group: str) -> str:
-    return RETRY_PREFIX + group
-
-
-def dlq_topic(group: str) -> str:
-    return DLQ_PREFIX + group
 
 
 class MQMessageError(MQClientError):
@@ -149,31 +125,6 @@ class Message(_ProtocolMessage):
         self.properties[name] = value
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    """One queue of a topic on one broker; ordered as RocketMQ sorts queues."""
-
-    topic: str
-    broker_name: str
-    queue_id: int
-
-    def __str__(self) -> str:
-        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
-
-    def to_json(self) -> dict[str, Any]:
-        return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
-
-    @classmethod
-    def from_json(cls, obj: Any) -> MessageQueue:
-        if isinstance(obj, MQKey):
-            return cls(obj.topic, obj.broker_name, obj.queue_id)
-        return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
-
-    def key(self) -> MQKey:
-        """The protocol's map-key form (object keys in fastjson bodies)."""
-        return MQKey(self.topic, self.broker_name, self.queue_id)
-
-
 class SendStatus(enum.Enum):
     SEND_OK = "SEND_OK"
     FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
@@ -218,13 +169,13 @@ def check_topic(topic: str) -> None:
         return
     if not topic or not topic.strip():
         raise MQMessageError("the specified topic is blank")
-    if len(topic.encode("utf-8")) > MAX_TOPIC_LENGTH:
-        raise MQMessageError(f"the specified topic is longer than topic max length {MAX_TOPIC_LENGTH}")
-    if not _TOPIC_RE.match(topic):
+    if len(topic.encode("utf-8")) > TOPIC_MAX_LENGTH:
+        raise MQMessageError(f"the specified topic is longer than topic max length {TOPIC_MAX_LENGTH}")
+    if not VALID_TOPIC.fullmatch(topic):
         raise MQMessageError(
             f"the specified topic[{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
         )
-    if topic in SYSTEM_TOPICS:
+    if topic in NOT_ALLOWED_SEND_TOPICS:
         raise MQMessageError(f"sending message to topic[{topic}] is forbidden")
     if len(_VALID_TOPICS) >= 4096:
         _VALID_TOPICS.clear()

@@ -28,6 +28,7 @@ import trio
 
 from rmq.protocol import ProtocolError
 from rmq.protocol import body as B
+from rmq.protocol.bodies.offsets import OffsetSerializeWrapper
 
 from .errors import MQBrokerError, MQClientError, MQConnectError, MQTimeoutError
 from .members import BrokerAccess
@@ -170,8 +171,7 @@ class LocalOffsetStore(_Table):
             except FileNotFoundError:
                 continue
             try:
-                table = B.loads(data).get("offsetTable") or {}
-                return {MessageQueue.from_json(k): int(v) for k, v in table.items() if isinstance(k, B.MQKey)}
+                return dict(OffsetSerializeWrapper.from_json(B.loads(data)).offset_table)
             except (ProtocolError, AttributeError, TypeError, ValueError) as exc:
                 log.warning("ignoring unreadable offset file %s: %s", path, exc)
         return {}
@@ -196,10 +196,10 @@ class LocalOffsetStore(_Table):
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         """Write the whole table (the file holds every queue this consumer has seen)."""
-        table = {mq.key(): off for mq, off in sorted(self.table.items())}
+        table = dict(sorted(self.table.items()))
         if not table:
             return
-        data = B.dumps({"offsetTable": table})
+        data = B.dumps(OffsetSerializeWrapper(table).to_json())
         async with self._lock:
             try:
                 await trio.to_thread.run_sync(self._write_file, data)

@@ -44,6 +44,7 @@ import trio
 
 from rmq.protocol import RequestCode
 from rmq.protocol import properties as P
+from rmq.protocol.constants import DEFAULT_PRODUCER_GROUP, RETRY_PREFIX
 from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import Message as ProtocolMessage
 from rmq.protocol.message import encode_batch_body
@@ -56,7 +57,6 @@ from .instance import ROUTE_RETRY_INTERVAL, ClientInstance
 from .latency import LatencyFaultTolerance
 from .members import Instance
 from .message import (
-    RETRY_PREFIX,
     MessageQueue,
     MQMessageError,
     SendResult,
@@ -74,7 +74,6 @@ from .trace import TraceDispatcher, inner_producer_group
 log = logging.getLogger("rmq.client.producer")
 
 SendCallback = Callable[[SendResult | MQClientError], Awaitable[None] | None]
-DEFAULT_PRODUCER_GROUP = "DEFAULT_PRODUCER"
 
 
 class _Outgoing:

@@ -25,6 +25,7 @@ from typing import Any
 
 import trio
 
+from rmq.protocol.constants import MASTER_ID
 from rmq.protocol.message import MessageExt
 from rmq.scheduling import after_woken
 
@@ -35,7 +36,6 @@ from .members import Instance
 from .message import MessageQueue, check_topic
 from .offset_store import ReadType
 from .rebalance import AllocateStrategy, allocate_averagely
-from .route import MASTER_ID
 
 log = logging.getLogger("rmq.client.pull_consumer")
 

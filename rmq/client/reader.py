@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 
 from rmq.protocol import headers as H
+from rmq.protocol.constants import PULL_SUBSCRIPTION
 
 from .api import RawPull
 from .config import ClientConfig
@@ -24,8 +25,6 @@ from .errors import MQClientError, MQNoRouteError
 from .instance import ClientInstance
 from .message import MessageQueue
 from .service import AsyncService
-
-PULL_FLAG_SUBSCRIPTION = 0x4
 
 
 class QueueReader(AsyncService):
@@ -89,7 +88,7 @@ class QueueReader(AsyncService):
             queue_id=mq.queue_id,
             queue_offset=offset,
             max_msg_nums=max_nums,
-            sys_flag=PULL_FLAG_SUBSCRIPTION,
+            sys_flag=PULL_SUBSCRIPTION,
             commit_offset=0,
             suspend_timeout_millis=0,
             subscription="*",

@@ -14,83 +14,23 @@ unavailable by `LatencyFaultTolerance`.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import random
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
 
-from rmq.protocol.errors import RemoteProtocolError
+from rmq.protocol.bodies.routes import BrokerData as BrokerData
+from rmq.protocol.bodies.routes import QueueData, TopicRouteData
+from rmq.protocol.constants import PERM_READ, PERM_WRITE
 
 from .latency import LatencyFaultTolerance
 from .message import MessageQueue
 
-PERM_PRIORITY = 8
-PERM_READ = 4
-PERM_WRITE = 2
-PERM_INHERIT = 1
 
-MASTER_ID = 0
+class TopicRoute(TopicRouteData):
+    """A TopicRouteData with the queues a producer and a consumer derive from it."""
 
-
-@dataclass(frozen=True, slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerData:
-    broker_name: str
-    cluster: str
-    addrs: dict[int, str]
-
-    @property
-    def master_addr(self) -> str | None:
-        return self.addrs.get(MASTER_ID)
-
-    def any_addr(self) -> str | None:
-        """The master if present, else some slave (for reads and queries)."""
-        if MASTER_ID in self.addrs:
-            return self.addrs[MASTER_ID]
-        return next(iter(self.addrs.values()), None)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRoute:
-    queue_datas: tuple[QueueData, ...]
-    broker_datas: tuple[BrokerData, ...]
-    order_topic_conf: str | None = None
-
-    @classmethod
-    def from_json(cls, obj: Any) -> TopicRoute:
-        """Build from a parsed TopicRouteData body; RemoteProtocolError if malformed."""
-        try:
-            qds = tuple(
-                QueueData(
-                    broker_name=str(q["brokerName"]),
-                    read_queue_nums=int(q.get("readQueueNums", 0)),
-                    write_queue_nums=int(q.get("writeQueueNums", 0)),
-                    perm=int(q.get("perm", 0)),
-                    topic_sys_flag=int(q.get("topicSysFlag", q.get("topicSynFlag", 0))),
-                )
-                for q in obj.get("queueDatas") or ()
-            )
-            bds = tuple(
-                BrokerData(
-                    broker_name=str(b["brokerName"]),
-                    cluster=str(b.get("cluster", "")),
-                    addrs={int(k): str(v) for k, v in (b.get("brokerAddrs") or {}).items()},
-                )
-                for b in obj.get("brokerDatas") or ()
-            )
-            conf = obj.get("orderTopicConf") or None
-        except (AttributeError, KeyError, TypeError, ValueError) as exc:
-            raise RemoteProtocolError(f"bad TopicRouteData body: {exc!r}") from None
-        return cls(qds, bds, str(conf) if conf else None)
+    __slots__ = ()
 
     def broker(self, broker_name: str) -> BrokerData | None:
         for bd in self.broker_datas:
@@ -132,7 +72,7 @@ class TopicRoute:
             )
             for q in self.queue_datas
         )
-        return TopicRoute(qds, self.broker_datas, self.order_topic_conf)
+        return dataclasses.replace(self, queue_datas=qds)
 
 
 class PublishInfo:

@@ -19,8 +19,6 @@ from typing import Any, Protocol
 
 import trio
 
-from rmq.protocol import body as B
-
 from .config import ConsumerConfig
 from .ids import wall_clock_ms
 from .message import MessageQueue
@@ -142,11 +140,11 @@ def push_running_info(consumer: RunningConsumer, namesrv: Sequence[str]) -> dict
         "pullThresholdForQueue": str(cfg.pull_threshold_for_queue),
     }
     offsets = consumer.offsets.snapshot()
-    mq_table: dict[B.MQKey, Any] = {}
+    mq_table: dict[MessageQueue, Any] = {}
     for mq, state in sorted(consumer.queue_states.items()):
         pq = state.pq
         held = pq.msg_count > 0
-        mq_table[B.MQKey(mq.topic, mq.broker_name, mq.queue_id)] = {
+        mq_table[mq] = {
             "cachedMsgCount": pq.msg_count,
             "cachedMsgMaxOffset": pq.queue_offset_max if held else 0,
             "cachedMsgMinOffset": pq.commit_offset() if held else 0,

@@ -11,10 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rmq.protocol.bodies.heartbeat import SubscriptionData
+from rmq.protocol.constants import SUB_ALL
 from rmq.protocol.properties import java_string_hash
-
-SUB_ALL = "*"
-EXPRESSION_TAG = "TAG"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,14 +44,9 @@ class Subscription:
         """The client-side re-check of a pulled message's tag."""
         return not self.tags or (tag is not None and tag in self.tags)
 
+    def data(self) -> SubscriptionData:
+        """The SubscriptionData heartbeats carry (PROTOCOL.md 4.2), tags in name order."""
+        return SubscriptionData(self.topic, self.expression, tuple(sorted(self.tags)), self.codes, self.sub_version)
+
     def to_json(self) -> dict[str, Any]:
-        """SubscriptionData as sent in heartbeats (PROTOCOL.md 4.2)."""
-        return {
-            "classFilterMode": False,
-            "codeSet": sorted(self.codes),
-            "expressionType": EXPRESSION_TAG,
-            "subString": self.expression,
-            "subVersion": self.sub_version,
-            "tagsSet": sorted(self.tags),
-            "topic": self.topic,
-        }
+        return self.data().to_json()

@@ -20,6 +20,7 @@ import trio
 
 from rmq.protocol import properties as P
 from rmq.protocol import trace as T
+from rmq.protocol.constants import TRACE_TOPIC
 from rmq.protocol.message import MessageExt
 
 from .errors import MQClientError
@@ -64,7 +65,7 @@ class TraceDispatcher:
         self.client_ip = client_ip
         self.group = group
         self._producer = producer
-        self.topic = trace_topic or T.TRACE_TOPIC
+        self.topic = trace_topic or TRACE_TOPIC
         self.dropped = 0
         self.sent = 0  # trace messages sent
         self._send, self._recv = trio.open_memory_channel[T.TraceContext](QUEUE_SIZE)

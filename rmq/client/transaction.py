@@ -31,6 +31,7 @@ from typing import Any
 
 from rmq.protocol import RemotingCommand, RequestCode
 from rmq.protocol import properties as P
+from rmq.protocol.constants import DEFAULT_PRODUCER_GROUP
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from rmq.protocol.message import TRANSACTION_PREPARED_TYPE, MessageExt, decode_record, parse_offset_msg_id
@@ -40,7 +41,7 @@ from rmq.remoting import Dispatcher, RemotingError, RequestContext
 from .errors import MQClientError
 from .members import Instance
 from .message import SendResult, SendStatus
-from .producer import DEFAULT_PRODUCER_GROUP, Producer, _Outgoing
+from .producer import Producer, _Outgoing
 
 log = logging.getLogger("rmq.client.transaction")
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import re
 import secrets
 import sys
 import time
@@ -29,6 +28,7 @@ from rmq.admin.messages import admin_producer, dead_letters, resend, with_id
 from rmq.client import Message, MessageQueue, MQAdmin, MQClientError
 from rmq.client.admin import TopicConfig
 from rmq.client.message import check_topic
+from rmq.protocol.constants import topic_error
 
 from . import data
 from .auth import User, UsersFileError, check, load_users
@@ -70,16 +70,13 @@ def _int(form: Any, name: str, low: int, high: int, default: int | None = None) 
     return value
 
 
-_TOPIC = re.compile(r"^[%|a-zA-Z0-9_-]{1,127}$")
-
-
 def _topic_name(raw: object, *, new: bool = False) -> str:
     """A topic name from a form or path; `new` (creating, sending) also applies the client's
     send rules, which refuse system topics."""
     name = str(raw or "").strip()
     if not name:
         raise InputError("the topic name is empty")
-    if not _TOPIC.match(name):
+    if topic_error(name) is not None:
         raise InputError(f"{name!r} is not a topic name: 1-127 of letters, digits, %, |, _ and -")
     if new:
         try:

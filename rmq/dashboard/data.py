@@ -16,16 +16,21 @@ import trio
 from rmq.admin import brokers
 from rmq.admin.messages import origin_topic, trace_views
 from rmq.client import MessageExt, MessageQueue, MQAdmin, MQClientError
-from rmq.client.message import DLQ_PREFIX, RETRY_PREFIX
 from rmq.protocol import properties as P
-from rmq.protocol import trace as T
+from rmq.protocol.constants import (
+    BUILTIN_GROUPS,
+    DLQ_PREFIX,
+    MONITOR_CONSUMER_GROUP,
+    RETRY_PREFIX,
+    SYSTEM_TOPICS,
+    TRACE_TOPIC,
+    TRANS_CHECK_GROUP,
+)
 
-SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-                           "RMQ_SYS_TRACE_TOPIC", "OFFSET_MOVED_EVENT", "SELF_TEST_TOPIC", "BenchmarkTest",
-                           "rmq_sys_wheel_timer", "TRANS_CHECK_MAX_TIME_TOPIC"})  # fmt: skip
-SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "FILTERSRV_CONSUMER", "SELF_TEST_C_GROUP", "CID_RMQ_SYS_TRANS",
-                           "CID_ONS-HTTP-PROXY", "CID_ONSAPI_OWNER", "CID_ONSAPI_PERMISSION", "CID_ONSAPI_PULL",
-                           "CID_DefaultHeartBeatSyncerTopic", "__MONITOR_CONSUMER", "CID_SYS_RMQ_TRANS"})  # fmt: skip
+# The broker's own groups, and two more the RocketMQ dashboard hides.
+SYSTEM_GROUPS = frozenset(
+    {*BUILTIN_GROUPS, TRANS_CHECK_GROUP, MONITOR_CONSUMER_GROUP, "CID_DefaultHeartBeatSyncerTopic", "CID_SYS_RMQ_TRANS"}
+)
 
 
 def topic_kind(topic: str, cluster_names: frozenset[str] | set[str] = frozenset()) -> str:
@@ -273,7 +278,7 @@ async def messages_by_time(
     return [message_view(m) for m in out[:limit]]
 
 
-async def message_trace(admin: MQAdmin, msg_id: str, trace_topic: str = T.TRACE_TOPIC) -> list[dict[str, Any]]:
+async def message_trace(admin: MQAdmin, msg_id: str, trace_topic: str = TRACE_TOPIC) -> list[dict[str, Any]]:
     """The message's trace records (Pub, SubBefore, SubAfter) from the trace topic; none when
     tracing was off or the topic does not exist."""
     try:

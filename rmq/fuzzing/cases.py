@@ -48,6 +48,7 @@ from rmq.protocol import header_codec
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
 from rmq.protocol.codes import CURRENT_VERSION, RPC_ONEWAY, RPC_TYPE, RequestCode, ResponseCode, SerializeType
+from rmq.protocol.constants import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from rmq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from rmq.protocol.message import COMPRESSED_FLAG, Message, encode_batch_body
 from rmq.raft import messages as DL  # DLedger's peer messages: JSON bodies, sans-IO as this module
@@ -79,10 +80,6 @@ CATEGORIES: tuple[tuple[str, int], ...] = (
 )
 CATEGORY_NAMES = tuple(name for name, _ in CATEGORIES)
 
-# PullSysFlag bits
-_PULL_COMMIT_OFFSET = 0x1
-_PULL_SUSPEND = 0x2
-_PULL_SUBSCRIPTION = 0x4
 # The longest long poll waited for as an answer due; Java's hold service looks every 5 s.
 _MAX_WAITED_SUSPEND_MS = 3000
 _HOLD_SERVICE_PERIOD = 5.5
@@ -481,7 +478,7 @@ class _Request:
             return self.answer, 0.0
         if self.code == R.PULL_MESSAGE:
             flag = _lenient_int(self.ext.get("sysFlag", "0"))
-            if flag is not None and flag & _PULL_SUSPEND:
+            if flag is not None and flag & PULL_SUSPEND:
                 suspend = _lenient_int(self.ext.get("suspendTimeoutMillis", "15000"))
                 if suspend is None:
                     return DUE, 0.0  # the header is refused before anything parks
@@ -542,7 +539,7 @@ class _Gen:
                 return str(rng.randrange(4))
             if attr in ("sys_flag", "flag", "topic_sys_flag", "unit_mode", "commit_or_rollback"):
                 if self.spec.code == R.PULL_MESSAGE and attr == "sys_flag":
-                    return str(_PULL_SUBSCRIPTION | rng.choice((0, _PULL_SUSPEND)))
+                    return str(PULL_SUBSCRIPTION | rng.choice((0, PULL_SUSPEND)))
                 return "0"
             if attr == "suspend_timeout_millis":
                 return str(rng.choice((0, 100, 1000)))
@@ -587,7 +584,7 @@ class _Gen:
             if required or self.rng.random() < 0.4:
                 ext[wire] = self.plausible(attr, kind)
         if self.spec.code == R.PULL_MESSAGE and not self.unsafe:
-            ext["sysFlag"] = str(int(ext.get("sysFlag", "0")) & ~_PULL_COMMIT_OFFSET)
+            ext["sysFlag"] = str(int(ext.get("sysFlag", "0")) & ~PULL_COMMIT_OFFSET)
         return ext
 
     def valid_body(self) -> bytes:

@@ -260,7 +260,7 @@ def _seeds() -> dict[str, list[bytes]]:
         ],
         "producerDataSet": [{"groupName": "PG"}],
     }
-    offsets = {json_body.MQKey("T", "b", 0): 5, json_body.MQKey("T", "b", 1): -1}
+    offsets = {json_body.MessageQueue("T", "b", 0): 5, json_body.MessageQueue("T", "b", 1): -1}
     header_seeds = []
     for i, cls in enumerate(_HEADER_CLASSES):
         sample = {wire: ("1" if kind != "str" else "v") for _, wire, kind, _ in cls._fields()}

@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.protocol import body as json_body
 from rmq.protocol import javaprops as properties
+from rmq.protocol.bodies.lists import KVTable, TopicList
+from rmq.protocol.bodies.register import decode_register_body
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
+from rmq.protocol.constants import TOPIC_SYS_FLAG_UNIT, TOPIC_SYS_FLAG_UNIT_SUB
 from rmq.protocol.errors import HeaderError, ProtocolError
 from rmq.protocol.headers import (
     BrokerNameRequestHeader,
@@ -39,8 +42,7 @@ from rmq.remoting.dispatcher import Dispatcher
 
 from .config import ConfigError, NamesrvConfig
 from .kvconfig import ORDER_TOPIC_CONFIG, KVConfigManager
-from .register_body import decode_register_body
-from .route_info import FLAG_UNIT, FLAG_UNIT_SUB, DataVersion, RouteInfoManager
+from .route_info import DataVersion, RouteInfoManager
 
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext
@@ -175,18 +177,14 @@ def add_write_perm(state: NamesrvState, request: RemotingCommand, channel: Hasha
 
 def get_route_info(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
     header = GetRouteInfoRequestHeader.from_ext(request.ext_fields)
-    route = state.routes.pickup_topic_route(header.topic)
+    conf = state.kv.get(ORDER_TOPIC_CONFIG, header.topic) if state.config.order_message_enable else None
+    route = state.routes.topic_route(header.topic, conf)
     if route is None:
         return request.make_response(
             ResponseCode.TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {header.topic}"
         )
-    if state.config.order_message_enable:
-        conf = state.kv.get(ORDER_TOPIC_CONFIG, header.topic)
-        if conf is not None:
-            route["orderTopicConf"] = conf
-            route = dict(sorted(route.items()))
     standard = request.version >= V4_9_4 or bool(header.accept_standard_json_only)
-    return _ok(request, body=json_body.dumps(route, legacy=not standard))
+    return _ok(request, body=json_body.dumps(route.to_json(), legacy=not standard))
 
 
 def get_broker_cluster_info(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
@@ -205,29 +203,27 @@ def get_topics_by_cluster(state: NamesrvState, request: RemotingCommand, channel
 
 def get_system_topic_list(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
     topics, broker_addr = state.routes.system_topics()
-    out: dict[str, Any] = {} if broker_addr is None else {"brokerAddr": broker_addr}
-    out["topicList"] = topics
-    return _ok(request, body=json_body.dumps(out))
+    return _ok(request, body=json_body.dumps(TopicList(tuple(topics), broker_addr).to_json()))
 
 
 def get_unit_topic_list(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
-    return _topic_list(request, state.routes.topics_by_sys_flag(FLAG_UNIT))
+    return _topic_list(request, state.routes.topics_by_sys_flag(TOPIC_SYS_FLAG_UNIT))
 
 
 def get_has_unit_sub_topic_list(
     state: NamesrvState, request: RemotingCommand, channel: Hashable | None
 ) -> RemotingCommand:
-    return _topic_list(request, state.routes.topics_by_sys_flag(FLAG_UNIT_SUB))
+    return _topic_list(request, state.routes.topics_by_sys_flag(TOPIC_SYS_FLAG_UNIT_SUB))
 
 
 def get_has_unit_sub_ununit_topic_list(
     state: NamesrvState, request: RemotingCommand, channel: Hashable | None
 ) -> RemotingCommand:
-    return _topic_list(request, state.routes.topics_by_sys_flag(FLAG_UNIT_SUB, without=FLAG_UNIT))
+    return _topic_list(request, state.routes.topics_by_sys_flag(TOPIC_SYS_FLAG_UNIT_SUB, without=TOPIC_SYS_FLAG_UNIT))
 
 
 def _topic_list(request: RemotingCommand, topics: list[str]) -> RemotingCommand:
-    return _ok(request, body=json_body.dumps({"topicList": topics}))
+    return _ok(request, body=json_body.dumps(TopicList(tuple(topics)).to_json()))
 
 
 def delete_topic(state: NamesrvState, request: RemotingCommand, channel: Hashable | None) -> RemotingCommand:
@@ -275,7 +271,7 @@ def get_kv_list(state: NamesrvState, request: RemotingCommand, channel: Hashable
 
 
 def _kv_table(entries: dict[str, str] | None) -> bytes:
-    return b"" if entries is None else json_body.dumps({"table": dict(sorted(entries.items()))})
+    return b"" if entries is None else json_body.dumps(KVTable(dict(sorted(entries.items()))).to_json())
 
 
 # -- name server config -------------------------------------------------------------------

@@ -3,7 +3,7 @@
 Tables, as RocketMQ's RouteInfoManager keeps them:
 
 - `clusters`: cluster name → names of its broker groups
-- `brokers`: broker name → BrokerData (cluster, brokerId → address; id 0 is the master)
+- `brokers`: broker name → BrokerGroup (cluster, brokerId → address; id 0 is the master)
 - `topics`: topic → broker name → QueueData (queue numbers, perm, topicSysFlag)
 - `live`: broker address → BrokerLiveInfo (last registration time, data version,
   the connection it registered on, its HA address)
@@ -20,131 +20,36 @@ A refused registration changes nothing, not even the registrant's liveness.
 
 Every method runs to completion without awaiting, so callers on the Trio thread see
 each change as atomic. Time comes from the injected `clock` (seconds, monotonic), so
-tests drive expiry without sleeping. Route and cluster answers come back as
-JSON-ready dicts with fastjson's field order; `rmq.protocol.body.dumps` writes them.
+tests drive expiry without sleeping. Routes and cluster info come back as their wire values
+(rmq.protocol.bodies.routes) or those values' JSON.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rmq.protocol.bodies.configs import DataVersion, TopicConfig
+from rmq.protocol.bodies.routes import BrokerData, ClusterInfo, QueueData, TopicRouteData
+from rmq.protocol.constants import MASTER_ID, PERM_WRITE
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Hashable, Mapping
 
-MASTER_ID = 0
-PERM_WRITE = 2  # PermName.PERM_WRITE
-FLAG_UNIT = 0x1  # TopicSysFlag
-FLAG_UNIT_SUB = 0x2
-
-
-@dataclass(frozen=True, slots=True)
-class DataVersion:
-    """A broker's topic-config version; a change makes the master's queues be re-read."""
-
-    timestamp: int = 0
-    counter: int = 0
-    state_version: int | None = None  # 5.x brokers send it; 4.x ones do not
-
-    @property
-    def state(self) -> int:
-        """stateVersion for ordering registrations: 0 when absent, as RocketMQ reads it."""
-        return self.state_version or 0
-
-    @classmethod
-    def from_json(cls, obj: Any) -> DataVersion:
-        """Read `{"counter":N,"timestamp":T}`; ValueError on anything else."""
-        if not isinstance(obj, dict):
-            raise ValueError(f"dataVersion must be a JSON object, got {type(obj).__name__}")
-        state = obj.get("stateVersion")
-        return cls(
-            timestamp=_as_int(obj.get("timestamp", 0), "dataVersion.timestamp"),
-            counter=_as_int(obj.get("counter", 0), "dataVersion.counter"),
-            state_version=None if state is None else _as_int(state, "dataVersion.stateVersion"),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"counter": self.counter}
-        if self.state_version is not None:
-            out["stateVersion"] = self.state_version
-        out["timestamp"] = self.timestamp
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class TopicConfig:
-    """The part of a broker's TopicConfig that the name server keeps."""
-
-    topic_name: str
-    read_queue_nums: int = 16
-    write_queue_nums: int = 16
-    perm: int = 6
-    topic_sys_flag: int = 0
-
-    @classmethod
-    def from_json(cls, obj: Any, name: str | None = None) -> TopicConfig:
-        """Read a TopicConfig object; `name` (its table key) is used if it has no topicName."""
-        if not isinstance(obj, dict):
-            raise ValueError(f"topic config must be a JSON object, got {type(obj).__name__}")
-        topic = obj.get("topicName", name)
-        if not isinstance(topic, str) or not topic:
-            raise ValueError(f"topic config without a topicName: {obj!r}")
-        # `topicSynFlag` is the pre-4.9.0 spelling
-        sys_flag = obj.get("topicSysFlag", obj.get("topicSynFlag", 0))
-        return cls(
-            topic_name=topic,
-            read_queue_nums=_as_int(obj.get("readQueueNums", 16), f"{topic}.readQueueNums"),
-            write_queue_nums=_as_int(obj.get("writeQueueNums", 16), f"{topic}.writeQueueNums"),
-            perm=_as_int(obj.get("perm", 6), f"{topic}.perm"),
-            topic_sys_flag=_as_int(sys_flag, f"{topic}.topicSysFlag"),
-        )
-
-
-def _as_int(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{what} must be an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str):
-        try:
-            return int(value)
-        except ValueError:
-            pass
-    raise ValueError(f"{what} must be an integer, got {value!r}")
-
 
 @dataclass(slots=True)
-class QueueData:
-    broker_name: str
-    read_queue_nums: int
-    write_queue_nums: int
-    perm: int
-    topic_sys_flag: int = 0
+class BrokerGroup:
+    """A broker group's live members, changed in place by registrations; `data()` is its
+    BrokerData."""
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "brokerName": self.broker_name,
-            "perm": self.perm,
-            "readQueueNums": self.read_queue_nums,
-            "topicSysFlag": self.topic_sys_flag,
-            "writeQueueNums": self.write_queue_nums,
-        }
-
-
-@dataclass(slots=True)
-class BrokerData:
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str]
 
-    def to_json(self) -> dict[str, Any]:
-        # integer keys: body.dumps writes them unquoted (legacy) or quoted
-        return {
-            "brokerAddrs": dict(sorted(self.broker_addrs.items())),
-            "brokerName": self.broker_name,
-            "cluster": self.cluster,
-        }
+    def data(self) -> BrokerData:
+        return BrokerData(self.broker_name, self.cluster, dict(self.broker_addrs))
 
 
 @dataclass(slots=True)
@@ -170,7 +75,7 @@ class RouteInfoManager:
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
         self.clusters: dict[str, set[str]] = {}
-        self.brokers: dict[str, BrokerData] = {}
+        self.brokers: dict[str, BrokerGroup] = {}
         self.topics: dict[str, dict[str, QueueData]] = {}
         self.live: dict[str, BrokerLiveInfo] = {}
         self.filter_servers: dict[str, list[str]] = {}
@@ -207,7 +112,7 @@ class RouteInfoManager:
         data = self.brokers.get(broker_name)
         if data is None:
             first = True
-            data = self.brokers[broker_name] = BrokerData(cluster, broker_name, {})
+            data = self.brokers[broker_name] = BrokerGroup(cluster, broker_name, {})
         # One address has one id: a slave promoted to master leaves its old id behind.
         for other_id, addr in list(data.broker_addrs.items()):
             if addr == broker_addr and other_id != broker_id:
@@ -342,36 +247,37 @@ class RouteInfoManager:
 
     # -- queries ----------------------------------------------------------------------
 
-    def pickup_topic_route(self, topic: str) -> dict[str, Any] | None:
-        """TopicRouteData for `topic`, or None without queues or without any live group."""
+    def topic_route(self, topic: str, order_topic_conf: str | None = None) -> TopicRouteData | None:
+        """`topic`'s route, or None without queues or without any live group."""
         queues = self.topics.get(topic)
         if not queues:
             return None
         broker_datas = []
         filter_table: dict[str, list[str]] = {}
         for name in sorted(queues):
-            data = self.brokers.get(name)
-            if data is None:
+            group = self.brokers.get(name)
+            if group is None:
                 continue
-            broker_datas.append(data.to_json())
-            for addr in data.broker_addrs.values():
+            broker_datas.append(group.data())
+            for addr in group.broker_addrs.values():
                 servers = self.filter_servers.get(addr)
                 if servers is not None:
                     filter_table[addr] = list(servers)
         if not broker_datas:
             return None
-        return {
-            "brokerDatas": broker_datas,
-            "filterServerTable": dict(sorted(filter_table.items())),
-            "queueDatas": [queues[name].to_json() for name in sorted(queues)],
-        }
+        queue_datas = tuple(queues[name] for name in sorted(queues))
+        return TopicRouteData(queue_datas, tuple(broker_datas), order_topic_conf, dict(sorted(filter_table.items())))
+
+    def pickup_topic_route(self, topic: str) -> dict[str, Any] | None:
+        """The JSON of `topic_route(topic)`."""
+        route = self.topic_route(topic)
+        return None if route is None else route.to_json()
 
     def cluster_info(self) -> dict[str, Any]:
-        """ClusterInfo: every broker group and every cluster's group names."""
-        return {
-            "brokerAddrTable": {name: self.brokers[name].to_json() for name in sorted(self.brokers)},
-            "clusterAddrTable": {name: sorted(names) for name, names in sorted(self.clusters.items())},
-        }
+        """ClusterInfo's JSON: every broker group and every cluster's group names."""
+        brokers = {name: self.brokers[name].data() for name in sorted(self.brokers)}
+        clusters = {name: sorted(names) for name, names in sorted(self.clusters.items())}
+        return ClusterInfo(brokers, clusters).to_json()
 
     def all_topics(self) -> list[str]:
         return sorted(self.topics)
@@ -431,6 +337,7 @@ class RouteInfoManager:
         for queues in self.topics.values():
             queue = queues.get(broker_name)
             if queue is not None:
-                queue.perm = queue.perm & ~PERM_WRITE if wipe else queue.perm | PERM_WRITE
+                perm = queue.perm & ~PERM_WRITE if wipe else queue.perm | PERM_WRITE
+                queues[broker_name] = dataclasses.replace(queue, perm=perm)
                 count += 1
         return count

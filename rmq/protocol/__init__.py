@@ -1,8 +1,9 @@
 """The sans-IO core of rmq: bytes in, objects out. Standard library only.
 
 Message records (message.py), properties (properties.py), typed headers (headers.py),
-JSON bodies (body.py) and the construct schema (schema.py) are imported from their
-modules; this package re-exports the frame and command layer.
+the JSON dialect (body.py) and the bodies' value classes (bodies/), wire constants
+(constants.py) and the construct schema (schema.py) are imported from their modules; this
+package re-exports the frame and command layer.
 """
 
 from .codes import CURRENT_VERSION as CURRENT_VERSION

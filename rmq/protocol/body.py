@@ -6,41 +6,56 @@ keys. Python's json can neither read nor write that, so:
 
 - `dumps(obj, legacy=...)` writes compact JSON (no whitespace at all: the Go client
   splits route text by hand). Integer keys are written unquoted when `legacy` is true
-  and quoted otherwise; `MQKey` keys are always written as objects.
+  and quoted otherwise; `MessageQueue` keys are always written as objects. A value with a
+  `to_json()` method is written as what that returns.
 - `loads(data)` reads standard JSON fast and falls back to a lenient parser that
-  accepts unquoted numeric keys and object keys (returned as MQKey).
+  accepts unquoted numeric keys and object keys (returned as MessageQueue).
+
+The value classes of the bodies (rmq.protocol.bodies) read and write through these two.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from .errors import RemoteProtocolError
+from .errors import BodyError, RemoteProtocolError
 
 _encode_str = json.JSONEncoder(ensure_ascii=False).encode
 _decode = json.JSONDecoder().decode
 
 
 @dataclass(frozen=True, slots=True, order=True)
-class MQKey:
-    """A MessageQueue used as a map key; ordered as RocketMQ sorts queues."""
+class MessageQueue:
+    """One queue of a topic on one broker (MessageQueue.java); ordered as RocketMQ sorts
+    queues. Bodies carry it as an object, and as a map key (fastjson's object keys)."""
 
     topic: str
     broker_name: str
     queue_id: int
 
+    def __str__(self) -> str:
+        return f"MessageQueue [topic={self.topic}, brokerName={self.broker_name}, queueId={self.queue_id}]"
+
     def to_json(self) -> dict[str, Any]:
         return {"brokerName": self.broker_name, "queueId": self.queue_id, "topic": self.topic}
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any]) -> MQKey:
+    def from_json(cls, obj: Any) -> MessageQueue:
+        """From its JSON object (or a MessageQueue, as a lenient parse gives keys); BodyError
+        if it is neither."""
+        if isinstance(obj, MessageQueue):
+            return obj
         try:
             return cls(str(obj["topic"]), str(obj["brokerName"]), int(obj["queueId"]))
         except (KeyError, TypeError, ValueError) as exc:
-            raise RemoteProtocolError(f"bad MessageQueue object {obj!r}: {exc}") from None
+            raise BodyError(f"bad MessageQueue object {obj!r:.200}: {exc}") from None
+
+
+MQKey = MessageQueue  # the name older code gives a MessageQueue used as a map key
 
 
 def dumps(obj: Any, *, legacy: bool = False) -> bytes:
@@ -48,6 +63,17 @@ def dumps(obj: Any, *, legacy: bool = False) -> bytes:
     out: list[str] = []
     _write(obj, out, legacy)
     return "".join(out).encode("utf-8")
+
+
+def dumps_members(members: Iterable[tuple[Any, Any]], *, legacy: bool = False) -> Iterator[bytes]:
+    """The bytes `dumps(dict(members))` writes, a member at a time (a big table is
+    encoded in turns)."""
+    yield b"{"
+    sep = b""
+    for key, value in members:
+        yield sep + dumps({key: value}, legacy=legacy)[1:-1]
+        sep = b","
+    yield b"}"
 
 
 def _write(obj: Any, out: list[str], legacy: bool) -> None:
@@ -58,7 +84,7 @@ def _write(obj: Any, out: list[str], legacy: bool) -> None:
             if not first:
                 out.append(",")
             first = False
-            if isinstance(key, MQKey):
+            if isinstance(key, MessageQueue):
                 _write(key.to_json(), out, legacy)
             elif isinstance(key, bool) or not isinstance(key, int):
                 out.append(_encode_str(str(key)))
@@ -76,8 +102,6 @@ def _write(obj: Any, out: list[str], legacy: bool) -> None:
                 out.append(",")
             _write(value, out, legacy)
         out.append("]")
-    elif isinstance(obj, MQKey):
-        _write(obj.to_json(), out, legacy)
     elif isinstance(obj, str):
         out.append(_encode_str(obj))
     elif obj is None or isinstance(obj, (bool, int, float)):
@@ -135,8 +159,8 @@ def _scrub(value: Any) -> Any:
         return {_scrub(k): _scrub(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_scrub(v) for v in value]
-    if isinstance(value, MQKey):
-        return MQKey(_scrub(value.topic), _scrub(value.broker_name), value.queue_id)
+    if isinstance(value, MessageQueue):
+        return MessageQueue(_scrub(value.topic), _scrub(value.broker_name), value.queue_id)
     return value
 
 
@@ -210,7 +234,7 @@ class _Lenient:
         while True:
             key = self.value()
             if isinstance(key, dict):
-                key = MQKey.from_json(key)
+                key = MessageQueue.from_json(key)
             elif isinstance(key, (list, float)) or key is None or isinstance(key, bool):
                 self.fail("bad object key")
             self.ws()

@@ -24,6 +24,12 @@ class RemoteProtocolError(ProtocolError):
     """The peer sent bytes that do not parse."""
 
 
+class BodyError(RemoteProtocolError, ValueError):
+    """A JSON body lacks a field, or a field has a value of the wrong kind.
+
+    Also a ValueError: readers of files and admin answers take it as a bad value."""
+
+
 class FrameTooLarge(RemoteProtocolError):
     """A frame announced a length above the configured maximum."""
 

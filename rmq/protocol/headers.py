@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from .codes import RPC_TYPE
 from .command import RemotingCommand
+from .constants import AUTO_CREATE_TOPIC
 from .errors import HeaderError
 from .header_codec import _encode_basestring as _enc  # the C escaper encode_ext_json uses
 
@@ -226,7 +227,7 @@ class HeaderCommand(RemotingCommand):
 class SendMessageRequestHeader(Header):
     producer_group: str
     topic: str
-    default_topic: str = "TBW102"
+    default_topic: str = AUTO_CREATE_TOPIC
     default_topic_queue_nums: int = 4
     queue_id: int = -1
     sys_flag: int = 0
@@ -459,7 +460,7 @@ class ConsumeMessageDirectlyRequestHeader(Header):
 @dataclass(slots=True)
 class CreateTopicRequestHeader(Header):
     topic: str
-    default_topic: str = "TBW102"
+    default_topic: str = AUTO_CREATE_TOPIC
     read_queue_nums: int = 16
     write_queue_nums: int = 16
     perm: int = 6

@@ -19,7 +19,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"  # TopicValidator.RMQ_SYS_TRACE_TOPIC
+from .constants import TRACE_TOPIC as TRACE_TOPIC  # the topic the records go to by default
+
 CONTENT_SPLITOR = "\u0001"
 FIELD_SPLITOR = "\u0002"
 KEY_SEPARATOR = " "

@@ -2,6 +2,7 @@
 RocketMQ 4.x. Synchronous; ``rmq.store.aio`` adds the Trio services (imported explicitly, so
 importing this package never imports trio)."""
 
+from rmq.protocol.constants import SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from rmq.protocol.message import MessageDraft as MessageDraft
 from rmq.protocol.message import redraft as redraft
 
@@ -9,7 +10,6 @@ from .append import IllegalBatch as IllegalBatch
 from .append import batch_drafts as batch_drafts
 from .config import FlushDiskType as FlushDiskType
 from .config import StoreConfig as StoreConfig
-from .dispatch import SCHEDULE_TOPIC as SCHEDULE_TOPIC
 from .dispatch import ArrivalListener as ArrivalListener
 from .errors import StoreError as StoreError
 from .errors import StoreLockedError as StoreLockedError

@@ -13,6 +13,7 @@ import logging
 from typing import Protocol
 
 from rmq.protocol import properties as P
+from rmq.protocol.constants import SCHEDULE_TOPIC
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
     MESSAGE_MAGIC_CODE,
@@ -31,7 +32,6 @@ from .index import IndexService
 
 log = logging.getLogger("rmq.store.dispatch")
 
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 _NOT_DISPATCHED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
 _MAX_PENDING = 256 * 1024  # bytes of consume queue entries held in memory per queue
 _INDEX_AFTER = 256  # records whose index entries may wait for the end of a dispatch pass

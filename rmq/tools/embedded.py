@@ -28,10 +28,10 @@ import trio
 from rmq import metrics
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
-from rmq.broker.topics import TopicConfig
 from rmq.client import MQAdmin, Producer, PullConsumer, PushConsumer
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
+from rmq.protocol.bodies.configs import TopicConfig
 
 START_TIMEOUT = 30.0
 

@@ -8,9 +8,9 @@ import pytest
 import trio
 import trio.testing
 
-from rmq.broker.subscriptions import SubscriptionGroupConfig
 from rmq.protocol import RequestCode, ResponseCode
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies import SubscriptionGroupConfig
 from rmq.protocol.body import MQKey
 from rmq.protocol.headers import CreateTopicRequestHeader
 from rmq.protocol.message import iter_records, parse_offset_msg_id

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from rmq.broker.client_manager import ClientManager
-from rmq.broker.heartbeat import ConsumerData, HeartbeatData, SubscriptionData, parse_heartbeat, read_heartbeat
 from rmq.broker.rebalance_lock import RebalanceLockManager
 from rmq.protocol import RemoteProtocolError
+from rmq.protocol.bodies.heartbeat import ConsumerData, HeartbeatData, SubscriptionData, read_heartbeat
 from rmq.protocol.body import MQKey
 from rmq.protocol.properties import java_string_hash
 
@@ -48,7 +48,7 @@ JAVA_HEARTBEAT = {
 
 
 def test_cpp_heartbeat_codes_are_recomputed() -> None:
-    hb = parse_heartbeat(json.loads(CPP_TAG_HEARTBEAT))
+    hb = HeartbeatData.from_json(json.loads(CPP_TAG_HEARTBEAT))
     assert hb.client_id == "18253-127.0.0.1@DEFAULT"
     (consumer,) = hb.consumers
     assert (consumer.consume_type, consumer.message_model, consumer.consume_from_where) == (
@@ -66,7 +66,7 @@ def test_cpp_heartbeat_codes_are_recomputed() -> None:
 
 
 def test_java_heartbeat() -> None:
-    hb = parse_heartbeat(JAVA_HEARTBEAT)
+    hb = HeartbeatData.from_json(JAVA_HEARTBEAT)
     (consumer,) = hb.consumers
     assert consumer.message_model == "BROADCASTING" and consumer.consume_type == "CONSUME_ACTIVELY"
     assert consumer.subscriptions[0].code_set == {2598919}
@@ -85,7 +85,7 @@ def test_java_heartbeat() -> None:
 )
 def test_bad_heartbeats(body: object) -> None:
     with pytest.raises(RemoteProtocolError):
-        parse_heartbeat(body)
+        HeartbeatData.from_json(body)
 
 
 def read_in_steps(data: bytes) -> tuple[HeartbeatData, int]:
@@ -101,8 +101,8 @@ def read_in_steps(data: bytes) -> tuple[HeartbeatData, int]:
 
 def test_a_heartbeat_is_read_in_steps() -> None:
     java = json.dumps(JAVA_HEARTBEAT).encode()
-    assert read_in_steps(java) == (parse_heartbeat(JAVA_HEARTBEAT), 3)  # one consumer, two producers
-    assert read_in_steps(CPP_TAG_HEARTBEAT.encode()) == (parse_heartbeat(json.loads(CPP_TAG_HEARTBEAT)), 1)
+    assert read_in_steps(java) == (HeartbeatData.from_json(JAVA_HEARTBEAT), 3)  # one consumer, two producers
+    assert read_in_steps(CPP_TAG_HEARTBEAT.encode()) == (HeartbeatData.from_json(json.loads(CPP_TAG_HEARTBEAT)), 1)
     # fastjson's dialect (an unquoted integer key) is read whole, then in the same steps
     legacy = b'{"clientID":"c","x":{1:2},"consumerDataSet":[{"groupName":"a"},{"groupName":"b"}]}'
     hb, pauses = read_in_steps(legacy)
@@ -212,7 +212,7 @@ def test_replays_every_captured_heartbeat(vectors_dir: Path) -> None:
         for line in index.read_text().splitlines():
             entry = json.loads(line)
             if entry["dir"] == "c2s" and (entry["header"] or {}).get("code") == 34:
-                hb = parse_heartbeat(json.loads(entry["body_decoded"]["text"]))
+                hb = HeartbeatData.from_json(json.loads(entry["body_decoded"]["text"]))
                 assert hb.client_id
                 seen += 1
     assert seen > 10

@@ -12,8 +12,9 @@ import pytest
 import trio
 
 from rmq.broker import jsonfile
-from rmq.broker.jsonfile import CoalescingWriter, encode_members, write_atomic
+from rmq.broker.jsonfile import CoalescingWriter, write_atomic
 from rmq.protocol import body
+from rmq.protocol.body import dumps_members as encode_members
 
 
 def test_short_writes_are_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

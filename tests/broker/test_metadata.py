@@ -8,15 +8,10 @@ import pytest
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.offsets import ConsumerOffsetManager
-from rmq.broker.subscriptions import SubscriptionGroupConfig, SubscriptionGroupManager
-from rmq.broker.topics import (
-    PERM_INHERIT,
-    PERM_READ,
-    PERM_WRITE,
-    TopicConfig,
-    TopicConfigManager,
-    topic_error,
-)
+from rmq.broker.subscriptions import SubscriptionGroupManager
+from rmq.broker.topics import TopicConfigManager
+from rmq.protocol.bodies import SubscriptionGroupConfig, TopicConfig
+from rmq.protocol.constants import PERM_INHERIT, PERM_READ, PERM_WRITE, topic_error
 
 
 def make_config(tmp_path: Path, **props: str) -> BrokerConfig:

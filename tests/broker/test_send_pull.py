@@ -152,7 +152,7 @@ async def test_send_refusals(cluster: Cluster) -> None:
 
 
 async def test_no_write_permission(cluster: Cluster) -> None:
-    from rmq.broker.topics import TopicConfig
+    from rmq.protocol.bodies import TopicConfig
 
     cluster.broker.topics.update(TopicConfig("ReadOnly", 1, 1, 4))
     r = await send(cluster, topic="ReadOnly")

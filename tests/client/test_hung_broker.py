@@ -16,10 +16,11 @@ import trio
 from rmq.client import Message, MessageQueue, MQClientError, MQTimeoutError, Producer, SendResult
 from rmq.client.config import ClientConfig
 from rmq.client.instance import ROUTE_RETRY_INTERVAL, ClientInstance
-from rmq.namesrv.register_body import RegisterBody, encode_register_body
-from rmq.namesrv.route_info import DataVersion, TopicConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol.bodies import DataVersion, TopicConfig
+from rmq.protocol.bodies.register import RegisterBrokerBody as RegisterBody
+from rmq.protocol.bodies.register import encode_register_body
 from rmq.protocol.headers import CreateTopicRequestHeader
 from rmq.remoting import RemotingClient
 

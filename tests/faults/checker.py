@@ -34,8 +34,9 @@ from dataclasses import dataclass, field
 import trio
 
 from rmq.client import MQAdmin
-from rmq.client.api import PULL_SUBSCRIPTION, PullStatus
+from rmq.client.api import PullStatus
 from rmq.client.errors import MQBrokerError, MQClientError
+from rmq.protocol.constants import PULL_SUBSCRIPTION
 from rmq.protocol.headers import PullMessageRequestHeader
 
 from .clusters import Convergence, DLedgerCluster, ProcessCluster

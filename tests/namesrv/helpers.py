@@ -6,9 +6,10 @@ import zlib
 from typing import TYPE_CHECKING, Any
 
 from rmq.namesrv import NamesrvConfig
-from rmq.namesrv.register_body import RegisterBody, encode_register_body
-from rmq.namesrv.route_info import DataVersion, TopicConfig
 from rmq.protocol import RemotingCommand, RequestCode
+from rmq.protocol.bodies import DataVersion, TopicConfig
+from rmq.protocol.bodies.register import RegisterBrokerBody as RegisterBody
+from rmq.protocol.bodies.register import encode_register_body
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -10,14 +10,12 @@ import pytest
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.kvconfig import KVConfigManager
 from rmq.namesrv.processors import NamesrvState, handle
-from rmq.namesrv.register_body import (
-    RegisterBody,
-    encode_compressed,
-    encode_register_body,
-)
-from rmq.namesrv.route_info import DataVersion, RouteInfoManager, TopicConfig
+from rmq.namesrv.route_info import RouteInfoManager
 from rmq.protocol import body as json_body
 from rmq.protocol import javaprops as properties
+from rmq.protocol.bodies import DataVersion, TopicConfig
+from rmq.protocol.bodies.register import RegisterBrokerBody as RegisterBody
+from rmq.protocol.bodies.register import encode_compressed, encode_register_body
 from rmq.protocol.codes import RequestCode, ResponseCode
 from rmq.protocol.command import RemotingCommand
 

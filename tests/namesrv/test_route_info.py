@@ -6,12 +6,8 @@ from typing import Any
 
 import pytest
 
-from rmq.namesrv.route_info import (
-    DataVersion,
-    RegisterResult,
-    RouteInfoManager,
-    TopicConfig,
-)
+from rmq.namesrv.route_info import RegisterResult, RouteInfoManager
+from rmq.protocol.bodies import DataVersion, TopicConfig
 
 
 class FakeClock:

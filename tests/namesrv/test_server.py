@@ -15,10 +15,11 @@ import trustme
 
 from rmq.namesrv import NamesrvServer
 from rmq.namesrv.config import ConfigError
-from rmq.namesrv.register_body import RegisterBody, encode_compressed, encode_register_body
-from rmq.namesrv.route_info import DataVersion, TopicConfig
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies import DataVersion, TopicConfig
+from rmq.protocol.bodies.register import RegisterBrokerBody as RegisterBody
+from rmq.protocol.bodies.register import encode_compressed, encode_register_body
 from rmq.remoting import ClientConfig, RemotingClient, RemotingError
 
 from .helpers import BROKER_ADDR, loopback_config, register_request, route_request

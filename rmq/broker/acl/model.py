@@ -29,6 +29,8 @@ from typing import Any
 import yaml
 
 from rmq.protocol.acl import PlainAccessConfig
+from rmq.protocol.bodies.configs import DataVersion
+from rmq.protocol.constants import RETRY_PREFIX
 from rmq.protocol.errors import ProtocolError
 
 from .addresses import AddressPatternError, AddressStrategy, parse_pattern
@@ -38,7 +40,6 @@ ANY = 2
 PUB = 4
 SUB = 8
 
-RETRY_PREFIX = "%RETRY%"
 MIN_KEY_LENGTH = 7  # RocketMQ refuses keys of 6 characters or fewer
 
 _PERM_NAMES = {"DENY": DENY, "PUB": PUB, "SUB": SUB, "PUB|SUB": PUB | SUB, "SUB|PUB": PUB | SUB}
@@ -146,20 +147,6 @@ class Account:
 
 
 @dataclass(frozen=True)
-class DataVersion:
-    """RocketMQ's DataVersion: milliseconds of the last change and a change counter."""
-
-    timestamp: int
-    counter: int = 0
-
-    def to_json(self) -> dict[str, int]:
-        return {"counter": self.counter, "timestamp": self.timestamp}
-
-    def next(self, now_ms: int) -> DataVersion:
-        return DataVersion(now_ms, self.counter + 1)
-
-
-@dataclass(frozen=True)
 class AclModel:
     """Everything one plain_acl.yml says. `data` is the YAML mapping it came from."""
 
@@ -225,6 +212,6 @@ def _data_version(raw: Any) -> DataVersion | None:
     if not isinstance(raw, dict):
         return None
     try:
-        return DataVersion(int(raw.get("timestamp", 0)), int(raw.get("counter", 0)))
-    except (TypeError, ValueError):
+        return DataVersion.from_json(raw)
+    except ValueError:
         return None

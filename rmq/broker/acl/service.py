@@ -30,6 +30,7 @@ import trio
 
 from rmq.protocol import RemotingCommand, ResponseCode, code_name
 from rmq.protocol.acl import AclConfigBody, PlainAccessConfig
+from rmq.protocol.bodies.configs import DataVersion
 from rmq.store import wall_clock_ms
 
 from ..jsonfile import write_atomic
@@ -41,7 +42,6 @@ from .model import (
     Account,
     AclConfigError,
     AclModel,
-    DataVersion,
     dump_yaml,
     load_yaml,
     parse_acl,

@@ -23,11 +23,10 @@ from collections.abc import Iterable
 from rmq.protocol import RemotingCommand, RequestCode, code_name
 from rmq.protocol import acl as signing
 from rmq.protocol import body as json_body
+from rmq.protocol.constants import RETRY_PREFIX, TRACE_TOPIC
 from rmq.protocol.errors import ProtocolError
 
-from .model import PUB, RETRY_PREFIX, SUB, AclModel, check_permission, describe_resource, perm_name
-
-TRACE_TOPIC = "RMQ_SYS_TRACE_TOPIC"
+from .model import PUB, SUB, AclModel, check_permission, describe_resource, perm_name
 
 #: Codes only an admin account may send: RocketMQ's five (topic and group create, update,
 #: delete; broker config) and the other changes an operator makes: offset resets, ACL

@@ -16,6 +16,7 @@ import trio
 
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies.lists import KVTable
 from rmq.protocol.errors import ProtocolError
 from rmq.remoting import RemotingClient, RemotingError
 
@@ -108,7 +109,8 @@ class SlaveSynchronize:
             response = await self._client.invoke(
                 addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), STATUS_TIMEOUT
             )
-            table = json_body.loads(response.body).get("table", {}) if response.code == ResponseCode.SUCCESS else {}
-            return int(table["commitLogMaxOffset"])
+            if response.code != ResponseCode.SUCCESS:
+                return None
+            return int(KVTable.from_json(json_body.loads(response.body)).table["commitLogMaxOffset"])
         except (RemotingError, ProtocolError, KeyError, ValueError, TypeError, AttributeError):
             return None

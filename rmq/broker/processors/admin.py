@@ -21,7 +21,12 @@ from rmq.protocol import (
     ResponseCode,
 )
 from rmq.protocol import body as json_body
-from rmq.protocol.body import MQKey
+from rmq.protocol.bodies.clients import Connection, ConsumerConnection, ProducerConnection
+from rmq.protocol.bodies.configs import SubscriptionGroupConfig, TopicConfig
+from rmq.protocol.bodies.lists import GroupList, KVTable
+from rmq.protocol.bodies.stats import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
+from rmq.protocol.body import MessageQueue
+from rmq.protocol.constants import topic_error
 from rmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -39,8 +44,7 @@ from rmq.protocol.headers import (
 
 from ..jsonfile import CoalescingWriter
 from ..stats import processor_queues
-from ..subscriptions import SubscriptionGroupConfig
-from ..topics import MAX_QUEUE_NUMS, TopicConfig, topic_error
+from ..topics import MAX_QUEUE_NUMS
 from . import admin_ops
 from .client_call import CLIENT_CALLS, call_client
 from .common import fail, json_of, ok
@@ -193,9 +197,9 @@ class AdminProcessor:
                 h.read_queue_nums,
                 h.write_queue_nums,
                 h.perm,
-                h.topic_filter_type,
-                h.topic_sys_flag or 0,
-                h.order,
+                topic_sys_flag=h.topic_sys_flag or 0,
+                topic_filter_type=h.topic_filter_type,
+                order=h.order,
             )
         )
         return ok(request)
@@ -223,17 +227,13 @@ class AdminProcessor:
         if tc is None:
             return fail(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
         store = broker.message_store
-        table: dict[MQKey, Any] = {}
+        table: dict[MessageQueue, TopicOffset] = {}
         for qid in range(tc.write_queue_nums):
             low = store.get_min_offset_in_queue(topic, qid)
             high = store.get_max_offset_in_queue(topic, qid)
             last = store.get_message_store_timestamp(topic, qid, high - 1) if high > 0 else 0
-            table[MQKey(topic, broker.config.broker_name, qid)] = {
-                "lastUpdateTimestamp": max(last, 0),
-                "maxOffset": high,
-                "minOffset": max(low, 0),
-            }
-        return ok(request, body=json_body.dumps({"offsetTable": table}))
+            table[MessageQueue(topic, broker.config.broker_name, qid)] = TopicOffset(max(low, 0), high, max(last, 0))
+        return ok(request, body=json_body.dumps(TopicStatsTable(table).to_json()))
 
     # -- consumers and groups ---------------------------------------------------------------
 
@@ -244,7 +244,7 @@ class AdminProcessor:
         group = h.consumer_group
         topics = [h.topic] if h.topic else sorted(broker.offsets.topics_of_group(group))
         info = broker.clients.consumer_group(group)
-        table: dict[MQKey, Any] = {}
+        table: dict[MessageQueue, OffsetWrapper] = {}
         for topic in topics:
             tc = broker.topics.get(topic)
             if tc is None:
@@ -254,27 +254,25 @@ class AdminProcessor:
             for qid in range(tc.write_queue_nums):
                 consumer_offset = max(broker.offsets.query(group, topic, qid), 0)
                 last = store.get_message_store_timestamp(topic, qid, consumer_offset - 1) if consumer_offset else 0
-                table[MQKey(topic, broker.config.broker_name, qid)] = {
-                    "brokerOffset": store.get_max_offset_in_queue(topic, qid),
-                    "consumerOffset": consumer_offset,
-                    "lastTimestamp": max(last, 0),
-                }
+                table[MessageQueue(topic, broker.config.broker_name, qid)] = OffsetWrapper(
+                    store.get_max_offset_in_queue(topic, qid), consumer_offset, max(last, 0)
+                )
         tps = broker.stats.consume_tps(group)  # over every topic the group pulls, as RocketMQ sums them
-        return ok(request, body=json_body.dumps({"consumeTps": round(tps, 2), "offsetTable": table}))
+        return ok(request, body=json_body.dumps(ConsumeStats(table, round(tps, 2)).to_json()))
 
     def consumer_connections(self, request: RemotingCommand) -> RemotingCommand:
         group = GroupRequestHeader.from_ext(request.ext_fields).consumer_group
         info = self.broker.clients.consumer_group(group)
         if info is None or not info.channels:
             return fail(request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online")
-        body = {
-            "connectionSet": [_connection_json(ch) for ch in info.channels.values()],
-            "consumeFromWhere": info.consume_from_where,
-            "consumeType": info.consume_type,
-            "messageModel": info.message_model,
-            "subscriptionTable": {topic: sub.to_json() for topic, sub in sorted(info.subscriptions.items())},
-        }
-        return ok(request, body=json_body.dumps(body))
+        body = ConsumerConnection(
+            tuple(_connection(ch) for ch in info.channels.values()),
+            dict(sorted(info.subscriptions.items())),
+            info.consume_type,
+            info.message_model,
+            info.consume_from_where,
+        )
+        return ok(request, body=json_body.dumps(body.to_json()))
 
     def producer_connections(self, request: RemotingCommand) -> RemotingCommand:
         group = request.ext_fields.get("producerGroup")
@@ -283,13 +281,14 @@ class AdminProcessor:
         channels = self.broker.clients.producer_channels(group)
         if not channels:
             return fail(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
-        return ok(request, body=json_body.dumps({"connectionSet": [_connection_json(ch) for ch in channels]}))
+        body = ProducerConnection(tuple(_connection(ch) for ch in channels))
+        return ok(request, body=json_body.dumps(body.to_json()))
 
     def consumed_by(self, request: RemotingCommand) -> RemotingCommand:
         topic = TopicRequestHeader.from_ext(request.ext_fields).topic
         broker = self.broker
         groups = broker.clients.groups_subscribing(topic) | broker.offsets.groups_of_topic(topic)
-        return ok(request, body=json_body.dumps({"groupList": sorted(groups)}))
+        return ok(request, body=json_body.dumps(GroupList(tuple(sorted(groups))).to_json()))
 
     def all_offsets(self, request: RemotingCommand) -> RemotingCommand:
         return ok(request, body=self.broker.offsets.encode())
@@ -306,7 +305,7 @@ class AdminProcessor:
         obj = json_of(request, "subscription group")
         try:
             group = SubscriptionGroupConfig.from_json(obj if isinstance(obj, dict) else {})
-        except (TypeError, ValueError) as exc:
+        except ValueError as exc:
             return fail(request, ResponseCode.SYSTEM_ERROR, f"bad subscription group config: {exc}")
         self.broker.subscriptions.update(group)
         return ok(request)
@@ -383,13 +382,8 @@ class AdminProcessor:
         dledger = broker.role.dledger
         if dledger is not None:  # the DLedger member under this broker
             table.update(dledger.status_fields())
-        return ok(request, body=json_body.dumps({"table": table}))
+        return ok(request, body=json_body.dumps(KVTable(table).to_json()))
 
 
-def _connection_json(channel: Any) -> dict[str, Any]:
-    return {
-        "clientAddr": channel.address,
-        "clientId": channel.client_id,
-        "language": channel.language,
-        "version": channel.version,
-    }
+def _connection(channel: Any) -> Connection:
+    return Connection(channel.client_id, channel.address, channel.language, channel.version)

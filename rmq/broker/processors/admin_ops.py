@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode, javaprops
 from rmq.protocol import body as json_body
+from rmq.protocol.bodies.stats import ConsumeStats, ConsumeStatsList
 from rmq.protocol.headers import (
     CloneGroupOffsetRequestHeader,
     GetConsumeStatsInBrokerHeader,
@@ -70,7 +71,7 @@ def broker_consume_stats(
     is_order = GetConsumeStatsInBrokerHeader.from_ext(request.ext_fields).is_order
     groups = {g.group_name: g for g in broker.subscriptions}
     names = sorted(set(groups) | {g for g in broker.clients.consumer_groups()})
-    out: list[dict[str, list[Any]]] = []
+    out: list[dict[str, list[ConsumeStats]]] = []
     total = 0
     for group in names:
         info = broker.clients.consumer_group(group)
@@ -87,14 +88,12 @@ def broker_consume_stats(
             answer = group_stats(RemotingCommand.request(RequestCode.GET_CONSUME_STATS, header))
             if answer.code != ResponseCode.SUCCESS or not answer.body:
                 continue
-            body = json_body.loads(answer.body)
-            for entry in (body.get("offsetTable") or {}).values():
-                total += max(int(entry["brokerOffset"]) - int(entry["consumerOffset"]), 0)
-            stats.append(body)
+            consume = ConsumeStats.from_json(json_body.loads(answer.body))
+            total += sum(max(offset.diff, 0) for offset in consume.offsets.values())
+            stats.append(consume)
         if stats:
             out.append({group: stats})
-    body = {"brokerAddr": broker.address, "consumeStatsList": out, "totalDiff": total}
-    return ok(request, body=json_body.dumps(body))
+    return ok(request, body=json_body.dumps(ConsumeStatsList(broker.address, out, total).to_json()))
 
 
 def clone_group_offset(broker: BrokerParts, request: RemotingCommand) -> RemotingCommand:

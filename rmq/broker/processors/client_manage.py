@@ -23,7 +23,15 @@ import trio
 
 from rmq.protocol import RemoteProtocolError, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
-from rmq.protocol.body import MQKey
+from rmq.protocol.bodies.clients import (
+    CheckClientRequestBody,
+    GetConsumerListByGroupResponseBody,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    UnlockBatchRequestBody,
+)
+from rmq.protocol.bodies.heartbeat import HeartbeatData, SubscriptionData, read_heartbeat
+from rmq.protocol.constants import EXPRESSION_SQL92, PERM_READ, PERM_WRITE, TOPIC_SYS_FLAG_UNIT_SUB, retry_topic
 from rmq.protocol.headers import (
     GroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
@@ -32,8 +40,6 @@ from rmq.protocol.headers import (
 )
 
 from ..filter import SqlFilterError, compile_sql92
-from ..heartbeat import EXPRESSION_SQL92, HeartbeatData, SubscriptionData, read_heartbeat
-from ..topics import PERM_READ, PERM_WRITE, retry_topic
 from .common import fail, json_of, ok
 
 if TYPE_CHECKING:
@@ -43,7 +49,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("rmq.broker.client_manage")
 
-FLAG_UNIT_SUB = 0x2  # TopicSysFlag for unit-mode consumers' retry topics
 # Consumer groups (with their retry topics) one heartbeat may create; the rest of a bigger
 # one are registered, and created by later heartbeats or their first pulls.
 NEW_GROUPS_PER_REQUEST = 100
@@ -105,7 +110,7 @@ class ClientManageProcessor:
                         retry_topic(group),
                         group_config.retry_queue_nums,
                         PERM_READ | PERM_WRITE,
-                        FLAG_UNIT_SUB if consumer.unit_mode else 0,
+                        TOPIC_SYS_FLAG_UNIT_SUB if consumer.unit_mode else 0,
                     )
             changed = broker.clients.register_consumer(
                 consumer, conn, hb.client_id, language, request.version, ctx.remote_address
@@ -140,11 +145,9 @@ class ClientManageProcessor:
     def check_client_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """CheckClientRequestBody `{"clientId","group","subscriptionData"}`: can this broker
         filter with that subscription?"""
-        obj = json_of(request, "check client config")
-        data = obj.get("subscriptionData") if isinstance(obj, dict) else None
-        if data is None:
+        sub = CheckClientRequestBody.from_json(json_of(request, "check client config")).subscription_data
+        if sub is None:
             return ok(request)
-        sub = SubscriptionData.from_json(data)
         if sub.is_tag_type:
             return ok(request)
         if not self.broker.config.enable_property_filter:
@@ -177,7 +180,7 @@ class ClientManageProcessor:
         ids = info.client_ids() if info else []
         if not ids:
             return fail(request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {group}")
-        return ok(request, body=json_body.dumps({"consumerIdList": ids}))
+        return ok(request, body=json_body.dumps(GetConsumerListByGroupResponseBody(tuple(ids)).to_json()))
 
     # -- offsets --------------------------------------------------------------------------
 
@@ -204,13 +207,14 @@ class ClientManageProcessor:
     # -- orderly consumers ----------------------------------------------------------------
 
     def lock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        group, client_id, queues = _lock_body(json_of(request, "lock"))
-        locked = self.broker.locks.try_lock_batch(group, queues, client_id)
-        return ok(request, body=json_body.dumps({"lockOKMQSet": [mq for mq in queues if mq in locked]}))
+        lock = LockBatchRequestBody.from_json(json_of(request, "lock"))
+        locked = self.broker.locks.try_lock_batch(lock.consumer_group, lock.mq_set, lock.client_id)
+        answer = LockBatchResponseBody(tuple(mq for mq in lock.mq_set if mq in locked))
+        return ok(request, body=json_body.dumps(answer.to_json()))
 
     def unlock_batch(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        group, client_id, queues = _lock_body(json_of(request, "unlock"))
-        self.broker.locks.unlock_batch(group, queues, client_id)
+        unlock = UnlockBatchRequestBody.from_json(json_of(request, "unlock"))
+        self.broker.locks.unlock_batch(unlock.consumer_group, unlock.mq_set, unlock.client_id)
         return ok(request)
 
 
@@ -245,26 +249,6 @@ def _filter_error(sub: SubscriptionData) -> str | None:
     except SqlFilterError as exc:
         return str(exc)
     return None
-
-
-def _lock_body(obj: Any) -> tuple[str, str, list[MQKey]]:
-    """LockBatchRequestBody / UnlockBatchRequestBody → (group, client id, queues)."""
-    if not isinstance(obj, dict):
-        raise RemoteProtocolError("the lock body is not a JSON object")
-    group, client_id = obj.get("consumerGroup"), obj.get("clientId")
-    if not isinstance(group, str) or not isinstance(client_id, str):
-        raise RemoteProtocolError("the lock body needs consumerGroup and clientId")
-    queues = obj.get("mqSet") or []
-    if not isinstance(queues, list):
-        raise RemoteProtocolError("mqSet is not a list")
-    out: list[MQKey] = []
-    for item in queues:
-        mq = item if isinstance(item, MQKey) else MQKey.from_json(item) if isinstance(item, dict) else None
-        if mq is None:
-            raise RemoteProtocolError(f"bad message queue {item!r}")
-        if mq not in out:
-            out.append(mq)
-    return group, client_id, out
 
 
 def _language_name(language: Any) -> str:

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
+from rmq.protocol.constants import TRANS_HALF_TOPIC
 from rmq.protocol.headers import EndTransactionRequestHeader
 from rmq.protocol.message import TRANSACTION_NOT_TYPE
 
-from ..topics import TRANS_HALF_TOPIC
 from ..transaction import END_INPUTS
 from .common import fail
 

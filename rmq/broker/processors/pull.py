@@ -24,31 +24,33 @@ from typing import TYPE_CHECKING
 from rmq.later import Later
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
+from rmq.protocol.bodies.heartbeat import SubscriptionData
+from rmq.protocol.constants import (
+    EXPRESSION_SQL92,
+    MASTER_ID,
+    PERM_READ,
+    PULL_COMMIT_OFFSET,
+    PULL_SUBSCRIPTION,
+    PULL_SUSPEND,
+)
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHeader
 from rmq.protocol.message import decode_record_meta
 from rmq.store.results import GetMessageResult, GetMessageStatus
 
-from ..config import MASTER_ID
 from ..filter import SqlFilter, SqlFilterError, compile_sql92
-from ..heartbeat import EXPRESSION_SQL92, SubscriptionData
-from ..topics import PERM_READ
 from .common import fail
 from .send import APPLY_TOPIC_URL
 
 if TYPE_CHECKING:
+    from rmq.protocol.bodies.configs import SubscriptionGroupConfig
     from rmq.remoting.abc import RequestContext
 
     from ..parts import BrokerParts
-    from ..subscriptions import SubscriptionGroupConfig
 
 log = logging.getLogger("rmq.broker.pull")
 
 # PullSysFlag bits
-FLAG_COMMIT_OFFSET = 0x1
-FLAG_SUSPEND = 0x2
-FLAG_SUBSCRIPTION = 0x4
-FLAG_CLASS_FILTER = 0x8
 
 NO_NEW_MESSAGE = "No new message"
 
@@ -102,9 +104,9 @@ class PullProcessor:
             return checked
         sub, group_config, sql = checked
         response = self._pull(request, header, sub, group_config, sql)
-        if header.sys_flag & FLAG_COMMIT_OFFSET and not broker.config.is_slave:
+        if header.sys_flag & PULL_COMMIT_OFFSET and not broker.config.is_slave:
             broker.offsets.commit(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
-        if response.code != ResponseCode.PULL_NOT_FOUND or not header.sys_flag & FLAG_SUSPEND:
+        if response.code != ResponseCode.PULL_NOT_FOUND or not header.sys_flag & PULL_SUSPEND:
             return response
         # Park: no await between the read above and `park`, so no arrival is missed.
         later = Later()
@@ -158,7 +160,7 @@ class PullProcessor:
                 f"queueId[{header.queue_id}] is illegal, topic:[{header.topic}] "
                 f"topicConfig.readQueueNums:[{tc.read_queue_nums}] consumer:[{ctx.remote_address}]",
             )
-        if header.sys_flag & FLAG_SUBSCRIPTION:
+        if header.sys_flag & PULL_SUBSCRIPTION:
             sub = SubscriptionData.build(header.topic, header.subscription, header.sub_version, header.expression_type)
         else:
             info = broker.clients.consumer_group(group)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.protocol import LanguageCode, RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
-from rmq.protocol.body import MQKey
+from rmq.protocol.bodies.offsets import ResetOffsetBody
+from rmq.protocol.body import MessageQueue
 from rmq.protocol.headers import ResetOffsetRequestHeader
 from rmq.remoting import RemotingError
 from rmq.store import MessageStore
@@ -65,13 +66,13 @@ class ResetOffsetProcessor:
                 ResponseCode.SYSTEM_ERROR,
                 f"[reset-offset] reset offset failed, no topic in this broker. topic={header.topic}",
             )
-        table: dict[MQKey, int] = {}
+        table: dict[MessageQueue, int] = {}
         for queue_id in range(tc.write_queue_nums):
             target = offset_at_time(broker.message_store, header.topic, queue_id, header.timestamp)
             current = broker.offsets.query(header.group, header.topic, queue_id)
             if not header.is_force and 0 <= current < target:
                 target = current  # already behind that point: keep it
-            table[MQKey(header.topic, broker.config.broker_name, queue_id)] = target
+            table[MessageQueue(header.topic, broker.config.broker_name, queue_id)] = target
         for mq, offset in table.items():
             broker.offsets.commit(header.group, header.topic, mq.queue_id, offset)
         channels = broker.clients.consumer_channels(header.group)
@@ -85,14 +86,14 @@ class ResetOffsetProcessor:
             len(table),
             len(channels),
         )
-        return ok(request, body=json_body.dumps({"offsetTable": table}))
+        return ok(request, body=json_body.dumps(ResetOffsetBody(table).to_json()))
 
     async def _tell_consumers(
-        self, header: ResetOffsetRequestHeader, table: dict[MQKey, int], channels: list[Any]
+        self, header: ResetOffsetRequestHeader, table: dict[MessageQueue, int], channels: list[Any]
     ) -> None:
         ext = ResetOffsetRequestHeader(header.topic, header.group, header.timestamp, header.is_force).to_ext()
-        as_map = json_body.dumps({"offsetTable": table})
-        as_list = json_body.dumps({"offsetTable": [{**mq.to_json(), "offset": off} for mq, off in table.items()]})
+        as_map = json_body.dumps(ResetOffsetBody(table).to_json())
+        as_list = json_body.dumps(ResetOffsetBody(table).to_cpp_json())
         for channel in channels:
             body = as_list if channel.language == LanguageCode.CPP.name else as_map
             command = RemotingCommand(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, ext, body, language=LanguageCode.JAVA)

@@ -21,6 +21,18 @@ from typing import TYPE_CHECKING, Any
 from rmq.later import Later
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
+from rmq.protocol.bodies.configs import TopicConfig
+from rmq.protocol.constants import (
+    PERM_READ,
+    PERM_WRITE,
+    RETRY_PREFIX,
+    TOPIC_MAX_LENGTH,
+    TOPIC_SYS_FLAG_UNIT,
+    TOPIC_SYS_FLAG_UNIT_SUB,
+    dlq_topic,
+    retry_topic,
+    topic_error,
+)
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
@@ -43,31 +55,19 @@ from rmq.store.append import IllegalBatch, batch_drafts
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 from ..routing import TimerRefused, half_message, route_delay, route_later, to_dead_letters
-from ..topics import (
-    NOT_ALLOWED_SEND_TOPICS,
-    PERM_READ,
-    PERM_WRITE,
-    RETRY_PREFIX,
-    TOPIC_MAX_LENGTH,
-    TopicConfig,
-    dlq_topic,
-    retry_topic,
-    topic_error,
-)
+from ..topics import NOT_ALLOWED_SEND_TOPICS
 from .common import fail, host_port, ok
 
 if TYPE_CHECKING:
+    from rmq.protocol.bodies.configs import SubscriptionGroupConfig
     from rmq.remoting.abc import RequestContext
     from rmq.store.aio import PutWait
 
     from ..parts import BrokerParts
-    from ..subscriptions import SubscriptionGroupConfig
 
 log = logging.getLogger("rmq.broker.send")
 
 V3_4_9 = 73  # from this client version on, the header's maxReconsumeTimes is honoured
-TOPIC_SYS_FLAG_UNIT = 0x1
-TOPIC_SYS_FLAG_UNIT_SUB = 0x2
 APPLY_TOPIC_URL = "http://rocketmq.apache.org/docs/faq/"
 
 SERVICE_NOT_AVAILABLE_REMARK = (

@@ -13,6 +13,7 @@ from rmq.admin import brokers
 from rmq.admin.common import now_ms
 from rmq.client.admin import MQAdmin
 from rmq.protocol import RequestCode
+from rmq.protocol.bodies.stats import ConsumeStatsList
 
 from . import options as o
 from .options import Args, Commands, Parser, Runner
@@ -206,20 +207,19 @@ async def update_broker_config(admin: MQAdmin, args: Args, out: Out) -> int:
 
 
 async def broker_consume_stats(admin: MQAdmin, args: Args, out: Out) -> int:
-    stats = await admin.broker_consume_stats(args.broker_addr, is_order=args.order)
+    stats = ConsumeStatsList.from_json(await admin.broker_consume_stats(args.broker_addr, is_order=args.order))
     row(out, BROKER_CONSUME, "#Topic", "#Group", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset",
         "#Diff", "#LastTime")  # fmt: skip
-    for entry in stats.get("consumeStatsList") or []:
+    for entry in stats.consume_stats_list:
         for group, stats_list in entry.items():
             for cs in stats_list:
-                for mq, ow in sorted((cs.get("offsetTable") or {}).items()):
-                    diff = int(ow["brokerOffset"]) - int(ow["consumerOffset"])
-                    if diff < args.level:
+                for mq, ow in sorted(cs.offsets.items()):
+                    if ow.diff < args.level:
                         continue
-                    last = int(ow.get("lastTimestamp") or 0)
+                    last = ow.last_timestamp
                     row(out, BROKER_CONSUME, front(mq.topic, 64), group, front(mq.broker_name, 32), mq.queue_id,
-                        ow["brokerOffset"], ow["consumerOffset"], diff, date_text(last) if last else "N/A")  # fmt: skip
-    print(f"\nDiff Total: {stats.get('totalDiff', 0)}", file=out)
+                        ow.broker_offset, ow.consumer_offset, ow.diff, date_text(last) if last else "N/A")  # fmt: skip
+    print(f"\nDiff Total: {stats.total_diff}", file=out)
     return 0
 
 

@@ -12,8 +12,8 @@ from typing import Any
 from rmq.admin import AdminError, messages
 from rmq.client import Message, MessageQueue
 from rmq.client.admin import MQAdmin
-from rmq.client.message import DLQ_PREFIX
 from rmq.protocol import trace as T
+from rmq.protocol.constants import DLQ_PREFIX, TRACE_TOPIC
 
 from . import options as o
 from .options import Args, Commands, Parser
@@ -128,7 +128,7 @@ async def query_cq(admin: MQAdmin, args: Args, out: Out) -> int:
 async def query_msg_trace_by_id(admin: MQAdmin, args: Args, out: Out) -> int:
     """Java's layout: each Pub, then each consumer group's SubAfter records (SubBefore is
     not shown); the client host is the trace message's born host."""
-    topic = args.trace_topic or T.TRACE_TOPIC
+    topic = args.trace_topic or TRACE_TOPIC
     views = await messages.trace_views(admin, args.msg_id, topic, max_num=args.max_num, begin=args.begin, end=args.end)
     if not any(ctx.trace_type is not T.SUB_BEFORE for ctx, _ in views):
         raise AdminError(f"no trace of message {args.msg_id} in {topic}")

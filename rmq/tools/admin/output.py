@@ -3,6 +3,7 @@ messages as queryMsgById shows them."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any, TextIO
 
@@ -81,30 +82,16 @@ def print_message(msg: MessageExt, out: Out) -> None:
 
 
 def route_json(route: TopicRoute) -> dict[str, Any]:
-    """TopicRouteData as standard JSON (broker ids as string keys)."""
-    brokers = sorted(route.broker_datas, key=lambda b: b.broker_name)
-    queues = sorted(route.queue_datas, key=lambda q: q.broker_name)
-    obj: dict[str, Any] = {
-        "brokerDatas": [
-            {
-                "brokerAddrs": {str(i): a for i, a in sorted(bd.addrs.items())},
-                "brokerName": bd.broker_name,
-                "cluster": bd.cluster,
-            }
-            for bd in brokers
-        ],
-        "filterServerTable": {},
-        "queueDatas": [
-            {
-                "brokerName": q.broker_name,
-                "perm": q.perm,
-                "readQueueNums": q.read_queue_nums,
-                "topicSysFlag": q.topic_sys_flag,
-                "writeQueueNums": q.write_queue_nums,
-            }
-            for q in queues
-        ],
-    }
+    """TopicRouteData's JSON by broker name, without filter servers, with orderTopicConf
+    last when the topic has one (json.dumps writes the broker ids as string keys)."""
+    shown = dataclasses.replace(
+        route,
+        queue_datas=tuple(sorted(route.queue_datas, key=lambda q: q.broker_name)),
+        broker_datas=tuple(sorted(route.broker_datas, key=lambda b: b.broker_name)),
+        order_topic_conf=None,
+        filter_server_table={},
+    )
+    obj = shown.to_json()
     if route.order_topic_conf:
         obj["orderTopicConf"] = route.order_topic_conf
     return obj

@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 import trio
 
-from rmq.broker.config import MASTER_ID, BrokerRole
+from rmq.broker.config import BrokerRole
 from rmq.broker.controller import BrokerController
 from rmq.broker.ha.sync import SlaveSynchronize
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
+from rmq.protocol.constants import MASTER_ID
 from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.remoting import RemotingClient, RemotingError
 

@@ -7,13 +7,15 @@ import zlib
 
 import pytest
 
-from rmq.namesrv.register_body import (
-    RegisterBody,
+from rmq.protocol import body as body_json
+from rmq.protocol.bodies import DataVersion, TopicConfig
+from rmq.protocol.bodies.register import RegisterBrokerBody as RegisterBody
+from rmq.protocol.bodies.register import (
     decode_register_body,
     encode_compressed,
     encode_register_body,
+    register_body_json,
 )
-from rmq.namesrv.route_info import DataVersion, TopicConfig
 from rmq.protocol.errors import RemoteProtocolError
 
 BODY = RegisterBody(
@@ -35,6 +37,25 @@ def test_java_body() -> None:
     assert body.data_version == DataVersion(1700000000123, 2)
     assert body.topic_configs == {"TBW102": TopicConfig("TBW102", 8, 8, 7, 0)}
     assert body.filter_servers == []
+
+
+def test_java_body_round_trip() -> None:
+    body = decode_register_body(JAVA_BODY, compressed=False, version=409)
+    assert encode_register_body(body) == JAVA_BODY
+
+
+def test_a_broker_sends_its_table_json_with_the_state_version_last() -> None:
+    """register_body_json: the body rmq brokers have always sent; a RocketMQ 5 broker writes
+    stateVersion between counter and timestamp, and both read the same."""
+    wrapper = {"dataVersion": {"counter": 2, "timestamp": 9}, "topicConfigTable": {}}
+    sent = body_json.dumps(register_body_json(wrapper, state_version=7))
+    assert sent == (
+        b'{"filterServerList":[],"topicConfigSerializeWrapper":'
+        b'{"dataVersion":{"counter":2,"timestamp":9,"stateVersion":7},"topicConfigTable":{}}}'
+    )
+    java5 = sent.replace(b'"timestamp":9,"stateVersion":7', b'"stateVersion":7,"timestamp":9')
+    for data in (sent, java5):
+        assert decode_register_body(data, compressed=False, version=500).data_version == DataVersion(9, 2, 7)
 
 
 def test_plain_round_trip() -> None:

@@ -1,9 +1,11 @@
-"""HeartbeatData and SubscriptionData as clients send them (PROTOCOL.md 4.2).
+"""HEART_BEAT's body: HeartbeatData with its ConsumerData, ProducerData and SubscriptionData
+(PROTOCOL.md 4.2).
 
-Accepts every dialect seen in the wild: Java and Go send enum names, the C++ client
-sends enum ordinals, `subVersion` as a string, no `expressionType` and a codeSet of
-`atoi(tag)` values. Tag hash codes are therefore always recomputed here from the
-subscription string with Java's String.hashCode, never taken from the client.
+`from_json` accepts every dialect seen in the wild: Java and Go send enum names, the C++
+client sends enum ordinals, `subVersion` as a string, no `expressionType` and a codeSet of
+`atoi(tag)` values. Tag hash codes are therefore always recomputed from the subscription
+string with Java's String.hashCode, never taken from the client. `read_heartbeat` reads a
+body in steps, so a server can pause between its groups.
 """
 
 from __future__ import annotations
@@ -11,17 +13,16 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Generator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from rmq.protocol import body
-from rmq.protocol.errors import RemoteProtocolError
-from rmq.protocol.properties import java_string_hash
+from .. import body
+from ..constants import EXPRESSION_TAG, SUB_ALL
+from ..errors import BodyError
+from ..properties import java_string_hash
+from . import _fields as F
 
-SUB_ALL = "*"
-EXPRESSION_TAG = "TAG"
-EXPRESSION_SQL92 = "SQL92"
-
+# The enums' names by ordinal (ConsumeType, MessageModel, ConsumeFromWhere).
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
 CONSUME_FROM_WHERE = (
@@ -36,6 +37,9 @@ CONSUME_FROM_WHERE = (
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionData:
+    """A consumer's subscription to one topic: a TAG expression with its tags and their hash
+    codes, or another expression type (SQL92) the broker evaluates."""
+
     topic: str
     sub_string: str = SUB_ALL
     tags_set: tuple[str, ...] = ()
@@ -87,13 +91,15 @@ class SubscriptionData:
 
     @classmethod
     def from_json(cls, obj: Any) -> SubscriptionData:
+        """Rebuilt from topic, subString, subVersion and expressionType, as FilterAPI builds it."""
         if not isinstance(obj, dict) or not isinstance(obj.get("topic"), str):
-            raise RemoteProtocolError(f"bad subscription {obj!r}: no topic")
+            raise BodyError(f"bad subscription {obj!r:.200}: no topic")
+        sub_string, expression_type = obj.get("subString"), obj.get("expressionType")
         sub = cls.build(
             obj["topic"],
-            _opt_str(obj.get("subString")),
-            _int(obj.get("subVersion", 0), "subVersion"),
-            _opt_str(obj.get("expressionType")),
+            None if sub_string is None else F.text(sub_string, "subString"),
+            F.integer(obj.get("subVersion", 0), "subVersion"),
+            None if expression_type is None else F.text(expression_type, "expressionType"),
         )
         if obj.get("classFilterMode") is True:
             sub = cls(sub.topic, sub.sub_string, sub.tags_set, sub.code_set, sub.sub_version, sub.expression_type, True)
@@ -102,6 +108,8 @@ class SubscriptionData:
 
 @dataclass(frozen=True, slots=True)
 class ConsumerData:
+    """A consumer group as one client runs it. The enums are given by name."""
+
     group_name: str
     consume_type: str = "CONSUME_PASSIVELY"
     message_model: str = "CLUSTERING"
@@ -109,28 +117,83 @@ class ConsumerData:
     subscriptions: tuple[SubscriptionData, ...] = ()
     unit_mode: bool = False
 
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "consumeFromWhere": self.consume_from_where,
+            "consumeType": self.consume_type,
+            "groupName": self.group_name,
+            "messageModel": self.message_model,
+            "subscriptionDataSet": [s.to_json() for s in self.subscriptions],
+            "unitMode": self.unit_mode,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ConsumerData:
+        """One item of consumerDataSet: enums by name (Java, Go) or ordinal (C++)."""
+        if not isinstance(obj, dict) or not isinstance(obj.get("groupName"), str):
+            raise BodyError(f"bad consumer data {obj!r:.200}")
+        subs = F.array(obj.get("subscriptionDataSet"), "subscriptionDataSet")
+        return cls(
+            obj["groupName"],
+            _enum(obj.get("consumeType"), CONSUME_TYPES, "consumeType", "CONSUME_PASSIVELY"),
+            _enum(obj.get("messageModel"), MESSAGE_MODELS, "messageModel", "CLUSTERING"),
+            _enum(obj.get("consumeFromWhere"), CONSUME_FROM_WHERE, "consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
+            tuple(SubscriptionData.from_json(s) for s in subs),
+            obj.get("unitMode") is True,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerData:
+    """A producer group one client runs."""
+
+    group_name: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"groupName": self.group_name}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ProducerData:
+        if not isinstance(obj, dict) or not isinstance(obj.get("groupName"), str):
+            raise BodyError(f"bad producer data {obj!r:.200}")
+        return cls(obj["groupName"])
+
 
 @dataclass(frozen=True, slots=True)
 class HeartbeatData:
+    """HEART_BEAT's body: a client's consumer and producer groups."""
+
     client_id: str
     consumers: tuple[ConsumerData, ...] = ()
-    producer_groups: tuple[str, ...] = field(default=())
+    producers: tuple[ProducerData, ...] = ()
 
+    @property
+    def producer_groups(self) -> tuple[str, ...]:
+        return tuple(p.group_name for p in self.producers)
 
-def parse_heartbeat(obj: Any) -> HeartbeatData:
-    """A HEART_BEAT body (already JSON-parsed) → HeartbeatData; RemoteProtocolError if malformed."""
-    if not isinstance(obj, dict):
-        raise RemoteProtocolError("heartbeat body is not a JSON object")
-    consumers = tuple(parse_consumer(item) for item in _list(obj.get("consumerDataSet"), "consumerDataSet"))
-    producers = tuple(parse_producer(item) for item in _list(obj.get("producerDataSet"), "producerDataSet"))
-    return HeartbeatData(_client_id(obj.get("clientID")), consumers, producers)
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "clientID": self.client_id,
+            "consumerDataSet": [c.to_json() for c in self.consumers],
+            "producerDataSet": [p.to_json() for p in self.producers],
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> HeartbeatData:
+        """The whole body at once (`read_heartbeat` reads it in steps)."""
+        steps = _read(_members_of(F.obj(obj, "the heartbeat body")))
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value  # type: ignore[no-any-return]
 
 
 def read_heartbeat(data: bytes) -> Generator[None, None, HeartbeatData]:
     """Parse a HEART_BEAT body in steps: yields after each consumer or producer, returns the
     HeartbeatData (StopIteration.value). A caller that may pause at a yield keeps a
     heartbeat naming thousands of groups from holding the event loop in one piece.
-    RemoteProtocolError if malformed.
+    BodyError if malformed.
 
     A body that is plain JSON is decoded one array item at a time; any other (fastjson's
     dialect) is decoded whole, then parsed in the same steps.
@@ -138,28 +201,29 @@ def read_heartbeat(data: bytes) -> Generator[None, None, HeartbeatData]:
     try:
         return (yield from _read(_plain_members(data)))
     except _NotPlain:
-        obj = body.loads(data)
-        if not isinstance(obj, dict):
-            raise RemoteProtocolError("heartbeat body is not a JSON object") from None
+        obj = F.obj(body.loads(data), "the heartbeat body")
         return (yield from _read(_members_of(obj)))
 
 
 def _read(members: Iterator[tuple[str, Any]]) -> Generator[None, None, HeartbeatData]:
     other: dict[str, Any] = {}
     consumers: list[ConsumerData] = []
-    producers: list[str] = []
+    producers: list[ProducerData] = []
     for key, value in members:
         if key == "consumerDataSet[]":
-            consumers.append(parse_consumer(value))
+            consumers.append(ConsumerData.from_json(value))
             yield
         elif key == "producerDataSet[]":
-            producers.append(parse_producer(value))
+            producers.append(ProducerData.from_json(value))
             yield
         else:
             other[key] = value
     for key in _ARRAYS:
-        _list(other.get(key), key)  # not an array: null (none) or an error
-    return HeartbeatData(_client_id(other.get("clientID")), tuple(consumers), tuple(producers))
+        F.array(other.get(key), key)  # not an array: null (none) or an error
+    client_id = other.get("clientID")
+    if not isinstance(client_id, str) or not client_id:
+        raise BodyError("heartbeat body has no clientID")
+    return HeartbeatData(client_id, tuple(consumers), tuple(producers))
 
 
 class _NotPlain(Exception):
@@ -237,43 +301,6 @@ def _skip(text: str, pos: int) -> int:
     return _WS.match(text, pos).end()  # type: ignore[union-attr]  # the pattern matches anywhere
 
 
-def parse_consumer(item: Any) -> ConsumerData:
-    """One item of consumerDataSet; RemoteProtocolError if malformed."""
-    if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):
-        raise RemoteProtocolError(f"bad consumer data {item!r:.200}")
-    subs = tuple(SubscriptionData.from_json(s) for s in _list(item.get("subscriptionDataSet"), "subscriptionDataSet"))
-    return ConsumerData(
-        item["groupName"],
-        _enum(item.get("consumeType"), CONSUME_TYPES, "consumeType", "CONSUME_PASSIVELY"),
-        _enum(item.get("messageModel"), MESSAGE_MODELS, "messageModel", "CLUSTERING"),
-        _enum(item.get("consumeFromWhere"), CONSUME_FROM_WHERE, "consumeFromWhere", "CONSUME_FROM_LAST_OFFSET"),
-        subs,
-        item.get("unitMode") is True,
-    )
-
-
-def parse_producer(item: Any) -> str:
-    """One item of producerDataSet → the producer group; RemoteProtocolError if malformed."""
-    if not isinstance(item, dict) or not isinstance(item.get("groupName"), str):
-        raise RemoteProtocolError(f"bad producer data {item!r:.200}")
-    return str(item["groupName"])
-
-
-def _client_id(value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise RemoteProtocolError("heartbeat body has no clientID")
-    return value
-
-
-def _list(value: Any, what: str) -> list[Any]:
-    """A JSON array (Java sends sets as arrays); absent or null is empty."""
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise RemoteProtocolError(f"bad {what}: expected a JSON array, got {value!r:.80}")
-    return value
-
-
 def _enum(value: Any, names: tuple[str, ...], what: str, default: str) -> str:
     """An enum given by name (Java, Go) or by ordinal (C++), as its name."""
     if value is None:
@@ -282,17 +309,4 @@ def _enum(value: Any, names: tuple[str, ...], what: str, default: str) -> str:
         return value
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(names):
         return names[value]
-    raise RemoteProtocolError(f"bad {what} {value!r}")
-
-
-def _int(value: Any, what: str) -> int:
-    if isinstance(value, bool):
-        raise RemoteProtocolError(f"bad {what} {value!r}")
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise RemoteProtocolError(f"bad {what} {value!r}") from None
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else str(value)
+    raise BodyError(f"bad {what} {value!r:.80}")
