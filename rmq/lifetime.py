@@ -9,6 +9,8 @@
 * `until_signalled()`: the body of a server process (mqbroker, mqnamesrv, `rmq dev`, a DLedger
   member): start servers in its nursery, wait for SIGINT or SIGTERM, stop gracefully; a second
   signal stops at once.
+* `exit_status()`: a server command's main, from what its run raised to the process's exit
+  status and one line on stderr.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import abc
 import logging
 import signal
+import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from types import TracebackType
@@ -136,3 +139,26 @@ async def until_signalled(log: logging.Logger) -> AsyncIterator[SignalledRun]:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with unwrapped(), trio.open_nursery() as nursery:
             yield SignalledRun(nursery, signals, log)
+
+
+def exit_status(
+    prog: str,
+    run: Callable[[], object],
+    *,
+    bad_config: tuple[type[Exception], ...] = (),
+    cannot_start: tuple[type[Exception], ...] = (OSError,),
+) -> int:
+    """Call `run()` and give the exit status of a server command: 0 when it returns, 2 for a
+    bad configuration, 1 when it cannot start, 130 after Ctrl-C; the first two say why on
+    stderr, prefixed with `prog`."""
+    try:
+        run()
+    except bad_config as exc:
+        print(f"{prog}: bad configuration: {exc}", file=sys.stderr)
+        return 2
+    except cannot_start as exc:
+        print(f"{prog}: cannot start: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -20,7 +20,7 @@ import sys
 
 import trio
 
-from rmq.lifetime import until_signalled
+from rmq.lifetime import exit_status, until_signalled
 from rmq.rundir import pid_file
 from rmq.store import StoreError
 
@@ -139,14 +139,9 @@ def main(argv: list[str] | None = None) -> int:
         for key in keys:
             print(f"{key}={props[key]}")
         return 0
-    try:
-        trio.run(serve_until_signalled, config)
-    except (OSError, StoreError, ValueError) as exc:
-        print(f"mqbroker: cannot start: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return exit_status(
+        "mqbroker", lambda: trio.run(serve_until_signalled, config), cannot_start=(OSError, StoreError, ValueError)
+    )
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import sys
 
 import trio
 
-from rmq.lifetime import until_signalled
+from rmq.lifetime import exit_status, until_signalled
 from rmq.protocol import javaprops as properties
 from rmq.rundir import pid_file
 
@@ -104,22 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s - %(message)s", stream=sys.stderr
     )
-    try:
-        config = load_config(args)
-        if args.printConfigItem or args.p is _PRINT:
-            for key, value in config.to_properties().items():
-                print(f"{key}={value}")
-            return 0
-        trio.run(serve_until_signalled, config)
-    except ConfigError as exc:
-        print(f"mqnamesrv: bad configuration: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"mqnamesrv: cannot start: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
+    return exit_status("mqnamesrv", lambda: _run(args), bad_config=(ConfigError,))
+
+
+def _run(args: argparse.Namespace) -> None:
+    config = load_config(args)
+    if args.printConfigItem or args.p is _PRINT:
+        for key, value in config.to_properties().items():
+            print(f"{key}={value}")
+        return
+    trio.run(serve_until_signalled, config)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import sys
 from pathlib import Path
 
 import trio
@@ -31,7 +30,7 @@ import trio
 from rmq import metrics
 from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.controller import BrokerController
-from rmq.lifetime import SignalledRun, until_signalled
+from rmq.lifetime import SignalledRun, exit_status, until_signalled
 from rmq.namesrv import NamesrvConfig, NamesrvServer
 
 log = logging.getLogger("rmq.tools.dev")
@@ -195,12 +194,4 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     metrics.install()  # metricsExporterType=PROM in a server's config serves its metrics
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s - %(message)s")
-    try:
-        trio.run(run, args)
-    except ConfigError as exc:
-        print(f"rmq dev: bad configuration: {exc}", file=sys.stderr)
-        return 2
-    except OSError as exc:
-        print(f"rmq dev: cannot start: {exc}", file=sys.stderr)
-        return 1
-    return 0
+    return exit_status("rmq dev", lambda: trio.run(run, args), bad_config=(ConfigError,))
