@@ -22,7 +22,7 @@ from rmq.remoting import Dispatcher
 
 from .api import ClientAPI
 from .message import MessageQueue
-from .route import TopicRoute
+from .route import BrokerData, TopicRoute
 
 T = TypeVar("T")
 
@@ -93,6 +93,7 @@ class Instance(BrokerAccess, Protocol):
     client_id: str
     namesrv: tuple[str, ...]
     routes: dict[str, TopicRoute]
+    brokers: dict[str, BrokerData]  # broker name → its addresses, over all routes
     refreshes: dict[str, trio.Event]
     dispatcher: Dispatcher
 
