@@ -33,8 +33,6 @@ from rmq.remoting.tlsconfig import INERT_KEYS as TLS_INERT_KEYS
 from rmq.remoting.tlsconfig import NEED_CLIENT_AUTH, TLS_MODES, TlsConfigError, with_tls_config_file
 from rmq.store.config import FlushDiskType
 
-from .dledger.commitlog import slave_id
-
 log = logging.getLogger("rmq.broker.config")
 
 CQ_UNIT = 20  # bytes of a consume-queue entry
@@ -44,6 +42,14 @@ _UNSERVED_EXPORTERS = ("OTLP_GRPC", "1", "LOG", "3")
 
 class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the key."""
+
+
+def slave_id(self_id: str, peers: list[str]) -> int:
+    """The brokerId a member registers with while it follows: RocketMQ's ``n<k>`` → k + 1
+    (DLedgerCommitLog.getId); other names count by their place in dLegerPeers."""
+    if self_id[:1].isalpha() and self_id[1:].isdigit():
+        return int(self_id[1:]) + 1
+    return peers.index(self_id) + 1
 
 
 def parse_dledger_peers(text: str) -> dict[str, str]:

@@ -53,8 +53,8 @@ from rmq.store.config import FlushDiskType
 
 from .acl import PlainAcl
 from .client_manager import ClientManager
-from .config import BrokerConfig, BrokerRole, ConfigError
-from .dledger.commitlog import DLedgerCommitLog, member_commitlog, slave_id
+from .config import BrokerConfig, BrokerRole, ConfigError, slave_id
+from .dledger.commitlog import DLedgerCommitLog, member_commitlog
 from .dledger.node import NodeConfig
 from .ha.master import HAService
 from .ha.slave import HAClient

@@ -43,14 +43,6 @@ log = logging.getLogger("rmq.broker.dledger")
 CHECKPOINT_INTERVAL = 1.0  # seconds between writes of the committed index
 
 
-def slave_id(self_id: str, peers: list[str]) -> int:
-    """The brokerId a member registers with while it follows: RocketMQ's ``n<k>`` → k + 1
-    (DLedgerCommitLog.getId); other names count by their place in dLegerPeers."""
-    if self_id[:1].isalpha() and self_id[1:].isdigit():
-        return int(self_id[1:]) + 1
-    return peers.index(self_id) + 1
-
-
 def member_commitlog(config: NodeConfig, commitlog_dir: str) -> Callable[[], DLedgerView]:
     """The CommitLog factory for a member's store (called once the store's lock is held).
 
