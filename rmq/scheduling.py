@@ -38,5 +38,5 @@ class Turns:
 
     async def take(self) -> None:
         if time.perf_counter() - self._since >= self.step:
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
             self._since = time.perf_counter()

@@ -9,3 +9,5 @@ addresses. MQAdmin (rmq.client.admin) sends the requests.
 """
 
 from .common import AdminError as AdminError
+
+__all__ = ["AdminError"]

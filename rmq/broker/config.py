@@ -44,6 +44,14 @@ class ConfigError(ValueError):
     """A configuration value that cannot be used; the message names the key."""
 
 
+def slave_id(self_id: str, peers: list[str]) -> int:
+    """The brokerId a member registers with while it follows: RocketMQ's ``n<k>`` → k + 1
+    (DLedgerCommitLog.getId); other names count by their place in dLegerPeers."""
+    if self_id[:1].isalpha() and self_id[1:].isdigit():
+        return int(self_id[1:]) + 1
+    return peers.index(self_id) + 1
+
+
 def parse_dledger_peers(text: str) -> dict[str, str]:
     """RocketMQ's dLegerPeers, "n0-127.0.0.1:40911;n1-127.0.0.1:40912" → {id: "host:port"}."""
     peers: dict[str, str] = {}

@@ -43,3 +43,37 @@ from .rebalance import allocate_averagely as allocate_averagely
 from .rebalance import allocate_averagely_by_circle as allocate_averagely_by_circle
 from .selector import select_by_hash as select_by_hash
 from .selector import select_by_random as select_by_random
+
+__all__ = [
+    "AllocateByConfig",
+    "ClientInstance",
+    "ConsumeFromWhere",
+    "ConsumeStatus",
+    "ConsumerConfig",
+    "MQAdmin",
+    "MQBrokerError",
+    "MQClientError",
+    "MQClientStateError",
+    "MQConnectError",
+    "MQMessageError",
+    "MQNoRouteError",
+    "MQTimeoutError",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "Producer",
+    "ProducerConfig",
+    "PullConsumer",
+    "PushConsumer",
+    "SendResult",
+    "SendStatus",
+    "TlsClientSettings",
+    "allocate_averagely",
+    "allocate_averagely_by_circle",
+    "open_producer",
+    "open_pull_consumer",
+    "open_push_consumer",
+    "select_by_hash",
+    "select_by_random",
+]

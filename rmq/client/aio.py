@@ -146,7 +146,7 @@ class PushConsumer(_Facade):
     def assignment(self) -> frozenset[MessageQueue]:
         return frozenset(self._obj.assignment)
 
-    async def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:
+    async def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:  # noqa: ASYNC109  public API
         return await self._portal.acall(lambda: self._obj.wait_for_assignment(timeout))
 
     def __aiter__(self) -> Self:
@@ -176,10 +176,10 @@ class PullConsumer(_Facade):
     def assignment(self) -> frozenset[MessageQueue]:
         return frozenset(self._obj.assignment)
 
-    async def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:
+    async def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:  # noqa: ASYNC109  public API
         return await self._portal.acall(lambda: self._obj.wait_for_assignment(timeout))
 
-    async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+    async def poll(self, timeout: float = 5.0) -> list[MessageExt]:  # noqa: ASYNC109  public API
         return await self._portal.acall(lambda: self._obj.poll(timeout))
 
     async def seek(self, mq: MessageQueue, offset: int) -> None:

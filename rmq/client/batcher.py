@@ -97,7 +97,7 @@ class AutoBatcher:
         self.uniq_key_length = uniq_key_length
         self._lanes: dict[tuple[str, bool], _Lane] = {}
 
-    async def send(self, msg: ProtocolMessage, timeout: float) -> SendResult:
+    async def send(self, msg: ProtocolMessage, timeout: float) -> SendResult:  # noqa: ASYNC109  the waiter's deadline, named by MQTimeoutError
         key = (msg.topic, msg.properties.get(P.WAIT) != "false")
         lane = self._lanes.get(key)
         if lane is None:

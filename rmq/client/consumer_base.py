@@ -107,7 +107,7 @@ class ConsumerBase(AsyncService):
         added, self._queue_added = self._queue_added, trio.Event()
         added.set()
 
-    async def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:
+    async def wait_for_assignment(self, timeout: float | None = None) -> frozenset[MessageQueue]:  # noqa: ASYNC109  public API
         """Wait until this consumer owns at least one queue (its first rebalance, which needs
         the topic's route and the group's members), and return them. Send what it must see
         after this returns: with CONSUME_FROM_LAST_OFFSET, earlier messages are skipped.
@@ -341,7 +341,7 @@ class ConsumerBase(AsyncService):
         *,
         max_nums: int,
         suspend: float,
-        timeout: float,
+        timeout: float,  # noqa: ASYNC109  the pull's request deadline (long poll + margin)
         broker_id: int = MASTER_ID,
         commit: bool = True,
         lite: bool = False,

@@ -166,7 +166,7 @@ class ClientInstance:
 
     # -- routes -------------------------------------------------------------------------
 
-    async def fetch_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None:
+    async def fetch_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None:  # noqa: ASYNC109  the request's deadline, see api.py
         """The route of `topic` from the name servers (None: it has none).
 
         Raises MQNoRouteError when no name server answered.
@@ -185,7 +185,7 @@ class ClientInstance:
             return route
         raise MQNoRouteError(topic, self.namesrv, "; ".join(errors))
 
-    async def update_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None:
+    async def update_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None:  # noqa: ASYNC109  the request's deadline, see api.py
         """Fetch and store the route of `topic`; None (and nothing stored) when it has none."""
         route = await self.fetch_route(topic, timeout)
         if route is not None:

@@ -22,7 +22,7 @@ from rmq.remoting import Dispatcher
 
 from .api import ClientAPI
 from .message import MessageQueue
-from .route import TopicRoute
+from .route import BrokerData, TopicRoute
 
 T = TypeVar("T")
 
@@ -93,6 +93,7 @@ class Instance(BrokerAccess, Protocol):
     client_id: str
     namesrv: tuple[str, ...]
     routes: dict[str, TopicRoute]
+    brokers: dict[str, BrokerData]  # broker name → its addresses, over all routes
     refreshes: dict[str, trio.Event]
     dispatcher: Dispatcher
 
@@ -107,9 +108,9 @@ class Instance(BrokerAccess, Protocol):
 
     def remove(self, member: Member, producer_group: str | None = None) -> bool: ...
 
-    async def fetch_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None: ...
+    async def fetch_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None: ...  # noqa: ASYNC109  as ClientInstance
 
-    async def update_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None: ...
+    async def update_route(self, topic: str, timeout: float | None = None) -> TopicRoute | None: ...  # noqa: ASYNC109  as ClientInstance
 
     def store_route(self, topic: str, route: TopicRoute) -> None: ...
 

@@ -239,7 +239,7 @@ class Producer(AsyncService):
         self,
         msg: ProtocolMessage,
         *,
-        timeout: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109  public API
         queue: MessageQueue | None = None,
         selector: QueueSelector | None = None,
         arg: Any = None,
@@ -271,7 +271,12 @@ class Producer(AsyncService):
         return await self._send_one(msg, timeout, queue, selector, arg)
 
     async def _send_one(
-        self, msg: ProtocolMessage, timeout: float | None, queue: MessageQueue | None, selector: Any, arg: Any
+        self,
+        msg: ProtocolMessage,
+        timeout: float | None,  # noqa: ASYNC109  retry budget, see _send_outgoing
+        queue: MessageQueue | None,
+        selector: Any,
+        arg: Any,
     ) -> SendResult:
         """A sync send: through the auto batcher when it is on and the message may be batched."""
         batcher = self._batcher
@@ -281,7 +286,7 @@ class Producer(AsyncService):
         assert result is not None
         return result
 
-    async def _send_as_batch(self, msgs: Sequence[ProtocolMessage], timeout: float) -> SendResult:
+    async def _send_as_batch(self, msgs: Sequence[ProtocolMessage], timeout: float) -> SendResult:  # noqa: ASYNC109  retry budget, see _send_outgoing
         """The auto batcher's way out: one SEND_BATCH_MESSAGE (a lone message: a plain send)."""
         if len(msgs) == 1:
             out = _Outgoing(msgs[0], self.config.compress_over, self._ids, self.config.compress_type)
@@ -292,7 +297,12 @@ class Producer(AsyncService):
         return result
 
     async def _traced_send(
-        self, msg: ProtocolMessage, timeout: float | None, queue: MessageQueue | None, selector: Any, arg: Any
+        self,
+        msg: ProtocolMessage,
+        timeout: float | None,  # noqa: ASYNC109  retry budget, see _send_outgoing
+        queue: MessageQueue | None,
+        selector: Any,
+        arg: Any,
     ) -> SendResult:
         assert self.tracer is not None
         start = trio.current_time()
@@ -305,7 +315,11 @@ class Producer(AsyncService):
             self.tracer.published(msg, result, trio.current_time() - start, host)  # type: ignore[arg-type]
 
     async def send_orderly(
-        self, msg: ProtocolMessage, sharding_key: Any, *, timeout: float | None = None
+        self,
+        msg: ProtocolMessage,
+        sharding_key: Any,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109  public API
     ) -> SendResult:
         """Send to the queue chosen by the Java hash of `sharding_key`: messages with one key
         keep their order (SelectMessageQueueByHash)."""
@@ -315,7 +329,7 @@ class Producer(AsyncService):
         self,
         msg: ProtocolMessage,
         *,
-        timeout: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109  public API
         queue: MessageQueue | None = None,
         selector: QueueSelector | None = None,
         arg: Any = None,
@@ -333,7 +347,7 @@ class Producer(AsyncService):
         msg: ProtocolMessage,
         callback: SendCallback | None = None,
         *,
-        timeout: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109  public API
         queue: MessageQueue | None = None,
         selector: QueueSelector | None = None,
         arg: Any = None,
@@ -361,7 +375,7 @@ class Producer(AsyncService):
         self,
         msg: ProtocolMessage,
         callback: SendCallback | None,
-        timeout: float | None,
+        timeout: float | None,  # noqa: ASYNC109  retry budget, see _send_outgoing
         queue: MessageQueue | None,
         selector: QueueSelector | None,
         arg: Any,
@@ -385,7 +399,7 @@ class Producer(AsyncService):
         finally:
             self._async_slots.release()
 
-    async def send_batch(self, msgs: Sequence[ProtocolMessage], *, timeout: float | None = None) -> list[SendResult]:
+    async def send_batch(self, msgs: Sequence[ProtocolMessage], *, timeout: float | None = None) -> list[SendResult]:  # noqa: ASYNC109  public API
         """Send messages of one topic as batches (SEND_BATCH_MESSAGE), cut to fit
         `max_message_size`; returns one SendResult per batch sent, in order.
 
@@ -407,7 +421,7 @@ class Producer(AsyncService):
     async def _send(
         self,
         msg: ProtocolMessage,
-        timeout: float | None,
+        timeout: float | None,  # noqa: ASYNC109  retry budget, see _send_outgoing
         queue: MessageQueue | None,
         selector: QueueSelector | None,
         arg: Any,
@@ -420,7 +434,9 @@ class Producer(AsyncService):
     async def _send_outgoing(
         self,
         out: _Outgoing,
-        timeout: float | None,
+        # A budget, not a cancel scope: the attempts share it as a deadline their requests
+        # carry, so a timeout is an MQTimeoutError naming the broker and a retry gets the rest.
+        timeout: float | None,  # noqa: ASYNC109
         queue: MessageQueue | None,
         selector: QueueSelector | None,
         arg: Any,

@@ -114,7 +114,7 @@ class PullConsumer(ConsumerBase):
 
     # -- polling and positions --------------------------------------------------------------
 
-    async def poll(self, timeout: float = 5.0) -> list[MessageExt]:
+    async def poll(self, timeout: float = 5.0) -> list[MessageExt]:  # noqa: ASYNC109  public API
         """The next pulled batch (one queue's messages, in order), or [] after `timeout` s."""
         self._check_running()
         with trio.move_on_after(timeout):

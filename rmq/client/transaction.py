@@ -111,7 +111,7 @@ class TransactionProducer(Producer):
         local_transaction: LocalTransaction,
         arg: Any = None,
         *,
-        timeout: float | None = None,
+        timeout: float | None = None,  # noqa: ASYNC109  public API
     ) -> TransactionSendResult:
         """Half-send `msg`, run `local_transaction(msg, arg)`, end the transaction.
 

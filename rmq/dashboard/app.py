@@ -432,10 +432,10 @@ async def serve(
         from hypercorn.trio import serve as hypercorn_serve
     except ImportError:
         raise SystemExit(MISSING_EXTRA) from None
-    credentials = {}
-    if settings.access_key and settings.secret_key:
-        credentials = {"access_key": settings.access_key, "secret_key": settings.secret_key}
-    async with MQAdmin(settings.namesrv, **credentials) as admin:
+    signed = bool(settings.access_key and settings.secret_key)  # both or no credentials
+    access_key = settings.access_key if signed else None
+    secret_key = settings.secret_key if signed else None
+    async with MQAdmin(settings.namesrv, access_key=access_key, secret_key=secret_key) as admin:
         sampler = data.Sampler(admin, settings.sample_interval, settings.topics_interval)
         app = build_app(settings, admin, sampler)
         config = Config()

@@ -7,3 +7,5 @@ NamesrvServer in their own nursery.
 from .config import NamesrvConfig as NamesrvConfig
 from .route_info import RouteInfoManager as RouteInfoManager
 from .server import NamesrvServer as NamesrvServer
+
+__all__ = ["NamesrvConfig", "NamesrvServer", "RouteInfoManager"]

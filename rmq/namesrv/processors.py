@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.protocol import body as json_body
 from rmq.protocol import javaprops as properties
+from rmq.protocol.bodies.configs import DataVersion
 from rmq.protocol.bodies.lists import KVTable, TopicList
 from rmq.protocol.bodies.register import decode_register_body
 from rmq.protocol.codes import RequestCode, ResponseCode
@@ -42,7 +43,7 @@ from rmq.remoting.dispatcher import Dispatcher
 
 from .config import ConfigError, NamesrvConfig
 from .kvconfig import ORDER_TOPIC_CONFIG, KVConfigManager
-from .route_info import DataVersion, RouteInfoManager
+from .route_info import RouteInfoManager
 
 if TYPE_CHECKING:
     from rmq.remoting.abc import RequestContext

@@ -23,3 +23,23 @@ from .errors import RemoteProtocolError as RemoteProtocolError
 from .frame import DEFAULT_MAX_FRAME_SIZE as DEFAULT_MAX_FRAME_SIZE
 from .frame import FrameDecoder as FrameDecoder
 from .frame import encode_frame as encode_frame
+
+__all__ = [
+    "CURRENT_VERSION",
+    "DEFAULT_MAX_FRAME_SIZE",
+    "RPC_ONEWAY",
+    "RPC_TYPE",
+    "FrameDecoder",
+    "FrameTooLarge",
+    "HeaderError",
+    "LanguageCode",
+    "LocalProtocolError",
+    "ProtocolError",
+    "RemoteProtocolError",
+    "RemotingCommand",
+    "RequestCode",
+    "ResponseCode",
+    "SerializeType",
+    "code_name",
+    "encode_frame",
+]

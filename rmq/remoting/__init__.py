@@ -32,3 +32,28 @@ from .server import RemotingServer as RemotingServer
 from .server import ServerConfig as ServerConfig
 from .stages.codec import CommandStream as CommandStream
 from .stages.tls import TlsMode as TlsMode
+
+__all__ = [
+    "BUSY_OVERLOAD",
+    "BUSY_REJECT",
+    "ClientConfig",
+    "CommandStream",
+    "Connection",
+    "ConnectionStatistics",
+    "Dispatcher",
+    "Later",
+    "ProcessFunction",
+    "RemotingClient",
+    "RemotingConnectError",
+    "RemotingError",
+    "RemotingSendRequestError",
+    "RemotingServer",
+    "RemotingTimeoutError",
+    "RemotingTooMuchRequestError",
+    "RequestContext",
+    "RequestProcessor",
+    "Route",
+    "Sent",
+    "ServerConfig",
+    "TlsMode",
+]

@@ -131,7 +131,7 @@ def cluster_configs(
 
 
 async def run(args: argparse.Namespace) -> None:
-    store = Path(args.store).resolve()
+    store = Path(args.store).resolve()  # noqa: ASYNC240  once, before anything serves
     async with until_signalled(log) as run:
         namesrv_config = NamesrvConfig(
             listen_host=args.host,

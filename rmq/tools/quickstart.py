@@ -23,7 +23,7 @@ from typing import Any, TextIO
 import trio
 
 from rmq.client import ConsumeFromWhere, Message, MessageExt, MQClientError, Producer, PushConsumer, TlsClientSettings
-from rmq.client.instance import ClientInstance
+from rmq.client.members import Instance
 
 from .aclopts import acl_credentials, add_acl_arguments
 from .tlsopts import add_tls_arguments, tls_option
@@ -76,7 +76,7 @@ def format_message_ext(msg: MessageExt, broker_name: str | None = None) -> str:
     )
 
 
-def _broker_name_of(instance: ClientInstance, msg: MessageExt) -> str | None:
+def _broker_name_of(instance: Instance, msg: MessageExt) -> str | None:
     addr = f"{msg.store_host[0]}:{msg.store_host[1]}"
     for bd in instance.brokers.values():
         if addr in bd.addrs.values():

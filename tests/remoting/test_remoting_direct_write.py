@@ -54,14 +54,14 @@ class Collector:
 
 async def test_plain_tcp_stages_get_a_direct_writer_and_others_do_not() -> None:
     left, right = socket_stream_pair()
-    with trio.CancelScope() as scope:
+    with trio.CancelScope() as scope:  # noqa: ASYNC100  only for IdleStream to hold
         idle = IdleStream(PrefixedStream(left, b"sniffed"), scope, 60.0)
         assert direct_writer(left) is not None
         assert direct_writer(idle) is not None
         assert CommandStream(idle).direct_write is not None
         # message transports write a frame per send; they keep the writer task
         assert CommandStream(idle, one_frame_per_send=True).direct_write is None
-    with trio.CancelScope() as scope:
+    with trio.CancelScope() as scope:  # noqa: ASYNC100  only for IdleStream to hold
         # TLS encrypts what it sends: the bytes cannot go to the socket as they are
         tls = trio.SSLStream(left, ssl.create_default_context(), server_hostname="localhost")
         assert direct_writer(tls) is None

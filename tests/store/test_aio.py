@@ -337,7 +337,7 @@ async def test_an_append_ends_a_synced_round_before_the_flusher_hears(open_store
         deadline = time.monotonic() + 10
         while not ks.completed():  # the loop stays busy: the flusher cannot hear yet
             assert time.monotonic() < deadline
-            time.sleep(0.001)
+            time.sleep(0.001)  # noqa: ASYNC251  blocks on purpose: the loop must not run the flusher
         second = astore.put_now(MessageDraft("T", 0, b"second"))
         assert astore._round not in (None, rnd) and astore.flush_rounds == 2
         assert first.done  # answered by that append

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import enum
 import ssl
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import trio
@@ -81,7 +83,8 @@ async def negotiate(
     if mode is TlsMode.DISABLED or ssl_context is None:
         raise RemotingConnectError(address, "TLS connection refused: TLS is disabled on this server")
     tls = trio.SSLStream(prefixed, ssl_context, server_side=True)
-    await _handshake(tls, address, handshake_timeout)
+    with _handshake_limit(address, handshake_timeout):
+        await _handshake(tls, address)
     return tls
 
 
@@ -99,16 +102,24 @@ async def wrap_client(
     `handshake_timeout`. Cancellation leaves `stream` open; the caller closes it.
     """
     tls = trio.SSLStream(stream, ssl_context, server_hostname=server_hostname)
-    await _handshake(tls, address, handshake_timeout)
+    with _handshake_limit(address, handshake_timeout):
+        await _handshake(tls, address)
     return tls
 
 
-async def _handshake(tls: trio.SSLStream[Any], address: str, timeout: float) -> None:
+@contextmanager
+def _handshake_limit(address: str, seconds: float) -> Iterator[None]:
+    """The deadline `_handshake` runs under, its expiry a RemotingConnectError."""
     try:
-        with trio.fail_after(timeout):
-            await tls.do_handshake()
+        with trio.fail_after(seconds):
+            yield
     except trio.TooSlowError:
-        raise RemotingConnectError(address, f"TLS handshake timed out after {timeout:g} s") from None
+        raise RemotingConnectError(address, f"TLS handshake timed out after {seconds:g} s") from None
+
+
+async def _handshake(tls: trio.SSLStream[Any], address: str) -> None:
+    try:
+        await tls.do_handshake()
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
         cause = exc.__cause__ or exc
         raise RemotingConnectError(address, f"TLS handshake failed: {cause}") from None
