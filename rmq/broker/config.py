@@ -67,14 +67,6 @@ def parse_dledger_peers(text: str) -> dict[str, str]:
     return peers
 
 
-def slave_id(self_id: str, peers: list[str]) -> int:
-    """The brokerId a member registers with while it follows: RocketMQ's ``n<k>`` → k + 1
-    (DLedgerCommitLog.getId); other names count by their place in dLegerPeers."""
-    if self_id[:1].isalpha() and self_id[1:].isdigit():
-        return int(self_id[1:]) + 1
-    return peers.index(self_id) + 1
-
-
 class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
