@@ -1,0 +1,121 @@
+"""Request-reply with our client against our name server and broker (real sockets):
+a requester's `request` gets the reply a push consumer's `reply` sends, through the
+broker's SEND_REPLY_MESSAGE_V2 and PUSH_REPLY_MESSAGE_TO_CLIENT."""
+
+from __future__ import annotations
+
+import pytest
+import trio
+
+from rmq.client import (
+    ConsumeFromWhere,
+    Message,
+    MessageExt,
+    MessageQueue,
+    MQBrokerError,
+    MQClientError,
+    MQTimeoutError,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+    SendResult,
+)
+from rmq.client.reply import ReplyRouter, prepare_request, reply_message
+from rmq.protocol import ResponseCode
+from rmq.protocol import properties as P
+
+from .conftest import FAST, Cluster
+
+LIMIT = 30  # seconds: every wait in these tests ends by then
+REPLY_TOPIC = "DefaultCluster_REPLY_TOPIC"
+
+
+async def read_all(cluster: Cluster, topic: str, count: int) -> list[MessageExt]:
+    """`count` messages of the one-queue `topic`, read from its start."""
+    reader = PullConsumer(
+        "cg_read_" + topic, cluster.namesrv_addr, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST
+    )
+    reader.assign([MessageQueue(topic, cluster.broker_name, 0)])
+    async with reader:
+        got: list[MessageExt] = []
+        with trio.fail_after(LIMIT):
+            while len(got) < count:
+                got += await reader.poll(timeout=1.0)
+    return got
+
+
+def test_reply_message_is_built_from_the_request() -> None:
+    request = Message("T", b"ping")
+    correlation_id = prepare_request(request, "10.0.0.1@1", 2.5)
+    assert request.properties[P.CORRELATION_ID] == correlation_id
+    assert request.properties[P.REPLY_TO_CLIENT] == "10.0.0.1@1"
+    assert request.properties[P.TTL] == "2500"
+    assert prepare_request(Message("T", b""), "c", 1.0) != correlation_id
+    with pytest.raises(MQClientError, match="CLUSTER"):
+        reply_message(request, b"pong")  # not received from a broker: no CLUSTER
+    request.properties[P.CLUSTER] = "C1"
+    reply = reply_message(request, "pong")
+    assert reply.topic == "C1_REPLY_TOPIC" and reply.body == b"pong"
+    assert reply.properties == {
+        P.MSG_TYPE: "reply",
+        P.CORRELATION_ID: correlation_id,
+        P.REPLY_TO_CLIENT: "10.0.0.1@1",
+        P.TTL: "2500",
+    }
+
+
+async def test_request_returns_the_reply_of_a_consumer(cluster: Cluster) -> None:
+    await cluster.create_topic("RequestTopic")
+    sent: list[SendResult] = []
+    async with Producer("pg_replier", cluster.namesrv_addr) as replier:
+
+        async def answer(msg: MessageExt) -> None:
+            sent.append(await replier.reply(msg, msg.body.upper()))
+
+        consumer = PushConsumer(
+            "cg_replier", cluster.namesrv_addr, handler=answer, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST
+        )
+        consumer.subscribe("RequestTopic", "*")
+        async with consumer, Producer("pg_requester", cluster.namesrv_addr) as requester:
+            replies: dict[int, MessageExt] = {}
+
+            async def ask(i: int) -> None:
+                replies[i] = await requester.request(Message("RequestTopic", f"ping {i}"), timeout=LIMIT)
+
+            async with trio.open_nursery() as nursery:
+                for i in range(5):  # at once: each reply finds its own request
+                    nursery.start_soon(ask, i)
+            router = ReplyRouter.of(requester.instance.dispatcher)
+            assert router.pending == {}
+    for i, reply in replies.items():
+        assert reply.body == f"PING {i}".encode()
+        assert reply.topic == REPLY_TOPIC
+        assert reply.properties[P.MSG_TYPE] == "reply"
+        assert reply.properties[P.REPLY_TO_CLIENT] == requester.instance.client_id
+        assert P.ARRIVE_TIME in reply.properties and P.PUSH_REPLY_TIME in reply.properties
+        assert reply.store_host == ("127.0.0.1", int(cluster.broker_addr.rsplit(":", 1)[1]))
+    assert len({r.properties[P.CORRELATION_ID] for r in replies.values()}) == 5
+    # the broker stored the replies too (storeReplyMessageEnable)
+    assert all(r.offset_msg_id != "0" and r.message_queue.topic == REPLY_TOPIC for r in sent)
+    stored = await read_all(cluster, REPLY_TOPIC, 5)
+    assert sorted(m.body for m in stored) == sorted(f"PING {i}".encode() for i in range(5))
+
+
+async def test_request_without_a_replier_times_out(cluster: Cluster) -> None:
+    await cluster.create_topic("NobodyAnswers")
+    async with Producer("pg_lonely", cluster.namesrv_addr) as requester:
+        with pytest.raises(MQTimeoutError, match="no reply"):
+            await requester.request(Message("NobodyAnswers", b"anyone?"), timeout=0.5)
+        assert ReplyRouter.of(requester.instance.dispatcher).pending == {}
+
+
+async def test_reply_to_a_requester_not_connected_is_refused_and_stored(cluster: Cluster) -> None:
+    request = Message("Gone", b"?", properties={P.CLUSTER: "DefaultCluster", P.CORRELATION_ID: "c-1"})
+    request.properties[P.REPLY_TO_CLIENT] = "127.0.0.9@nobody"
+    async with Producer("pg_replier_gone", cluster.namesrv_addr, retry_times=0) as replier:
+        with pytest.raises(MQBrokerError) as refused:
+            await replier.reply(request, b"too late")
+    assert refused.value.response_code == ResponseCode.SYSTEM_ERROR
+    assert refused.value.remark == "push reply message fail, channel of <127.0.0.9@nobody> not found."
+    (stored,) = await read_all(cluster, REPLY_TOPIC, 1)
+    assert stored.body == b"too late" and stored.properties[P.CORRELATION_ID] == "c-1"
