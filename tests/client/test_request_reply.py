@@ -4,6 +4,8 @@ broker's SEND_REPLY_MESSAGE_V2 and PUSH_REPLY_MESSAGE_TO_CLIENT."""
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 import trio
 
@@ -20,9 +22,11 @@ from rmq.client import (
     PushConsumer,
     SendResult,
 )
-from rmq.client.reply import ReplyRouter, prepare_request, reply_message
+from rmq.client.reply import ReplyRouter, prepare_request, pushed_reply, reply_message
 from rmq.protocol import ResponseCode
 from rmq.protocol import properties as P
+from rmq.protocol.headers import ReplyMessageRequestHeader
+from rmq.protocol.message import COMPRESSED_FLAG
 
 from .conftest import FAST, Cluster
 
@@ -62,6 +66,29 @@ def test_reply_message_is_built_from_the_request() -> None:
         P.REPLY_TO_CLIENT: "10.0.0.1@1",
         P.TTL: "2500",
     }
+
+
+def test_a_pushed_reply_becomes_the_message_the_replier_sent() -> None:
+    header = ReplyMessageRequestHeader(
+        producer_group="pg",
+        topic=REPLY_TOPIC,
+        default_topic="TBW102",
+        default_topic_queue_nums=4,
+        queue_id=-1,
+        sys_flag=COMPRESSED_FLAG,
+        born_timestamp=1700000000000,
+        flag=3,
+        born_host="127.0.0.1:50000",
+        store_host="[::1]:10911",
+        store_timestamp=1700000000123,
+        properties=P.encode_properties({P.CORRELATION_ID: "c-1", "k": "v"}),
+    )
+    reply = pushed_reply(header, zlib.compress(b"x" * 5000), 1700000000200)
+    assert reply.body == b"x" * 5000  # a body the replier compressed is inflated
+    assert (reply.topic, reply.flag, reply.reconsume_times) == (REPLY_TOPIC, 3, 0)
+    assert reply.properties == {P.CORRELATION_ID: "c-1", "k": "v", P.ARRIVE_TIME: "1700000000200"}
+    assert reply.born_host == ("127.0.0.1", 50000) and reply.store_host == ("::1", 10911)
+    assert (reply.born_timestamp, reply.store_timestamp) == (1700000000000, 1700000000123)
 
 
 async def test_request_returns_the_reply_of_a_consumer(cluster: Cluster) -> None:
