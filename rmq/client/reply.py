@@ -114,14 +114,8 @@ class ReplyRouter:
 
     @classmethod
     def of(cls, dispatcher: Dispatcher) -> ReplyRouter:
-        route = dispatcher.route(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT)
-        owner = getattr(route.process, "__self__", None) if route is not None else None
-        if isinstance(owner, cls):
-            return owner
-        router = cls()
         # in the reader: a dictionary lookup and an event, no I/O
-        dispatcher.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, router, inline=True)
-        return router
+        return dispatcher.processor_of(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, cls, inline=True)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         arrived = wall_clock_ms()
