@@ -23,10 +23,11 @@ from rmq.client import (
     SendResult,
 )
 from rmq.client.reply import ReplyRouter, prepare_request, pushed_reply, reply_message
-from rmq.protocol import ResponseCode
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
-from rmq.protocol.headers import ReplyMessageRequestHeader
+from rmq.protocol.headers import ReplyMessageRequestHeader, SendMessageRequestHeader, SendMessageResponseHeader
 from rmq.protocol.message import COMPRESSED_FLAG
+from rmq.remoting import RemotingClient
 
 from .conftest import FAST, Cluster
 
@@ -146,3 +147,38 @@ async def test_reply_to_a_requester_not_connected_is_refused_and_stored(cluster:
     assert refused.value.remark == "push reply message fail, channel of <127.0.0.9@nobody> not found."
     (stored,) = await read_all(cluster, REPLY_TOPIC, 1)
     assert stored.body == b"too late" and stored.properties[P.CORRELATION_ID] == "c-1"
+
+
+async def test_a_v1_reply_from_another_client_reaches_the_requester(cluster: Cluster) -> None:
+    """SEND_REPLY_MESSAGE (324, the V1 header), as a Java replier without sendSmartMsg sends it."""
+    await cluster.create_topic("RequestTopicV1")
+    send, receive = trio.open_memory_channel[MessageExt](1)
+    consumer = PushConsumer(
+        "cg_v1", cluster.namesrv_addr, handler=send.send, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST
+    )
+    consumer.subscribe("RequestTopicV1", "*")
+    replies: list[MessageExt] = []
+    async with consumer, Producer("pg_requester_v1", cluster.namesrv_addr) as requester:
+        async with trio.open_nursery() as nursery:
+
+            async def ask() -> None:
+                replies.append(await requester.request(Message("RequestTopicV1", b"v1?"), timeout=LIMIT))
+
+            nursery.start_soon(ask)
+            with trio.fail_after(LIMIT):
+                request = await receive.receive()
+            reply = reply_message(request, b"v1!")
+            header = SendMessageRequestHeader(
+                producer_group="pg_raw",
+                topic=reply.topic,
+                queue_id=0,
+                born_timestamp=1700000000000,
+                properties=P.encode_properties(reply.properties),
+            )
+            command = RemotingCommand.request(RequestCode.SEND_REPLY_MESSAGE, header.to_ext(), reply.body)
+            async with RemotingClient() as raw:
+                answer = await raw.invoke(cluster.broker_addr, command, 10.0)
+    assert answer.code == ResponseCode.SUCCESS, answer
+    assert SendMessageResponseHeader.from_ext(answer.ext_fields).msg_id != "0"  # stored
+    (got,) = replies
+    assert got.body == b"v1!" and got.properties[P.CORRELATION_ID] == request.properties[P.CORRELATION_ID]
