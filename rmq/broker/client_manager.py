@@ -183,5 +183,14 @@ class ClientManager:
     def producer_channels(self, group: str) -> list[ClientChannel]:
         return list(self._producers.get(group, {}).values())
 
+    def producer_channel(self, client_id: str) -> ClientChannel | None:
+        """The connection of the producer that heartbeats as `client_id` (ProducerManager.findChannel:
+        where the broker pushes a reply to its requester)."""
+        for channels in self._producers.values():
+            for channel in channels.values():
+                if channel.client_id == client_id:
+                    return channel
+        return None
+
     def producer_groups(self) -> list[str]:
         return sorted(self._producers)

@@ -199,6 +199,7 @@ class BrokerConfig:
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = TRACE_TOPIC
     reject_transaction_message: bool = False
+    store_reply_message_enable: bool = True  # replies are stored as well as pushed to their requester
 
     # consumers
     long_polling_enable: bool = True
@@ -618,7 +619,7 @@ ACCEPTED_KEYS = rocketmq_keys.BROKER.union(TLS_INERT_KEYS) | frozenset(
     autoDeleteUnusedStats startAcceptSendRequestTimeStamp commercialEnable highSpeedMode
     commercialTimerCount commercialTransCount commercialBigCount transferMsgByHeap
     maxErrorRateOfBloomFilter expectConsumerNumUseFilter filterDataCleanTimeSpan
-    storeReplyMessageEnable enableDetailStat
+    enableDetailStat
     """.split()
 )
 

@@ -51,6 +51,7 @@ IMPORTANT_KEYS = (
     "transactionCheckMax",
     "transactionCheckInterval",
     "aclEnable",
+    "storeReplyMessageEnable",
     "storePathRootDir",
     "storePathCommitLog",
     "flushIntervalCommitLog",

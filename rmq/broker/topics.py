@@ -27,6 +27,7 @@ from rmq.protocol.constants import (
     SCHEDULE_TOPIC,
     SELF_TEST_TOPIC,
     SYSTEM_TOPICS,
+    reply_topic,
 )
 
 from .config import BrokerConfig
@@ -81,7 +82,7 @@ class TopicConfigManager:
             TopicConfig(BENCHMARK_TOPIC, 1024, 1024),
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
-            TopicConfig(f"{c.broker_cluster_name}_REPLY_TOPIC", 1, 1),
+            TopicConfig(reply_topic(c.broker_cluster_name), 1, 1),
             TopicConfig(
                 c.broker_cluster_name, perm=PERM_INHERIT | (PERM_READ | PERM_WRITE if c.cluster_topic_enable else 0)
             ),

@@ -104,6 +104,14 @@ class Producer(_Facade):
     async def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> list[SendResult]:
         return await self._portal.acall(lambda: self._obj.send_batch(msgs, **kwargs))
 
+    async def request(self, msg: Message, **kwargs: Any) -> MessageExt:
+        reply: MessageExt = await self._portal.acall(lambda: self._obj.request(msg, **kwargs))
+        return reply
+
+    async def reply(self, request: Message, body: bytes | str, **kwargs: Any) -> SendResult:
+        result: SendResult = await self._portal.acall(lambda: self._obj.reply(request, body, **kwargs))
+        return result
+
 
 def _bridge_handler(handler: Callable[[MessageExt], Any] | None) -> Callable[[MessageExt], Any] | None:
     """The Trio-side handler calling the application's: coroutine functions run on the

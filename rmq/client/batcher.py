@@ -65,7 +65,8 @@ class _Lane:
         self.in_flight = 0
 
 
-_ALONE = frozenset((P.TRAN_MSG, *P.TIMER_KEYS))  # properties whose message never joins a batch
+# properties whose message never joins a batch (MSG_TYPE: a reply has a send code of its own)
+_ALONE = frozenset((P.TRAN_MSG, P.MSG_TYPE, *P.TIMER_KEYS))
 
 
 def batchable(msg: ProtocolMessage, compress_over: int) -> bool:

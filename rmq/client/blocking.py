@@ -96,6 +96,14 @@ class Producer(_Facade):
     def send_batch(self, msgs: Sequence[Message], **kwargs: Any) -> list[SendResult]:
         return self._portal.call(lambda: self._obj.send_batch(msgs, **kwargs))
 
+    def request(self, msg: Message, **kwargs: Any) -> MessageExt:
+        reply: MessageExt = self._portal.call(lambda: self._obj.request(msg, **kwargs))
+        return reply
+
+    def reply(self, request: Message, body: bytes | str, **kwargs: Any) -> SendResult:
+        result: SendResult = self._portal.call(lambda: self._obj.reply(request, body, **kwargs))
+        return result
+
 
 class PullConsumer(_Facade):
     """rmq.client.PullConsumer for blocking code: ``consumer.poll()``."""

@@ -57,6 +57,7 @@ from .instance import ROUTE_RETRY_INTERVAL, ClientInstance
 from .latency import LatencyFaultTolerance
 from .members import Instance
 from .message import (
+    MessageExt,
     MessageQueue,
     MQMessageError,
     SendResult,
@@ -66,6 +67,8 @@ from .message import (
     compress_body,
     split_batch,
 )
+from .reply import is_reply, reply_message
+from .reply import request as _request
 from .route import PublishInfo, TopicRoute
 from .selector import QueueSelector, select_by_hash
 from .service import AsyncService
@@ -87,6 +90,7 @@ class _Outgoing:
         "msg_id",
         "properties",
         "reconsume_times",
+        "reply",
         "sys_flag",
         "topic",
     )
@@ -102,6 +106,7 @@ class _Outgoing:
         self.flag = msg.flag
         self.msg_id = props[P.UNIQ_KEY]
         self.batch = False
+        self.reply = is_reply(props)
         self.reconsume_times: int | None = None
         self.max_reconsume: int | None = None
         if msg.topic.startswith(RETRY_PREFIX) and (P.RECONSUME_TIME in props or P.MAX_RECONSUME_TIMES in props):
@@ -125,6 +130,7 @@ class _Outgoing:
         out.properties = P.encode_properties({P.WAIT: "false"} if msgs[0].properties.get(P.WAIT) == "false" else {})
         out.msg_id = ",".join(m.properties[P.UNIQ_KEY] for m in msgs)
         out.batch = True
+        out.reply = False
         out.reconsume_times = None
         out.max_reconsume = None
         return out
@@ -313,6 +319,34 @@ class Producer(AsyncService):
         finally:
             host = self.instance.master_addr(result.message_queue.broker_name) or "" if result else ""
             self.tracer.published(msg, result, trio.current_time() - start, host)  # type: ignore[arg-type]
+
+    async def request(self, msg: ProtocolMessage, *, timeout: float | None = None) -> MessageExt:
+        """Send `msg` as a request and wait for its reply (request-reply; see reply.py).
+
+        A replier answers with `reply(request, body)`; the broker pushes the reply to this
+        producer's connection.
+
+        Args:
+          timeout: seconds for the send and the reply together (default send_timeout, 3 s).
+
+        Returns:
+          The reply message (its ARRIVE_TIME property is when it came).
+
+        Raises:
+          MQTimeoutError: no reply in time. As `send` for the request's own send.
+        """
+        self._check_running()
+        check_message(msg, self.config.max_message_size)
+        return await _request(self, msg, self.config.send_timeout if timeout is None else timeout)
+
+    async def reply(self, request: ProtocolMessage, body: bytes | str, *, timeout: float | None = None) -> SendResult:
+        """Answer `request`, a request message this process received, with `body`.
+
+        Raises MQClientError when `request` was not received from a broker (no CLUSTER
+        property); MQBrokerError SYSTEM_ERROR when the broker could not push the reply to
+        the requester (gone, or it refused it); otherwise as `send`.
+        """
+        return await self.send(reply_message(request, body), timeout=timeout)
 
     async def send_orderly(
         self,
@@ -625,7 +659,10 @@ class Producer(AsyncService):
             max_reconsume_times=out.max_reconsume,
             batch=out.batch,
         )
-        code = RequestCode.SEND_BATCH_MESSAGE if out.batch else RequestCode.SEND_MESSAGE_V2
+        if out.batch:
+            code = RequestCode.SEND_BATCH_MESSAGE
+        else:
+            code = RequestCode.SEND_REPLY_MESSAGE_V2 if out.reply else RequestCode.SEND_MESSAGE_V2
         try:
             result = await self.instance.api.send_message(
                 addr, mq.broker_name, code, header, out.body, out.msg_id, remaining, oneway=oneway

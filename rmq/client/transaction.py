@@ -197,13 +197,7 @@ class _CheckRouter:
 
     @classmethod
     def of(cls, dispatcher: Dispatcher) -> _CheckRouter:
-        route = dispatcher.route(RequestCode.CHECK_TRANSACTION_STATE)
-        owner = getattr(route.process, "__self__", None) if route is not None else None
-        if isinstance(owner, cls):
-            return owner
-        router = cls()
-        dispatcher.register(RequestCode.CHECK_TRANSACTION_STATE, router)
-        return router
+        return dispatcher.processor_of(RequestCode.CHECK_TRANSACTION_STATE, cls)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         try:

@@ -77,6 +77,16 @@ def dlq_topic(group: str) -> str:
     return DLQ_PREFIX + group
 
 
+# Request-reply (MixAll.REPLY_TOPIC_POSTFIX, REPLY_MESSAGE_FLAG): replies go to their cluster's
+# reply topic, and MSG_TYPE "reply" makes a client send them with SEND_REPLY_MESSAGE(_V2).
+REPLY_TOPIC_POSTFIX = "REPLY_TOPIC"
+REPLY_MESSAGE_FLAG = "reply"
+
+
+def reply_topic(cluster: str) -> str:
+    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
+
+
 # -- TopicValidator -----------------------------------------------------------------------------
 
 AUTO_CREATE_TOPIC = "TBW102"  # the template of topics created on first send

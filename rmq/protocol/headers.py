@@ -284,6 +284,29 @@ class SendMessageResponseHeader(Header):
     _WIRE = {"msg_region": "MSG_REGION", "trace_on": "TRACE_ON"}
 
 
+@dataclass(slots=True)
+class ReplyMessageRequestHeader(Header):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326): a reply as the broker pushes it to its requester.
+
+    The replier's send header, plus where and when the broker took it; the body is the
+    reply's body as sent (compressed when `sys_flag` says so)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: int
+    queue_id: int
+    sys_flag: int
+    born_timestamp: int
+    flag: int
+    born_host: str
+    store_host: str
+    store_timestamp: int
+    properties: str | None = None
+    reconsume_times: int | None = None
+    unit_mode: bool = False
+
+
 # --- pull and offsets ----------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 
     RequestHook = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
 
+P = TypeVar("P", bound="RequestProcessor")
 log = logging.getLogger("rmq.remoting.dispatcher")
 
 BUSY_OVERLOAD = "[OVERLOAD]system busy, start flow control for a while"
@@ -285,6 +286,17 @@ class Dispatcher:
     def route(self, code: int) -> Route | None:
         """The route serving `code` (maybe the default), or None."""
         return self._routes.get(code, self._default)
+
+    def processor_of(self, code: int, kind: type[P], *, inline: bool = False) -> P:
+        """The `kind` object serving `code`, made (with no arguments) and registered at first
+        use: one per dispatcher for everyone sharing it (a client instance's producers)."""
+        route = self.route(code)
+        owner = getattr(route.process, "__self__", None) if route is not None else None
+        if isinstance(owner, kind):
+            return owner
+        processor = kind()
+        self.register(code, processor, inline=inline)
+        return processor
 
     def admit(self, ctx: RequestContext, request: RemotingCommand) -> Route | RemotingCommand | None:
         """Decide, without waiting, what happens to an incoming request.

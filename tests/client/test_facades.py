@@ -7,6 +7,7 @@ functions that start an asyncio loop (asyncio.run) or just block.
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 from typing import Any
 
@@ -130,3 +131,33 @@ def test_producer_chooses_the_codec_and_consumers_inflate_it(rmq_cluster: Any, c
                 break
     assert got[0].body == body
     assert got[0].sys_flag & 0x700 == {"lz4": 0x100, "zstd": 0x200}[codec]
+
+
+def test_blocking_and_asyncio_request_reply(rmq_cluster: Any) -> None:
+    rmq_cluster.create_topic("FacadeRequests", 1)
+    ns = rmq_cluster.namesrv_addr
+    requests: queue.Queue[Any] = queue.Queue()
+    replies: list[bytes] = []
+    with (
+        blocking.Producer("blk-replier", namesrv=ns) as replier,
+        blocking.PushConsumer("blk-replier-c", namesrv=ns, handler=requests.put, consume_from_where=FIRST) as push,
+    ):
+        push.subscribe("FacadeRequests")
+        with blocking.Producer("blk-requester", namesrv=ns) as requester:
+            # the handler runs in the client's thread: the request waits in another one
+            asking = threading.Thread(
+                target=lambda: replies.append(requester.request(Message("FacadeRequests", b"blk"), timeout=20).body)
+            )
+            asking.start()
+            replier.reply(requests.get(timeout=20), b"re: blk")
+            asking.join(20)
+
+        async def ask() -> None:
+            async with aio.Producer("aio-requester", namesrv=ns) as producer:
+                replies.append((await producer.request(Message("FacadeRequests", b"aio"), timeout=20)).body)
+
+        asking = threading.Thread(target=lambda: asyncio.run(ask()))
+        asking.start()
+        replier.reply(requests.get(timeout=20), b"re: aio")
+        asking.join(20)
+    assert replies == [b"re: blk", b"re: aio"]

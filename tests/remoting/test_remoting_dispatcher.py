@@ -226,3 +226,28 @@ def test_registration_rules() -> None:
         d.register(1, object())  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         d.register(2, echo, concurrency=0)
+
+
+class _Counter:
+    """A processor shared by everyone who asks the dispatcher for it."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        self.seen += 1
+        return request.make_response(ResponseCode.SUCCESS)
+
+
+async def test_processor_of_makes_one_processor_per_code() -> None:
+    dispatcher = Dispatcher()
+    counter = dispatcher.processor_of(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, _Counter, inline=True)
+    assert dispatcher.processor_of(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, _Counter) is counter
+    route = dispatcher.route(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT)
+    assert route is not None and route.inline
+    async with raw_peer(dispatcher) as (peer, _):
+        assert (await ask(peer, RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT))).code == 0
+    assert counter.seen == 1
+    dispatcher.register(RequestCode.CHECK_TRANSACTION_STATE, echo)
+    with pytest.raises(ValueError, match="already registered"):  # another kind of processor holds the code
+        dispatcher.processor_of(RequestCode.CHECK_TRANSACTION_STATE, _Counter)

@@ -16,6 +16,7 @@ from .admin import AdminProcessor
 from .client_manage import ClientManageProcessor
 from .end_transaction import EndTransactionProcessor
 from .pull import PullProcessor
+from .reply import ReplyProcessor
 from .reset_offset import ResetOffsetProcessor
 from .send import SendProcessor
 
@@ -46,6 +47,8 @@ def build_dispatcher(
     (aclEnable=true) it checks every request first (the dispatcher hook)."""
     dispatcher = Dispatcher(hook=acl.hook if acl is not None else None)
     dispatcher.register(SendProcessor.CODES, SendProcessor(broker), concurrency=SEND_CONCURRENCY)
+    # replies wait for their push to the requester: a route of their own, as RocketMQ's reply executor
+    dispatcher.register(ReplyProcessor.CODES, ReplyProcessor(broker))
     if not vip:
         dispatcher.register(PullProcessor.CODES, PullProcessor(broker), concurrency=PULL_CONCURRENCY)
     clients = ClientManageProcessor(broker)
@@ -72,6 +75,7 @@ __all__ = [
     "ClientManageProcessor",
     "EndTransactionProcessor",
     "PullProcessor",
+    "ReplyProcessor",
     "ResetOffsetProcessor",
     "SendProcessor",
     "build_dispatcher",

@@ -179,7 +179,7 @@ class SendProcessor:
 
     # -- checks shared by single and batch sends ------------------------------------------
 
-    def _check(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader) -> TopicConfig:
+    def check(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader) -> TopicConfig:
         """msgCheck: broker state, topic name and permission, auto-create, queue id."""
         broker = self.broker
         config = broker.config
@@ -214,7 +214,7 @@ class SendProcessor:
             )
         return tc
 
-    def _choose_queue(self, tc: TopicConfig, queue_id: int) -> int:
+    def choose_queue(self, tc: TopicConfig, queue_id: int) -> int:
         if queue_id >= 0:
             return queue_id
         if tc.write_queue_nums <= 0:
@@ -255,13 +255,13 @@ class SendProcessor:
         """Store one message: (the queue picked, which RocketMQ answers; the PutMessageResult
         or an awaitable of it, see `begin`)."""
         broker = self.broker
-        tc = self._check(ctx, request, header)
+        tc = self.check(ctx, request, header)
         if len(request.body) > broker.config.max_message_size:
             raise Refused(
                 ResponseCode.MESSAGE_ILLEGAL,
                 f"the message body size over max value, MAX: {broker.config.max_message_size}",
             )
-        queue_id = self._choose_queue(tc, header.queue_id)
+        queue_id = self.choose_queue(tc, header.queue_id)
         dest = Destination(header.topic, queue_id, tc)
         self._retry_or_dlq(request, header, dest)
         props = P.decode_properties(header.properties or "")
@@ -326,7 +326,7 @@ class SendProcessor:
     ) -> tuple[int, Any]:
         """Store a batch, as `send_one` stores one message."""
         broker = self.broker
-        tc = self._check(ctx, request, header)
+        tc = self.check(ctx, request, header)
         topic = header.topic
         if len(topic) > TOPIC_MAX_LENGTH:
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, f"message topic length too long {len(topic)}")
@@ -351,7 +351,7 @@ class SendProcessor:
             and any(_timer_item(m.properties) for m in messages)
         ):
             raise Refused(ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot be timer messages")
-        queue_id = self._choose_queue(tc, header.queue_id)
+        queue_id = self.choose_queue(tc, header.queue_id)
         extra = P.decode_properties(header.properties or "")
         wait = extra.pop(P.WAIT, None) != "false"
         extra[P.CLUSTER] = broker.config.broker_cluster_name
