@@ -33,6 +33,7 @@ PUBLIC: dict[str, list[str]] = {
         "ClientManageProcessor",
         "EndTransactionProcessor",
         "PullProcessor",
+        "ReplyProcessor",
         "ResetOffsetProcessor",
         "SendProcessor",
         "build_dispatcher",

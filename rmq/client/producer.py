@@ -320,7 +320,7 @@ class Producer(AsyncService):
             host = self.instance.master_addr(result.message_queue.broker_name) or "" if result else ""
             self.tracer.published(msg, result, trio.current_time() - start, host)  # type: ignore[arg-type]
 
-    async def request(self, msg: ProtocolMessage, *, timeout: float | None = None) -> MessageExt:
+    async def request(self, msg: ProtocolMessage, *, timeout: float | None = None) -> MessageExt:  # noqa: ASYNC109  public API
         """Send `msg` as a request and wait for its reply (request-reply; see reply.py).
 
         A replier answers with `reply(request, body)`; the broker pushes the reply to this
@@ -339,7 +339,13 @@ class Producer(AsyncService):
         check_message(msg, self.config.max_message_size)
         return await _request(self, msg, self.config.send_timeout if timeout is None else timeout)
 
-    async def reply(self, request: ProtocolMessage, body: bytes | str, *, timeout: float | None = None) -> SendResult:
+    async def reply(
+        self,
+        request: ProtocolMessage,
+        body: bytes | str,
+        *,
+        timeout: float | None = None,  # noqa: ASYNC109  public API
+    ) -> SendResult:
         """Answer `request`, a request message this process received, with `body`.
 
         Raises MQClientError when `request` was not received from a broker (no CLUSTER

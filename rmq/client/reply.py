@@ -157,7 +157,7 @@ async def introduce(producer: Producer, router: ReplyRouter, topic: str) -> None
     router.introduced.add(topic)
 
 
-async def request(producer: Producer, msg: Message, timeout: float) -> MessageExt:
+async def request(producer: Producer, msg: Message, timeout: float) -> MessageExt:  # noqa: ASYNC109  also the request's TTL property
     """`Producer.request`: send `msg` as a request and wait up to `timeout` seconds in all
     for its reply."""
     start = trio.current_time()
