@@ -335,7 +335,8 @@ class RemotingServer(Service):
                                 scope=idle,
                             )
                     except RemotingConnectError as exc:
-                        log.info("refused connection from %s: %s", remote, exc.reason)
+                        level = logging.DEBUG if exc.probe else logging.INFO
+                        log.log(level, "refused connection from %s: %s", remote, exc.reason)
                     else:
                         try:
                             if not self._shutting_down:

@@ -312,3 +312,20 @@ async def test_the_log_names_the_bound_addresses(caplog: pytest.LogCaptureFixtur
     (stopped,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stopped serving on ")]
     assert set(serving.removeprefix("serving on ").split(", ")) == bound  # not "localhost:port"
     assert stopped == f"stopped {serving}"
+
+
+async def test_a_port_probe_is_not_reported(caplog: pytest.LogCaptureFixture) -> None:
+    """A readiness check that connects and closes (quickstart.sh's, a load balancer's) is
+    logged at DEBUG only: the first lines an operator sees are not about it."""
+    caplog.set_level(logging.DEBUG, logger="rmq.remoting")
+
+    def probe_records() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "closed before sending anything" in r.getMessage()]
+
+    async with serve_on_loopback(echo_dispatcher()) as server:
+        probe = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await probe.aclose()
+        with trio.fail_after(10):
+            while not probe_records():
+                await trio.sleep(0.01)
+    assert [r.levelno for r in probe_records()] == [logging.DEBUG]
