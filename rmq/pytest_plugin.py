@@ -5,9 +5,11 @@ Installed with rmq (entry point ``pytest11``), so any project that has rmq gets:
 * ``rmq_cluster``: an :class:`rmq.tools.embedded.EmbeddedCluster` on free ports of
   127.0.0.1 with a temporary store, started for the test and stopped after it. Its servers run
   in a background thread, so the test may be synchronous, Trio (pytest-trio) or asyncio, and
-  the client may be ours, Java's or the official C++ client: pass ``rmq_cluster.namesrv_addr``.
+  the client may be ours, Java's or the official C++ client: pass ``rmq_cluster.namesrv``.
 * ``rmq_producer`` / ``rmq_push_consumer`` / ``rmq_pull_consumer``: factories for our clients
-  bound to that cluster (``async with rmq_producer() as p: ...``).
+  bound to that cluster, not started, in the flavour the test can use: rmq.client in a Trio
+  test, rmq.client.aio in an asyncio test (``async with rmq_producer() as p: ...``),
+  rmq.client.blocking in a plain one (``with rmq_producer() as p: ...``).
 * ``@pytest.mark.rmq(virtual_clock=True, broker_config={...})`` configures the cluster of a
   test: with a virtual clock, ``rmq_cluster.advance(seconds)`` delivers delay-level and timer
   messages at once; ``broker_config`` takes broker.conf keys. ``--rmq-virtual-clock`` turns the
@@ -15,7 +17,7 @@ Installed with rmq (entry point ``pytest11``), so any project that has rmq gets:
 
     def test_order_events(rmq_cluster):
         rmq_cluster.create_topic("Orders")
-        my_app.publish_order(namesrv=rmq_cluster.namesrv_addr)
+        my_app.publish_order(namesrv=rmq_cluster.namesrv)
         ...
 """
 

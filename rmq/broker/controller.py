@@ -312,7 +312,7 @@ class BrokerController(Service):
                     failure = exc  # raised below, outside the nursery, so it stays unwrapped
                     nursery.cancel_scope.cancel()
                 else:
-                    log.info("broker %s serving on %s", config.broker_name, self.address)
+                    log.info("broker %s serving, registered as %s", config.broker_name, self.address)
                     task_status.started(self)
                     await self._stop.wait()
                     await self._stop_gracefully(nursery)

@@ -1,4 +1,5 @@
-"""rmq's RocketMQ 4.x client on Trio: producer, push consumer, lite pull consumer.
+"""rmq's RocketMQ 4.x client on Trio: producer, transaction producer, push consumer, lite
+pull consumer (rmq.client.aio and rmq.client.blocking offer them to asyncio and blocking code).
 
     from rmq.client import Message, open_producer
 
@@ -16,8 +17,10 @@ from rmq.remoting.tlsconfig import TlsClientSettings as TlsClientSettings
 from .admin import MQAdmin as MQAdmin
 from .config import ConsumeFromWhere as ConsumeFromWhere
 from .config import ConsumerConfig as ConsumerConfig
+from .config import ConsumerOptions as ConsumerOptions
 from .config import MessageModel as MessageModel
 from .config import ProducerConfig as ProducerConfig
+from .config import ProducerOptions as ProducerOptions
 from .consumer import ConsumeStatus as ConsumeStatus
 from .consumer import PushConsumer as PushConsumer
 from .consumer import open_push_consumer as open_push_consumer
@@ -43,6 +46,10 @@ from .rebalance import allocate_averagely as allocate_averagely
 from .rebalance import allocate_averagely_by_circle as allocate_averagely_by_circle
 from .selector import select_by_hash as select_by_hash
 from .selector import select_by_random as select_by_random
+from .transaction import TransactionProducer as TransactionProducer
+from .transaction import TransactionSendResult as TransactionSendResult
+from .transaction import TransactionState as TransactionState
+from .transaction import open_transaction_producer as open_transaction_producer
 
 __all__ = [
     "AllocateByConfig",
@@ -69,11 +76,15 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "TlsClientSettings",
+    "TransactionProducer",
+    "TransactionSendResult",
+    "TransactionState",
     "allocate_averagely",
     "allocate_averagely_by_circle",
     "open_producer",
     "open_pull_consumer",
     "open_push_consumer",
+    "open_transaction_producer",
     "select_by_hash",
     "select_by_random",
 ]

@@ -17,10 +17,11 @@
 
 Every object wraps the Trio implementation (rmq.client) and runs it in rmq's background Trio
 thread (portal.py): the logic exists once, and the application starts no threads itself.
-Arguments, results and errors are those of rmq.client. A handler may be a plain function
-(it runs in the client's thread: keep it short) or an ``async def`` coroutine function (it
-runs on the application's asyncio loop). Cancelling an awaited call stops the wait, not the
-request: a send already on the wire may still be stored.
+Arguments, results and errors are those of rmq.client. A handler (or a transaction's local
+transaction and check) may be a plain function (it runs in the client's thread: keep it
+short) or an ``async def`` coroutine function (it runs on the application's asyncio loop).
+Cancelling an awaited call stops the wait, not the request: a send already on the wire may
+still be stored.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import asyncio
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
 
 import trio
 
@@ -38,8 +39,11 @@ from rmq.protocol.constants import DEFAULT_PRODUCER_GROUP
 from . import consumer as _consumer
 from . import producer as _producer
 from . import pull_consumer as _pull
+from . import transaction as _transaction
+from .config import ConsumerOptions, ProducerOptions
 from .message import Message, MessageExt, MessageQueue, SendResult
 from .portal import Portal, default_portal
+from .rebalance import AllocateStrategy, allocate_averagely
 
 
 class _Facade:
@@ -84,11 +88,13 @@ class Producer(_Facade):
         group: str = DEFAULT_PRODUCER_GROUP,
         namesrv: str | Sequence[str] | None = None,
         *,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
         portal: Portal | None = None,
-        **options: Any,
+        **options: Unpack[ProducerOptions],
     ) -> None:
         super().__init__(portal)
-        self._obj = _producer.Producer(group, namesrv, **options)
+        self._obj = _producer.Producer(group, namesrv, enable_trace=enable_trace, trace_topic=trace_topic, **options)
 
     async def send(self, msg: Message, **kwargs: Any) -> SendResult:
         result: SendResult = await self._portal.acall(lambda: self._obj.send(msg, **kwargs))
@@ -113,15 +119,49 @@ class Producer(_Facade):
         return result
 
 
-def _bridge_handler(handler: Callable[[MessageExt], Any] | None) -> Callable[[MessageExt], Any] | None:
-    """The Trio-side handler calling the application's: coroutine functions run on the
-    application's asyncio loop, captured now (the consumer is built on that loop)."""
+class TransactionProducer(Producer):
+    """rmq.client.TransactionProducer for asyncio (same arguments). Build it inside the
+    running asyncio loop when `check` is a coroutine function."""
+
+    def __init__(
+        self,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        check: _transaction.CheckListener | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
+        portal: Portal | None = None,
+        **options: Unpack[ProducerOptions],
+    ) -> None:
+        _Facade.__init__(self, portal)  # not Producer's: this wraps another Trio object
+        check = _bridge_handler(check)
+        self._obj = _transaction.TransactionProducer(
+            group, namesrv, check=check, enable_trace=enable_trace, trace_topic=trace_topic, **options
+        )
+
+    async def send_message_in_transaction(
+        self, msg: Message, local_transaction: _transaction.LocalTransaction, arg: Any = None
+    ) -> _transaction.TransactionSendResult:
+        """Half-send `msg`, run `local_transaction(msg, arg)` (a coroutine function runs on
+        this loop), end the transaction; see rmq.client.TransactionProducer."""
+        local = _bridge_handler(local_transaction)
+        assert local is not None
+        result: _transaction.TransactionSendResult = await self._portal.acall(
+            lambda: self._obj.send_message_in_transaction(msg, local, arg)
+        )
+        return result
+
+
+def _bridge_handler(handler: Callable[..., Any] | None) -> Callable[..., Any] | None:
+    """The Trio-side callback calling the application's: coroutine functions run on the
+    application's asyncio loop, captured now (the object is built on that loop)."""
     if handler is None or not inspect.iscoroutinefunction(handler):
         return handler
     loop = asyncio.get_running_loop()
 
-    async def on_trio_side(msg: MessageExt) -> Any:
-        future = asyncio.run_coroutine_threadsafe(handler(msg), loop)
+    async def on_trio_side(*args: Any) -> Any:
+        future = asyncio.run_coroutine_threadsafe(handler(*args), loop)
         token = trio.lowlevel.current_trio_token()
         finished = trio.Event()
         future.add_done_callback(lambda _: token.run_sync_soon(finished.set))
@@ -141,11 +181,24 @@ class PushConsumer(_Facade):
         namesrv: str | Sequence[str] | None = None,
         *,
         handler: Callable[[MessageExt], Any] | None = None,
+        orderly: bool = False,
+        allocate: AllocateStrategy = allocate_averagely,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
         portal: Portal | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         super().__init__(portal)
-        self._obj = _consumer.PushConsumer(group, namesrv, handler=_bridge_handler(handler), **options)
+        self._obj = _consumer.PushConsumer(
+            group,
+            namesrv,
+            handler=_bridge_handler(handler),
+            orderly=orderly,
+            allocate=allocate,
+            enable_trace=enable_trace,
+            trace_topic=trace_topic,
+            **options,
+        )
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._on_trio_side(lambda: self._obj.subscribe(topic, expression))
@@ -168,10 +221,17 @@ class PullConsumer(_Facade):
     """rmq.client.PullConsumer for asyncio: ``await consumer.poll()``."""
 
     def __init__(
-        self, group: str, namesrv: str | Sequence[str] | None = None, *, portal: Portal | None = None, **options: Any
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        auto_commit: bool = True,
+        allocate: AllocateStrategy = allocate_averagely,
+        portal: Portal | None = None,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         super().__init__(portal)
-        self._obj = _pull.PullConsumer(group, namesrv, **options)
+        self._obj = _pull.PullConsumer(group, namesrv, auto_commit=auto_commit, allocate=allocate, **options)
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._on_trio_side(lambda: self._obj.subscribe(topic, expression))
@@ -197,4 +257,4 @@ class PullConsumer(_Facade):
         await self._portal.acall(lambda: self._obj.commit(offsets))
 
 
-__all__ = ["Producer", "PullConsumer", "PushConsumer"]
+__all__ = ["Producer", "PullConsumer", "PushConsumer", "TransactionProducer"]

@@ -1,5 +1,5 @@
-"""The client for blocking code (scripts, WSGI apps, Spark workers): the same producer and
-pull consumer, called without any event loop.
+"""The client for blocking code (scripts, WSGI apps, Spark workers): the same producers and
+consumers, called without any event loop.
 
     from rmq.client import Message
     from rmq.client.blocking import Producer, PullConsumer
@@ -20,9 +20,12 @@ rmq.client or rmq.client.aio there): they block.
 
 from __future__ import annotations
 
+import queue
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, Unpack
+
+import trio
 
 from rmq.protocol.constants import DEFAULT_PRODUCER_GROUP
 
@@ -30,9 +33,12 @@ from . import consumer as _consumer
 from . import producer as _producer
 from . import pull_consumer as _pull
 from . import reader as _reader
+from . import transaction as _transaction
 from .api import RawPull
+from .config import ConsumerOptions, ProducerOptions
 from .message import Message, MessageExt, MessageQueue, SendResult
 from .portal import Portal, default_portal
+from .rebalance import AllocateStrategy, allocate_averagely
 
 
 class _Facade:
@@ -76,11 +82,13 @@ class Producer(_Facade):
         group: str = DEFAULT_PRODUCER_GROUP,
         namesrv: str | Sequence[str] | None = None,
         *,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
         portal: Portal | None = None,
-        **options: Any,
+        **options: Unpack[ProducerOptions],
     ) -> None:
         super().__init__(portal)
-        self._obj = _producer.Producer(group, namesrv, **options)
+        self._obj = _producer.Producer(group, namesrv, enable_trace=enable_trace, trace_topic=trace_topic, **options)
 
     def send(self, msg: Message, **kwargs: Any) -> SendResult:
         result: SendResult = self._portal.call(lambda: self._obj.send(msg, **kwargs))
@@ -105,14 +113,87 @@ class Producer(_Facade):
         return result
 
 
+class TransactionProducer(Producer):
+    """rmq.client.TransactionProducer for blocking code (same arguments). The local
+    transaction runs in the calling thread, as Java's does (its database session is there);
+    `check` runs in the client's thread when the broker asks (keep it short)."""
+
+    def __init__(
+        self,
+        group: str = DEFAULT_PRODUCER_GROUP,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        check: _transaction.CheckListener | None = None,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
+        portal: Portal | None = None,
+        **options: Unpack[ProducerOptions],
+    ) -> None:
+        _Facade.__init__(self, portal)  # not Producer's: this wraps another Trio object
+        self._obj = _transaction.TransactionProducer(
+            group, namesrv, check=check, enable_trace=enable_trace, trace_topic=trace_topic, **options
+        )
+
+    def send_message_in_transaction(
+        self, msg: Message, local_transaction: Callable[[Message, Any], _transaction.TransactionState], arg: Any = None
+    ) -> _transaction.TransactionSendResult:
+        """Half-send `msg`, run `local_transaction(msg, arg)` here, end the transaction."""
+        # The Trio side asks this thread to run the local transaction and waits for its
+        # answer; this thread serves that one request, then the call's own result.
+        inbox: queue.Queue[tuple[str, Any]] = queue.Queue()
+
+        async def local_here(m: Message, a: Any) -> Any:
+            token = trio.lowlevel.current_trio_token()
+            answered = trio.Event()
+            outcome: list[tuple[bool, Any]] = []
+
+            def reply(ok: bool, value: Any) -> None:  # in this (the calling) thread
+                outcome.append((ok, value))
+                token.run_sync_soon(answered.set)
+
+            inbox.put(("local", (m, a, reply)))
+            await answered.wait()
+            ok, value = outcome[0]
+            if not ok:
+                raise value  # the Trio side takes it as UNKNOWN
+            return value
+
+        def done(ok: bool, value: Any) -> None:  # in the Trio thread
+            inbox.put(("done", (ok, value)))
+
+        self._portal.submit(lambda: self._obj.send_message_in_transaction(msg, local_here, arg), done)
+        while True:
+            kind, payload = inbox.get()
+            if kind == "done":
+                ok, value = payload
+                if not ok:
+                    raise value
+                result: _transaction.TransactionSendResult = value
+                return result
+            m, a, reply = payload
+            try:
+                state = local_transaction(m, a)
+            except Exception as exc:  # noqa: BLE001 - handed to the Trio side
+                reply(False, exc)
+            else:
+                reply(True, state)
+
+
 class PullConsumer(_Facade):
     """rmq.client.PullConsumer for blocking code: ``consumer.poll()``."""
 
     def __init__(
-        self, group: str, namesrv: str | Sequence[str] | None = None, *, portal: Portal | None = None, **options: Any
+        self,
+        group: str,
+        namesrv: str | Sequence[str] | None = None,
+        *,
+        auto_commit: bool = True,
+        allocate: AllocateStrategy = allocate_averagely,
+        portal: Portal | None = None,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         super().__init__(portal)
-        self._obj = _pull.PullConsumer(group, namesrv, **options)
+        self._obj = _pull.PullConsumer(group, namesrv, auto_commit=auto_commit, allocate=allocate, **options)
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._on_trio_side(lambda: self._obj.subscribe(topic, expression))
@@ -148,11 +229,24 @@ class PushConsumer(_Facade):
         namesrv: str | Sequence[str] | None = None,
         *,
         handler: Callable[[MessageExt], Any],
+        orderly: bool = False,
+        allocate: AllocateStrategy = allocate_averagely,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
         portal: Portal | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         super().__init__(portal)
-        self._obj = _consumer.PushConsumer(group, namesrv, handler=handler, **options)
+        self._obj = _consumer.PushConsumer(
+            group,
+            namesrv,
+            handler=handler,
+            orderly=orderly,
+            allocate=allocate,
+            enable_trace=enable_trace,
+            trace_topic=trace_topic,
+            **options,
+        )
 
     def subscribe(self, topic: str, expression: str = "*") -> None:
         self._on_trio_side(lambda: self._obj.subscribe(topic, expression))
@@ -196,4 +290,4 @@ class QueueReader(_Facade):
         return result
 
 
-__all__ = ["Producer", "PullConsumer", "PushConsumer", "QueueReader"]
+__all__ = ["Producer", "PullConsumer", "PushConsumer", "QueueReader", "TransactionProducer"]

@@ -1,20 +1,23 @@
 """Client configuration: typed objects built once at the edge (DESIGN.md, "configuration is data").
 
 Defaults are RocketMQ 4.9.8's (PROTOCOL.md 7); times are in seconds. Producers and
-consumers take these as keyword arguments (`Producer("g", namesrv=..., retry_times=3)`);
-`build` rejects unknown names and bad values before anything starts.
+consumers take these as keyword arguments (`Producer("g", namesrv=..., retry_times=3)`),
+typed by ProducerOptions and ConsumerOptions (`**options: Unpack[...]`): editors complete
+them and mypy checks them. `build` raises TypeError for an unknown name, as Python does for
+an unexpected keyword, and MQClientError for a bad value, before anything starts.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import enum
 import os
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypedDict, TypeVar
 
 from rmq.protocol.constants import AUTO_CREATE_TOPIC
 from rmq.protocol.errors import ProtocolError
@@ -89,12 +92,14 @@ class ClientConfig:
     busy_poll_micros: int = 0
 
     @classmethod
-    def build(cls, namesrv: str | Sequence[str] | None, options: Mapping[str, Any]) -> Self:
-        """The config with `options` applied; MQClientError names a bad option."""
-        names = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(options) - names)
-        if unknown:
-            raise MQClientError(f"unknown option(s) for {cls.__name__}: {', '.join(unknown)}")
+    def build(cls, namesrv: str | Sequence[str] | None, options: Mapping[str, Any], owner: str = "") -> Self:
+        """The config with `options` applied. TypeError names an unknown option (`owner`: the
+        class that took it, for the message); MQClientError a bad value."""
+        names = {f.name for f in dataclasses.fields(cls)} - {"namesrv"}
+        for name in sorted(set(options) - names):
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise TypeError(f"{owner or cls.__name__}() got an unexpected keyword argument {name!r}{hint}")
         config = cls(namesrv=parse_namesrv(namesrv), **options)
         config.validate()
         return config
@@ -193,3 +198,63 @@ class ConsumerConfig(ClientConfig):
     @property
     def broadcasting(self) -> bool:
         return self.message_model is MessageModel.BROADCASTING
+
+
+# The settings as keyword arguments: the fields of the configs above (namesrv aside), with the
+# same types; tests/client/test_options.py keeps the two in step.
+
+
+class ClientOptions(TypedDict, total=False):
+    """ClientConfig's settings, as every client's keyword arguments."""
+
+    instance_name: str | None
+    client_ip: str | None
+    unit_name: str | None
+    request_timeout: float
+    poll_name_server_interval: float
+    heartbeat_broker_interval: float
+    tls: bool | ssl.SSLContext | TlsClientSettings
+    access_key: str | None
+    secret_key: str | None
+    busy_poll_micros: int
+
+
+class ProducerOptions(ClientOptions, total=False):
+    """ProducerConfig's settings: the keyword arguments of Producer and TransactionProducer."""
+
+    send_timeout: float
+    retry_times: int
+    retry_another_broker_when_not_store_ok: bool
+    compress_over: int
+    compress_type: str
+    max_message_size: int
+    default_topic_queue_nums: int
+    create_topic_key: str
+    send_latency_fault_enable: bool
+    max_async_in_flight: int
+    auto_batch: bool
+    batch_max_bytes: int
+    batch_in_flight: int
+
+
+class ConsumerOptions(ClientOptions, total=False):
+    """ConsumerConfig's settings: the keyword arguments of PushConsumer and PullConsumer."""
+
+    message_model: MessageModel
+    consume_from_where: ConsumeFromWhere
+    consume_timestamp: int | None
+    pull_batch_size: int
+    pull_threshold_for_queue: int
+    pull_threshold_size_for_queue: int
+    consume_concurrently_max_span: int
+    consume_concurrency: int
+    max_reconsume_times: int
+    suspend_current_queue_time: float
+    rebalance_interval: float
+    persist_consumer_offset_interval: float
+    broker_suspend_max_time: float
+    consumer_timeout_when_suspend: float
+    pull_error_delay: float
+    flow_control_delay: float
+    lock_interval: float
+    offset_store_dir: Path | None

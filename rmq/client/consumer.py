@@ -47,7 +47,7 @@ import time
 import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import trio
 
@@ -57,6 +57,7 @@ from rmq.protocol.message import MessageExt
 from rmq.scheduling import after_woken
 
 from .api import PullAhead, PullResult, PullStatus
+from .config import ConsumerOptions
 from .consumer_base import ConsumerBase, group_by_broker, no_progress
 from .errors import MQClientError, MQClientStateError
 from .ids import wall_clock_ms
@@ -123,7 +124,8 @@ class PushConsumer(ConsumerBase):
       orderly: orderly consumption (queue locks, one message at a time per queue).
       allocate: allocation strategy (rebalance.py); default averagely.
       instance: share another client's connections (expert; the caller runs it).
-      **options: ConsumerConfig fields (message_model, consume_from_where, ...).
+      **options: ConsumerOptions (ConsumerConfig's fields: message_model, consume_from_where, ...);
+        TypeError names an unknown one.
     """
 
     consumes_directly = True  # CONSUME_MESSAGE_DIRECTLY runs the handler (consume_directly)
@@ -139,7 +141,7 @@ class PushConsumer(ConsumerBase):
         instance: Instance | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         super().__init__(group, namesrv, instance=instance, allocate=allocate, options=options)
         self.handler = handler
@@ -703,7 +705,7 @@ async def open_push_consumer(
     handler: Handler | None = None,
     orderly: bool = False,
     allocate: AllocateStrategy = allocate_averagely,
-    **options: Any,
+    **options: Unpack[ConsumerOptions],
 ) -> AsyncIterator[PushConsumer]:
     """`async with open_push_consumer(group, namesrv=..., subscriptions={"T": "*"}) as c:`"""
     consumer = PushConsumer(group, namesrv, handler=handler, orderly=orderly, allocate=allocate, **options)

@@ -44,7 +44,7 @@ from rmq.protocol.headers import PullMessageRequestHeader, PullMessageResponseHe
 from rmq.protocol.message import MessageExt
 
 from .api import BeforeDecode, PullAhead, PullResult, PullStatus
-from .config import ConsumeFromWhere, ConsumerConfig
+from .config import ConsumeFromWhere, ConsumerConfig, ConsumerOptions
 from .errors import MQClientError, MQClientStateError, MQConnectError, MQTimeoutError
 from .ids import wall_clock_ms
 from .instance import ClientInstance
@@ -74,12 +74,13 @@ class ConsumerBase(AsyncService):
         *,
         instance: Instance | None,
         allocate: AllocateStrategy,
-        options: dict[str, Any],
+        options: ConsumerOptions,
     ) -> None:
         if not group:
             raise MQClientError("the consumer group must not be empty")
         self.group = group
-        self.config = ConsumerConfig.build(namesrv if instance is None else instance.namesrv, options)
+        namesrv = namesrv if instance is None else instance.namesrv
+        self.config = ConsumerConfig.build(namesrv, options, type(self).__name__)
         self._own_instance = instance is None
         self.instance: Instance = instance if instance is not None else ClientInstance(self.config)
         self.allocate = allocate

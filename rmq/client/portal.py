@@ -75,6 +75,11 @@ class Portal:
 
         self._token.run_sync_soon(spawn)
 
+    def submit(self, fn: Callable[[], Awaitable[T]], done: Callable[[bool, Any], None]) -> None:
+        """Start ``fn()`` in the Trio thread and return at once; ``done(ok, value_or_exception)``
+        runs in that thread when it ends."""
+        self._submit(fn, (), done)
+
     def run_sync_soon(self, fn: Callable[[], object]) -> None:
         """Run the plain function ``fn`` in the Trio thread soon; returns at once."""
         self._ensure()

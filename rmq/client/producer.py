@@ -38,7 +38,7 @@ import inspect
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Any, Unpack
 
 import trio
 
@@ -50,7 +50,7 @@ from rmq.protocol.message import Message as ProtocolMessage
 from rmq.protocol.message import encode_batch_body
 
 from .batcher import AutoBatcher, batchable
-from .config import ProducerConfig
+from .config import ProducerConfig, ProducerOptions
 from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRouteError, MQTimeoutError, is_retriable
 from .ids import UniqueIdGenerator, wall_clock_ms
 from .instance import ROUTE_RETRY_INTERVAL, ClientInstance
@@ -145,9 +145,10 @@ class Producer(AsyncService):
         $NAMESRV_ADDR.
       instance: share another client's connections and routes (an expert entry point:
         the caller runs `instance.running()`).
-      **options: ProducerConfig fields (send_timeout, retry_times, compress_over, ...).
+      **options: ProducerOptions (ProducerConfig's fields: send_timeout, retry_times, ...).
 
-    Raises MQClientError (at construction) for a bad option or name server address.
+    Raises TypeError for an unknown option and MQClientError for a bad value or name
+    server address, at construction.
     """
 
     def __init__(
@@ -158,12 +159,14 @@ class Producer(AsyncService):
         instance: Instance | None = None,
         enable_trace: bool = False,
         trace_topic: str | None = None,
-        **options: Any,
+        **options: Unpack[ProducerOptions],
     ) -> None:
         if not group:
             raise MQClientError("the producer group must not be empty")
         self.group = group
-        self.config = ProducerConfig.build(namesrv if instance is None else instance.namesrv, options)
+        self.config = ProducerConfig.build(
+            namesrv if instance is None else instance.namesrv, options, type(self).__name__
+        )
         self._own_instance = instance is None
         self.instance: Instance = instance if instance is not None else ClientInstance(self.config)
         self._ids = UniqueIdGenerator(self.instance.ip)
@@ -729,7 +732,7 @@ class Producer(AsyncService):
 
 @asynccontextmanager
 async def open_producer(
-    group: str = DEFAULT_PRODUCER_GROUP, namesrv: str | Sequence[str] | None = None, **options: Any
+    group: str = DEFAULT_PRODUCER_GROUP, namesrv: str | Sequence[str] | None = None, **options: Unpack[ProducerOptions]
 ) -> AsyncIterator[Producer]:
     """`async with open_producer(group, namesrv=...) as producer:` (same as `Producer`)."""
     async with Producer(group, namesrv, **options) as producer:

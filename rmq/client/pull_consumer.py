@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from typing import Any
+from typing import Unpack
 
 import trio
 
@@ -30,6 +30,7 @@ from rmq.protocol.message import MessageExt
 from rmq.scheduling import after_woken
 
 from .api import PullAhead, PullResult, PullStatus
+from .config import ConsumerOptions
 from .consumer_base import ConsumerBase, no_progress
 from .errors import MQClientError, MQClientStateError, MQNoRouteError
 from .members import Instance
@@ -74,7 +75,7 @@ class PullConsumer(ConsumerBase):
         auto_commit: bool = True,
         allocate: AllocateStrategy = allocate_averagely,
         instance: Instance | None = None,
-        **options: Any,
+        **options: Unpack[ConsumerOptions],
     ) -> None:
         super().__init__(group, namesrv, instance=instance, allocate=allocate, options=options)
         self.auto_commit = auto_commit
@@ -364,7 +365,7 @@ async def open_pull_consumer(
     *,
     subscriptions: Mapping[str, str] | None = None,
     assign: Iterable[MessageQueue] | None = None,
-    **options: Any,
+    **options: Unpack[ConsumerOptions],
 ) -> AsyncIterator[PullConsumer]:
     """`async with open_pull_consumer(group, namesrv=..., subscriptions={"T": "*"}) as c:`"""
     consumer = PullConsumer(group, namesrv, **options)

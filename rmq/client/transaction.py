@@ -27,7 +27,7 @@ import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from rmq.protocol import RemotingCommand, RequestCode
 from rmq.protocol import properties as P
@@ -38,6 +38,7 @@ from rmq.protocol.message import TRANSACTION_PREPARED_TYPE, MessageExt, decode_r
 from rmq.protocol.message import Message as ProtocolMessage
 from rmq.remoting import Dispatcher, RemotingError, RequestContext
 
+from .config import ProducerOptions
 from .errors import MQClientError
 from .members import Instance
 from .message import SendResult, SendStatus
@@ -86,9 +87,13 @@ class TransactionProducer(Producer):
         *,
         check: CheckListener | None = None,
         instance: Instance | None = None,
-        **options: Any,
+        enable_trace: bool = False,
+        trace_topic: str | None = None,
+        **options: Unpack[ProducerOptions],
     ) -> None:
-        super().__init__(group, namesrv, instance=instance, **options)
+        super().__init__(
+            group, namesrv, instance=instance, enable_trace=enable_trace, trace_topic=trace_topic, **options
+        )
         self.check = check
 
     def __repr__(self) -> str:
@@ -237,7 +242,7 @@ async def open_transaction_producer(
     namesrv: str | Sequence[str] | None = None,
     *,
     check: CheckListener | None = None,
-    **options: Any,
+    **options: Unpack[ProducerOptions],
 ) -> AsyncIterator[TransactionProducer]:
     """`async with open_transaction_producer(...) as p:`, the functional spelling."""
     async with TransactionProducer(group, namesrv, check=check, **options) as producer:

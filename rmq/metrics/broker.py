@@ -27,6 +27,7 @@ from rmq.broker.stats import (
     OUT_MSGS,
     processor_queues,
 )
+from rmq.protocol.bodies.heartbeat import consume_type_name
 
 from .exporter import MetricsExporter
 from .latency import RpcLatency, cumulative
@@ -258,7 +259,8 @@ class BrokerCollector(Collector):
 
 
 def _consume_mode(info: Any) -> str:
-    return "push" if "PUSH" in str(info.consume_type).upper() else "pull"
+    """RocketMQ 5's label: push, pull or pop (CONSUME_PASSIVELY is a push consumer)."""
+    return consume_type_name(str(info.consume_type)).lower()
 
 
 def _disk_usage(root: Path) -> int:

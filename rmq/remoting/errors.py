@@ -27,11 +27,15 @@ class RemotingError(Exception):
 class RemotingConnectError(RemotingError):
     """No connection to `address`: connect failed or timed out, TLS or WebSocket
     handshake failed, or the connection closed while a request waited for its response
-    (then the request may or may not have reached the peer)."""
+    (then the request may or may not have reached the peer).
 
-    def __init__(self, address: str, reason: str = "connect failed") -> None:
+    `probe` is true on a server when the peer closed before sending a byte: a port check
+    (a readiness probe, a load balancer), nothing to report."""
+
+    def __init__(self, address: str, reason: str = "connect failed", *, probe: bool = False) -> None:
         super().__init__(f"connection to {address}: {reason}", address)
         self.reason = reason
+        self.probe = probe
 
 
 class RemotingSendRequestError(RemotingError):

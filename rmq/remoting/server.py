@@ -201,6 +201,7 @@ class RemotingServer(Service):
         self._serving = True
         cfg = self.config
         listeners = await trio.open_tcp_listeners(cfg.port, host=cfg.host)
+        bound = _bound(listeners)  # what is bound, which `address` (where to connect) is not
         ws_listeners: list[trio.SocketListener] = []
         try:
             if cfg.ws_port is not None:
@@ -220,7 +221,8 @@ class RemotingServer(Service):
                                 trio.serve_listeners, self._handle_websocket, ws_listeners, handler_nursery=handlers
                             )
                         )
-                    log.info("serving on %s%s", self.address, f", WebSocket {self.ws_url}" if ws_listeners else "")
+                    ws = f", WebSocket on {_bound(ws_listeners)} ({cfg.ws_path})" if ws_listeners else ""
+                    log.info("serving on %s%s", bound, ws)
                     task_status.started(self)
                     if self._shutting_down:
                         acceptors.cancel_scope.cancel()
@@ -232,7 +234,7 @@ class RemotingServer(Service):
             self._shutting_down = True
             for listener in listeners + ws_listeners:
                 await trio.aclose_forcefully(listener)
-            log.info("stopped serving on %s", self.address)
+            log.info("stopped serving on %s", bound)
             self._stopped.set()
 
     def shutdown(self) -> None:
@@ -333,7 +335,8 @@ class RemotingServer(Service):
                                 scope=idle,
                             )
                     except RemotingConnectError as exc:
-                        log.info("refused connection from %s: %s", remote, exc.reason)
+                        level = logging.DEBUG if exc.probe else logging.INFO
+                        log.log(level, "refused connection from %s: %s", remote, exc.reason)
                     else:
                         try:
                             if not self._shutting_down:
@@ -398,3 +401,12 @@ def _addresses(stream: trio.SocketStream) -> tuple[str, str]:
     except OSError:
         return "unknown", "unknown"
     return f"{remote[0]}:{remote[1]}", f"{local[0]}:{local[1]}"
+
+
+def _bound(listeners: list[trio.SocketListener]) -> str:
+    """What the listeners are bound to ("0.0.0.0:9876, [::]:9876"), for the log."""
+    names = []
+    for listener in listeners:
+        host, port = listener.socket.getsockname()[:2]
+        names.append(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+    return ", ".join(names)

@@ -279,20 +279,26 @@ class CommitLog:
             return 0
         start = min(max(start, files[0].start), self.files.max_offset)
         i = min((start - files[0].start) // self.file_size, len(files) - 1)
+        checked_from, checked = start, 0
         while True:
             mf = files[i]
             walk = FileRecords(mf.mm, mf.start, start, check_crc=check_crc, has_data=mf.has_data)
             for meta in walk:
                 self.last_store_timestamp = meta.store_timestamp
+                checked += 1
             if not (walk.ended and i + 1 < len(files)):
                 break
             i += 1
             start = files[i].start
         end = walk.offset
-        if walk.reason is not None:
-            log.info("recovery stops at %d: %s", end, walk.reason)
-        if end != self.files.max_offset or files[-1].wrote != files[-1].size:
-            log.info("CommitLog recovered to offset %d", end)
+        if walk.reason is None or walk.unwritten:
+            log.info(
+                "CommitLog: %d records checked from offset %d, the log ends at offset %d", checked, checked_from, end
+            )
+        else:
+            log.warning(
+                "CommitLog cut at offset %d (%d records checked from %d): %s", end, checked, checked_from, walk.reason
+            )
         self.files.truncate(end)
         return end
 

@@ -63,10 +63,23 @@ class FileRecords:
     After a walk to its end ``offset`` is where it stopped: the next record's start, or the blank, or the
     bytes that are no record. ``ended`` is true when a blank ran to the file's end (the log goes
     on in the next file); ``reason`` says why the bytes at ``offset`` are no record, when that
-    is why the walk stopped.
+    is why the walk stopped. ``unwritten`` is true when those bytes are where writing stopped
+    (zeros or a hole): the normal end of a log, not a damaged record.
     """
 
-    __slots__ = ("_buf", "_dledger", "_end", "_has_data", "_limit", "base", "check_crc", "ended", "offset", "reason")
+    __slots__ = (
+        "_buf",
+        "_dledger",
+        "_end",
+        "_has_data",
+        "_limit",
+        "base",
+        "check_crc",
+        "ended",
+        "offset",
+        "reason",
+        "unwritten",
+    )
 
     def __init__(
         self,
@@ -90,6 +103,7 @@ class FileRecords:
         self._has_data = has_data
         self.ended = False
         self.reason: str | None = None
+        self.unwritten = False
 
     def __iter__(self) -> Iterator[RecordMeta]:
         return self._walk(_meta)
@@ -114,6 +128,7 @@ class FileRecords:
                 return
             if has_data is not None and (pos % _PAGE == 0 or pos % _PAGE > _PAGE - BLANK.size):
                 if not has_data(pos, BLANK.size):
+                    self.unwritten = True
                     self._stop(pos, "nothing was written there (a hole)")
                     return
             size, magic = peek_size_and_magic(buf, pos)
@@ -143,6 +158,10 @@ class FileRecords:
                 if pos == entry_end:
                     self._stop(pos, "no DLedger entry follows the one before")
                     return
+            elif size == 0 and magic == 0 and not dledger:
+                self.unwritten = True  # a new file's zeros: no record header is all zero
+                self._stop(pos, "nothing was written there (zeros)")
+                return
             elif magic == BLANK_MAGIC and not dledger:
                 if size != size_of_file - pos:
                     self._stop(pos, f"a blank of {size} bytes where {size_of_file - pos} are left")

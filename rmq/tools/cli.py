@@ -2,11 +2,18 @@
 
 Each subcommand hands the rest of the command line to its own module's `main`, imported
 only when chosen, so `rmq namesrv` does not pay for Spark or the client.
+
+A command whose reader goes away (`mqadmin topicList | head -1`) ends as Unix tools do: no
+traceback, killed by SIGPIPE (status 141 in the shell), so a `pipefail` script can tell a
+closed pipe from mqadmin's exit 1 for a failed command. Python ignores SIGPIPE so that
+sockets report EPIPE as errors; it is restored only at that end, never while servers run.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import sys
 
 # subcommand → (module, function, one-line help)
@@ -74,7 +81,36 @@ def _export(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    try:
+        code = _main(sys.argv[1:] if argv is None else argv)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BaseException as exc:
+        if not _closed_pipe(exc):
+            raise
+        _end_by_sigpipe()
+        return 141  # the shell's status for SIGPIPE, where the signal cannot end the process
+    return code
+
+
+def _closed_pipe(exc: BaseException) -> bool:
+    """A BrokenPipeError, also inside the ExceptionGroup of a nursery the command ran in."""
+    if isinstance(exc, BaseExceptionGroup):
+        rest = exc.split(BrokenPipeError)[1]
+        return rest is None
+    return isinstance(exc, BrokenPipeError)
+
+
+def _end_by_sigpipe() -> None:
+    # stdout to /dev/null, so the interpreter's last flush has nowhere to fail
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    if hasattr(signal, "SIGPIPE"):
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+
+
+def _main(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0 if argv else 2

@@ -2,13 +2,16 @@
 
     with EmbeddedCluster() as cluster:             # free ports on 127.0.0.1, a temporary store
         cluster.create_topic("Orders")
-        print(cluster.namesrv_addr)                # give it to any client: ours, Java's, C++
+        print(cluster.namesrv)                     # give it to any client: ours, Java's, C++
 
 The servers run in their own thread with their own Trio loop, so the calling code may be
 synchronous (the C++ client, a blocking script), Trio or asyncio alike: nothing it does
-blocks the servers. With ``virtual_clock=True``, ``advance(seconds)`` moves the broker's
-clock forward: delay levels and timer messages come due at once instead of after real minutes
-(store timestamps follow the same clock; client liveness and timeouts keep real time).
+blocks the servers. The client factories (``producer()``, ``push_consumer()``,
+``pull_consumer()``) give the flavour the caller can use: rmq.client in a Trio task,
+rmq.client.aio in an asyncio task, rmq.client.blocking elsewhere. With
+``virtual_clock=True``, ``advance(seconds)`` moves the broker's clock forward: delay levels
+and timer messages come due at once instead of after real minutes (store timestamps follow
+the same clock; client liveness and timeouts keep real time).
 """
 
 from __future__ import annotations
@@ -23,12 +26,16 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+import sniffio
 import trio
 
 from rmq import metrics
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
-from rmq.client import MQAdmin, Producer, PullConsumer, PushConsumer
+from rmq.client import MQAdmin, aio, blocking
+from rmq.client import Producer as TrioProducer
+from rmq.client import PullConsumer as TrioPullConsumer
+from rmq.client import PushConsumer as TrioPushConsumer
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.protocol.bodies.configs import TopicConfig
@@ -60,7 +67,7 @@ class EmbeddedCluster:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
-        self.namesrv_addr = ""
+        self.namesrv = ""  # "127.0.0.1:port", what clients take as namesrv=
         self.broker_addr = ""
         self.broker: BrokerController | None = None
 
@@ -130,13 +137,18 @@ class EmbeddedCluster:
             broker = BrokerController(BrokerConfig.from_properties(props, environ={}), clock_ms=clock_ms)
             await nursery.start(broker.serve)
             self.broker = broker
-            self.namesrv_addr = namesrv.address
+            self.namesrv = namesrv.address
             self.broker_addr = broker.address
             self._ready.set()
             await self._stop.wait()
             broker.shutdown()
             await broker.wait_stopped()
             nursery.cancel_scope.cancel()
+
+    @property
+    def namesrv_addr(self) -> str:
+        """The name server's address (older spelling of ``namesrv``)."""
+        return self.namesrv
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -198,16 +210,34 @@ class EmbeddedCluster:
         assert broker is not None
         self._in_loop(lambda: broker.topics.update(TopicConfig(topic, queues, queues, order=order)))
 
-    # Client factories: not started; use them as ``async with cluster.producer() as p``.
+    # Client factories: not started; ``async with cluster.producer() as p`` in a Trio or
+    # asyncio task, ``with cluster.producer() as p`` in plain code.
 
-    def producer(self, group: str = "embedded-producer", **options: Any) -> Producer:
-        return Producer(group, namesrv=self.namesrv_addr, **options)
+    def producer(self, group: str = "embedded-producer", **options: Any) -> Any:
+        return _FLAVOURS[_flavour()][0](group, namesrv=self.namesrv, **options)
 
-    def push_consumer(self, group: str, **options: Any) -> PushConsumer:
-        return PushConsumer(group, namesrv=self.namesrv_addr, **options)
+    def push_consumer(self, group: str, **options: Any) -> Any:
+        return _FLAVOURS[_flavour()][1](group, namesrv=self.namesrv, **options)
 
-    def pull_consumer(self, group: str, **options: Any) -> PullConsumer:
-        return PullConsumer(group, namesrv=self.namesrv_addr, **options)
+    def pull_consumer(self, group: str, **options: Any) -> Any:
+        return _FLAVOURS[_flavour()][2](group, namesrv=self.namesrv, **options)
 
     def admin(self) -> MQAdmin:
-        return MQAdmin(namesrv=self.namesrv_addr)
+        return MQAdmin(namesrv=self.namesrv)
+
+
+# (producer, push consumer, pull consumer) classes of each client flavour
+_FLAVOURS: dict[str, tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]] = {
+    "trio": (TrioProducer, TrioPushConsumer, TrioPullConsumer),
+    "asyncio": (aio.Producer, aio.PushConsumer, aio.PullConsumer),
+    "blocking": (blocking.Producer, blocking.PushConsumer, blocking.PullConsumer),
+}
+
+
+def _flavour() -> str:
+    """The flavour for the caller: trio or asyncio in such a task, else blocking."""
+    try:
+        library = sniffio.current_async_library()
+    except sniffio.AsyncLibraryNotFoundError:
+        return "blocking"
+    return library if library in _FLAVOURS else "blocking"

@@ -13,7 +13,7 @@ import trio
 from prometheus_client.parser import text_string_to_metric_families
 
 from rmq.broker.controller import BrokerController
-from rmq.client import ConsumeFromWhere, Message, Producer, PullConsumer
+from rmq.client import ConsumeFromWhere, Message, Producer, PullConsumer, PushConsumer
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -126,6 +126,14 @@ async def test_connections_by_role(live: Live) -> None:
                     await trio.sleep(0.05)
             assert value(samples, "rocketmq_producer_connections", language="PYTHON") == 1
             assert value(samples, "rocketmq_consumer_connections", consumer_group=GROUP, consume_mode="pull") == 1
+            # a push consumer (heartbeat consumeType CONSUME_PASSIVELY) is labelled push
+            pusher = PushConsumer("metrics-push-group", live.namesrv.address, handler=lambda m: None)
+            pusher.subscribe(TOPIC)
+            async with pusher:
+                await pusher.wait_for_assignment(timeout=10)
+                samples = await scrape(live.broker.metrics.port)
+                push = {"consumer_group": "metrics-push-group", "consume_mode": "push"}
+                assert value(samples, "rocketmq_consumer_connections", **push) == 1
 
 
 async def test_consume_tps_and_runtime_info(live: Live) -> None:

@@ -295,3 +295,37 @@ def test_config_validation() -> None:
         ServerConfig(idle_timeout=0)
     with pytest.raises(ValueError):
         ClientConfig(connect_timeout=0)
+
+
+async def test_the_log_names_the_bound_addresses(caplog: pytest.LogCaptureFixture) -> None:
+    """A host name (or 0.0.0.0) is logged as the addresses bound, not as where to connect."""
+    caplog.set_level(logging.INFO, logger="rmq.remoting")
+    server = RemotingServer(echo_dispatcher(), ServerConfig(host="localhost", port=0))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.serve)
+        resolved = socket.getaddrinfo("localhost", server.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        await server.aclose()
+    bound = {
+        f"[{ai[4][0]}]:{server.port}" if ai[0] == socket.AF_INET6 else f"{ai[4][0]}:{server.port}" for ai in resolved
+    }
+    (serving,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("serving on ")]
+    (stopped,) = [r.getMessage() for r in caplog.records if r.getMessage().startswith("stopped serving on ")]
+    assert set(serving.removeprefix("serving on ").split(", ")) == bound  # not "localhost:port"
+    assert stopped == f"stopped {serving}"
+
+
+async def test_a_port_probe_is_not_reported(caplog: pytest.LogCaptureFixture) -> None:
+    """A readiness check that connects and closes (quickstart.sh's, a load balancer's) is
+    logged at DEBUG only: the first lines an operator sees are not about it."""
+    caplog.set_level(logging.DEBUG, logger="rmq.remoting")
+
+    def probe_records() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if "closed before sending anything" in r.getMessage()]
+
+    async with serve_on_loopback(echo_dispatcher()) as server:
+        probe = await trio.open_tcp_stream("127.0.0.1", server.port)
+        await probe.aclose()
+        with trio.fail_after(10):
+            while not probe_records():
+                await trio.sleep(0.01)
+    assert [r.levelno for r in probe_records()] == [logging.DEBUG]

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
+
+import pytest
 
 from rmq.protocol.message import iter_records
 from rmq.store import GetMessageStatus, MessageDraft, MessageStore
@@ -252,3 +255,37 @@ def test_short_files_left_by_a_crash_are_extended(open_store, tmp_path: Path) ->
     store = open_store()
     assert store.max_phy_offset == results[-1].end_offset
     assert len(_bodies(store)) == 10
+
+
+def _recovery_lines(caplog: pytest.LogCaptureFixture) -> list[tuple[int, str]]:
+    return [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "rmq.store.commitlog"]
+
+
+@pytest.mark.parametrize("preallocate", [False, True], ids=["sparse", "preallocated"])
+def test_a_clean_restart_logs_the_end_of_the_log_plainly(
+    open_store, caplog: pytest.LogCaptureFixture, preallocate: bool
+) -> None:
+    """After the last record come zeros (or a hole): the normal end of the log, not an error."""
+    store = open_store(warm_maped_file_enable=preallocate)
+    end = _fill(store, 12)[-1].end_offset
+    store.close()
+    caplog.set_level(logging.INFO, logger="rmq.store")
+    store = open_store(warm_maped_file_enable=preallocate)
+    assert store.max_phy_offset == end
+    lines = _recovery_lines(caplog)
+    assert lines, "recovery says where the log ends"
+    assert all(level == logging.INFO for level, _ in lines), lines
+    assert not any("magic" in text or "hole" in text for _, text in lines), lines
+    assert any(text.endswith(f"the log ends at offset {end}") for _, text in lines), lines
+
+
+def test_a_corrupt_tail_is_a_warning(open_store, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    store = open_store()
+    end = _fill(store, 5)[-1].end_offset
+    store.close()
+    _write_at(tmp_path / "store", end, (100).to_bytes(4, "big") + b"\x01" * 696)  # a size, then no magic
+    caplog.set_level(logging.INFO, logger="rmq.store")
+    store = open_store()
+    assert store.max_phy_offset == end
+    warnings = [text for level, text in _recovery_lines(caplog) if level == logging.WARNING]
+    assert len(warnings) == 1 and "bad magic code 0x01010101" in warnings[0] and str(end) in warnings[0]

@@ -209,8 +209,7 @@ class HAService(Replication):
         try:
             stream = await self._negotiate(raw, addr)
         except RemotingConnectError as exc:
-            quiet = exc.reason.startswith(("closed before", "connection lost before"))  # a port probe
-            log.log(logging.INFO if quiet else logging.WARNING, "HA slave %s refused: %s", addr, exc.reason)
+            log.log(logging.INFO if exc.probe else logging.WARNING, "HA slave %s refused: %s", addr, exc.reason)
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(raw)
             return

@@ -24,6 +24,15 @@ from . import _fields as F
 
 # The enums' names by ordinal (ConsumeType, MessageModel, ConsumeFromWhere).
 CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+# ConsumeType.getTypeCN(): what listings and metrics call each kind of consumer
+CONSUME_TYPE_NAMES = {"CONSUME_ACTIVELY": "PULL", "CONSUME_PASSIVELY": "PUSH", "CONSUME_POP": "POP"}
+
+
+def consume_type_name(consume_type: str) -> str:
+    """PULL, PUSH or POP for a heartbeat's consumeType (an unknown one as it is)."""
+    return CONSUME_TYPE_NAMES.get(consume_type, consume_type)
+
+
 MESSAGE_MODELS = ("BROADCASTING", "CLUSTERING")
 CONSUME_FROM_WHERE = (
     "CONSUME_FROM_LAST_OFFSET",

@@ -72,9 +72,9 @@ async def negotiate(
     try:
         first = await stream.receive_some(_PEEK_SIZE)
     except (trio.BrokenResourceError, trio.ClosedResourceError) as exc:
-        raise RemotingConnectError(address, f"connection lost before the first byte ({exc})") from None
+        raise RemotingConnectError(address, f"connection lost before the first byte ({exc})", probe=True) from None
     if not first:
-        raise RemotingConnectError(address, "closed before sending anything")
+        raise RemotingConnectError(address, "closed before sending anything", probe=True)
     prefixed = PrefixedStream(stream, first)
     if first[0] != _TLS_HANDSHAKE:
         if mode is TlsMode.ENFORCING:

@@ -9,6 +9,7 @@ from typing import Any
 from rmq.admin import groups
 from rmq.client import MQClientError
 from rmq.client.admin import MQAdmin, SubscriptionGroupConfig, version_desc
+from rmq.protocol.bodies.heartbeat import consume_type_name
 
 from . import options as o
 from .options import Args, Commands, Parser
@@ -72,10 +73,6 @@ async def get_consumer_config(admin: MQAdmin, args: Args, out: Out) -> int:
 # -- consumers --------------------------------------------------------------------------------
 
 
-def _type_desc(consume_type: str) -> str:
-    return {"CONSUME_ACTIVELY": "PULL", "CONSUME_PASSIVELY": "PUSH"}.get(consume_type, consume_type)
-
-
 async def consumer_progress(admin: MQAdmin, args: Args, out: Out) -> int:
     if args.group:
         stats = await admin.consume_stats(args.group)
@@ -95,7 +92,7 @@ async def consumer_progress(admin: MQAdmin, args: Args, out: Out) -> int:
         cc, stats = g.connection, g.stats
         count = len(cc.connections)
         version = version_desc(cc.min_version) if count else "OFFLINE"
-        kind, model, tps = _type_desc(cc.consume_type), cc.message_model, int(stats.consume_tps)
+        kind, model, tps = consume_type_name(cc.consume_type), cc.message_model, int(stats.consume_tps)
         row(out, GROUPS, front(g.group, 64), count, version, kind, model, tps, stats.diff_total)
     return 0
 
