@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rmq.broker.controller import BrokerController
 from rmq.client import ConsumeFromWhere, Message, Producer, PullConsumer
+from rmq.client.ids import local_ip
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -157,7 +158,8 @@ async def test_namesrv_metrics(live: Live) -> None:
     samples = await scrape(live.namesrv.metrics.port)
     route = "get_routeinfo_by_topic"
     assert value(samples, "rocketmq_rpc_latency_count", request_code=route, node_type="nameserver") >= 1
-    assert value(samples, "rocketmq_broker_number") == 1
+    assert value(samples, "rocketmq_broker_number", cluster="TestCluster") == 1
+    assert {labels["node_id"] for rows in samples.values() for labels, _ in rows} == {live.namesrv.address}
     assert value(samples, "rocketmq_topic_number") >= 1
 
 
@@ -231,3 +233,19 @@ async def test_connection_metrics(live: Live) -> None:
     samples = await scrape(live.namesrv.metrics.port)
     assert value(samples, "rocketmq_remoting_connections", node_type="nameserver") >= 1  # the broker's
     assert value(samples, "rocketmq_remoting_connections_refused_total", reason="server_limit") == 0
+
+
+async def test_namesrv_listening_on_all_addresses_names_itself_by_the_hosts() -> None:
+    config = NamesrvConfig(
+        listen_host="0.0.0.0",
+        listen_port=0,
+        kv_config_path=None,
+        metrics_exporter_type="PROM",
+        metrics_prom_exporter_host="127.0.0.1",
+        metrics_prom_exporter_port=0,
+    )
+    async with NamesrvServer(config) as namesrv:
+        samples = await scrape(namesrv.metrics.port)
+        node_ids = {labels["node_id"] for rows in samples.values() for labels, _ in rows}
+        assert node_ids == {f"{local_ip()}:{namesrv.remoting.port}"}
+        assert not any(node.startswith("0.0.0.0") for node in node_ids)
