@@ -174,6 +174,7 @@ class BrokerStats:
         if store is not None:
             counters["found"] = store.get_message_times_total_found
             counters["miss"] = store.get_message_times_total_miss
+            counters["found+miss"] = counters["found"] + counters["miss"]
         for group, by_topic in self.groups_out.items():
             counters["group", group] = sum(entry[OUT_MSGS] for entry in by_topic.values())
         return counters
@@ -282,4 +283,9 @@ def processor_queues(broker: Any) -> dict[str, int]:
     return out
 
 
-PROCESSOR_NAMES = {"SendProcessor": "send", "PullProcessor": "pull", "AdminProcessor": "admin"}
+PROCESSOR_NAMES = {
+    "SendProcessor": "send",
+    "PullProcessor": "pull",
+    "AdminProcessor": "admin",
+    "EndTransactionProcessor": "transaction",
+}

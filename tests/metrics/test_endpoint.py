@@ -151,6 +151,27 @@ async def test_consume_tps_and_runtime_info(live: Live) -> None:
     assert int(info["earliestMessageTimeStamp"]) > 0
     assert int(info["remainHowManyDataToFlush"]) >= 0
     assert int(info["dispatchBehindBytes"]) >= 0
+    # the keys Java's StoreStatsService and AdminBrokerProcessor add, as mqadmin brokerStatus prints them
+    distribution = dict(part.split(":") for part in info["putMessageDistributeTime"].split())
+    assert list(distribution) == [
+        "[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]", "[500ms~1s]",
+        "[1~2s]", "[2~3s]", "[3~4s]", "[4~5s]", "[5~10s]", "[10s~]",
+    ]  # fmt: skip
+    puts = int(info["putMessageTimesTotal"])
+    assert sum(int(n) for n in distribution.values()) == puts >= 30  # every append, timed
+    assert int(info["putMessageSizeTotal"]) > 30 * 100
+    assert int(info["putMessageFailedTimes"]) == 0
+    assert int(info["putMessageEntireTimeMax"]) >= 0
+    assert 0 <= float(info["putLatency99"]) <= float(info["putLatency999"])
+    assert len(info["getTotalTps"].split()) == 3 and float(info["getTotalTps"].split()[0]) > 0
+    assert int(info["EndTransactionQueueSize"]) == 0
+    assert re.fullmatch(r"Total : [\d.]+ [KMGTPE]?i?B, Free : [\d.]+ [KMGTPE]?i?B\.", info["commitLogDirCapacity"])
+    assert 0 <= float(info["consumeQueueDiskRatio"]) <= 1
+    assert not [key for key in info if key.startswith("scheduleMessageOffset_")]  # nothing delayed yet
+    async with Producer("metrics-producer", live.namesrv.address) as producer:
+        await producer.send(Message(TOPIC, b"later", delay_level=2))
+    info = json_body.loads((await live.call(RequestCode.GET_BROKER_RUNTIME_INFO, {})).body)["table"]
+    assert info["scheduleMessageOffset_2"] in ("0,1", "1,1")  # delivered offset, queue end
 
 
 async def test_namesrv_metrics(live: Live) -> None:

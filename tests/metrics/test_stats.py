@@ -5,11 +5,13 @@ from __future__ import annotations
 import pytest
 
 from rmq.broker.config import BrokerConfig, ConfigError
+from rmq.broker.processors.admin import human_bytes
 from rmq.broker.stats import TYPED_BUCKETS, BrokerStats
 from rmq.metrics.latency import LATENCY_BUCKETS_MS, RpcLatency, cumulative
 from rmq.namesrv.config import ConfigError as NamesrvConfigError
 from rmq.namesrv.config import NamesrvConfig
 from rmq.protocol import RPC_ONEWAY
+from rmq.store.results import StoreStats
 
 
 class FakeClock:
@@ -198,3 +200,24 @@ def test_stats_data_on_a_young_broker() -> None:
     assert data is not None
     for window in ("statsMinute", "statsHour", "statsDay"):  # everything since the start
         assert data[window] == {"sum": 3, "tps": 0.6, "avgpt": 3.0}
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (20 * 1024**3, "20.0 GiB")],
+)
+def test_human_bytes_as_java_prints_them(count: int, text: str) -> None:
+    assert human_bytes(count) == text  # MixAll.humanReadableByteCount(count, false)
+
+
+def test_put_time_distribution_as_store_stats_service() -> None:
+    stats = StoreStats()
+    for ms in (0, 0, 1, 9, 10, 49, 10_000):
+        stats.record_put_time(ms)
+    assert stats.put_distribute_text() == (
+        "[<=0ms]:2 [0~10ms]:2 [10~50ms]:2 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 [500ms~1s]:0 "
+        "[1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 [5~10s]:0 [10s~]:1 "
+    )
+    assert stats.put_message_entire_time_max == 10_000
+    assert stats.put_latency(0.5) == 10.0  # the 4th of 7 appends is in [0~10ms]
+    assert stats.put_latency(0.99) == 10000.0
