@@ -162,12 +162,14 @@ class StoreStats:
         if not total:
             return 0.0
         seen = 0
-        for i, n in enumerate(self.put_message_distribute_time):
-            seen += n
+        bucket = 0
+        while bucket < len(PUT_TIME_NAMES) - 1:
+            seen += self.put_message_distribute_time[bucket]
             if seen >= total * fraction:
                 break
+            bucket += 1
         # bucket 0 holds 0 ms; bucket i ends at PUT_TIME_BOUNDS_MS[i]; the last one is open
-        return 0.0 if i == 0 else float(PUT_TIME_BOUNDS_MS[min(i, len(PUT_TIME_BOUNDS_MS) - 1)])
+        return 0.0 if bucket == 0 else float(PUT_TIME_BOUNDS_MS[min(bucket, len(PUT_TIME_BOUNDS_MS) - 1)])
 
 
 @dataclass(slots=True)
