@@ -3,7 +3,8 @@ that return data. Nothing here parses a command line or prints.
 
 One module per command group: `topics`, `groups` (subscription groups, consumers and
 producers), `brokers` (clusters, runtime figures, settings, maintenance), `offsets`,
-`messages` (queries, dead letters, traces, sends), `probes` (send round trips) and `acl`.
+`messages` (queries, dead letters, traces, sends), `tracks` (where a message stands with each
+group, and sending it again), `probes` (send round trips) and `acl`.
 `common` holds the error the operations raise themselves and which brokers a command
 addresses. MQAdmin (rmq.client.admin) sends the requests.
 """

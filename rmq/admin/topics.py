@@ -76,3 +76,35 @@ async def allocate(admin: MQAdmin, topic: str, clients: list[str]) -> dict[str, 
     if not clients:
         raise AdminError("-i ipList names no client")
     return {client: allocate_averagely("aa", client, mqs, clients) for client in clients}
+
+
+async def update_perm(
+    admin: MQAdmin, topic: str, perm: int, *, broker_addr: str | None = None, cluster: str | None = None
+) -> tuple[TopicConfig, list[tuple[str, int]]]:
+    """Set `topic`'s permission (2 W, 4 R, 6 RW) on one master or every master of a cluster
+    (UpdateTopicPermSubCommand): the config keeps the queue counts and sysFlag of the route's
+    first queue data. Returns it and (broker address, old permission) per broker written;
+    none when the broker's permission is already `perm`."""
+    route = await admin.topic_route(topic)
+    if not route.queue_datas:
+        raise AdminError(f"topic {topic!r} has no queues in its route")
+    first = route.queue_datas[0]
+    config = TopicConfig(
+        topic, first.read_queue_nums, first.write_queue_nums, perm, topic_sys_flag=first.topic_sys_flag
+    )
+    if broker_addr is not None:
+        name = next((bd.broker_name for bd in route.broker_datas if bd.master_addr == broker_addr), None)
+        if name is None:
+            raise AdminError("updateTopicPerm error broker not exit or broker is not master!.")
+        old = next((qd.perm for qd in route.queue_datas if qd.broker_name == name), 0)
+        if old == perm:
+            return config, []
+        await admin.create_topic(broker_addr, config)
+        return config, [(broker_addr, old)]
+    if cluster is None:
+        raise AdminError("give -b brokerAddr or -c clusterName")
+    changed = []
+    for addr in (await admin.cluster_info()).master_addrs(cluster):
+        await admin.create_topic(addr, config)
+        changed.append((addr, first.perm))
+    return config, changed

@@ -11,9 +11,14 @@ figure. The sampler is sans-IO: it only reads the clock it is given.
 StatsItems do: sum, TPS and average per call over the last minute, hour and day, from the
 10 s ring and two coarser ones (one sample per 10 minutes, one per hour).
 
-Per topic (`topics_in`): [messages, bytes, sends, size-bucket counts...]; per group and topic
-(`groups_out`): [messages, bytes, pulls]; `pulled`: the next offset a group's last pull of a queue
-returned (what consumers hold but have not committed = inflight).
+Per topic (`topics_in`): [messages, bytes, sends]; per topic and message type (`typed_in`,
+RocketMQ 5.x's message_type label): [messages, bytes, size-bucket counts...]; per group and
+topic (`groups_out`): [messages, bytes, pulls]; `pulled`: the next offset a group's last pull
+of a queue returned (what consumers hold but have not committed = inflight).
+
+Events the metrics count (RocketMQ 5.x's families of the same meaning): messages sent to a
+DLQ per (group, topic), transaction commits and rollbacks per topic with the commit latency,
+timer messages enqueued and dequeued per topic with their delay.
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from rmq.protocol import properties as P
+
 SAMPLE_INTERVAL = 10.0  # seconds
 _WINDOWS = (10, 60, 600)  # seconds, as putTps / getTransferedTps report them
 _HOUR_STEP, _DAY_STEP = 600, 3600  # seconds between samples of the hour and day rings
@@ -31,7 +38,8 @@ CONSUME_TPS_WINDOW = 60  # seconds: consumeTps is BrokerStatsManager's per-minut
 # rocketmq_message_size buckets (BrokerMetricsManager): 1 KiB, 4 KiB, 512 KiB, 1, 2, 4 MiB
 MESSAGE_SIZE_BUCKETS = (1024, 4096, 512 * 1024, 1024 * 1024, 2 * 1024 * 1024, 4 * 1024 * 1024)
 _SIZE_SLOTS = len(MESSAGE_SIZE_BUCKETS) + 1  # the last slot counts sizes above 4 MiB
-IN_MSGS, IN_BYTES, IN_SENDS, IN_BUCKETS = 0, 1, 2, 3  # indexes into a topics_in entry (bytes: size sum)
+IN_MSGS, IN_BYTES, IN_SENDS = 0, 1, 2  # indexes into a topics_in entry (bytes: size sum)
+TYPED_MSGS, TYPED_BYTES, TYPED_BUCKETS = 0, 1, 2  # indexes into a typed_in entry
 OUT_MSGS, OUT_BYTES, OUT_PULLS = 0, 1, 2  # indexes into a groups_out entry
 
 # statsName → (per-topic or per-"topic@group" value index, index of its call count);
@@ -39,6 +47,40 @@ OUT_MSGS, OUT_BYTES, OUT_PULLS = 0, 1, 2  # indexes into a groups_out entry
 _TOPIC_ITEMS = {"TOPIC_PUT_NUMS": (IN_MSGS, IN_SENDS), "TOPIC_PUT_SIZE": (IN_BYTES, IN_SENDS)}
 _GROUP_ITEMS = {"GROUP_GET_NUMS": (OUT_MSGS, OUT_PULLS), "GROUP_GET_SIZE": (OUT_BYTES, OUT_PULLS)}
 _BROKER_ITEMS = {"BROKER_PUT_NUMS": "TOPIC_PUT_NUMS", "BROKER_GET_NUMS": "GROUP_GET_NUMS"}
+
+# rocketmq_finish_message_latency buckets (seconds): 5 s, 1 min, 10 min, 1 h, 12 h, 24 h
+FINISH_LATENCY_BUCKETS = (5, 60, 600, 3600, 12 * 3600, 24 * 3600)
+# rocketmq_delay_message_latency buckets (seconds): 1 min, 10 min, 1 h, 12 h, 1 day, 3 days
+DELAY_LATENCY_BUCKETS = (60, 600, 3600, 12 * 3600, 24 * 3600, 3 * 24 * 3600)
+
+# properties that may make a message other than "normal" (BrokerMetricsManager.getMessageType)
+_TYPE_MARKS = (P.TRAN_MSG, P.SHARDING_KEY, P.DELAY, P.START_DELIVER_TIME, "TIMER_")
+_DELAY_KEYS = (P.DELAY, *P.TIMER_KEYS)
+
+
+def message_type(properties: str) -> str:
+    """RocketMQ 5.x's message_type of a send's properties string: transaction, fifo, delay
+    or normal. Most messages carry none of the marks and are not decoded."""
+    if not any(mark in properties for mark in _TYPE_MARKS):
+        return "normal"
+    props = P.decode_properties(properties)
+    if props.get(P.TRAN_MSG, "").lower() == "true":
+        return "transaction"
+    if P.SHARDING_KEY in props:
+        return "fifo"
+    if any(key in props for key in _DELAY_KEYS):
+        return "delay"
+    return "normal"
+
+
+def _observe(table: dict[Any, list[int]], key: Any, value: int, bounds: tuple[int, ...]) -> None:
+    """Add `value` to `key`'s histogram in `table`: [count, sum, bucket counts...]."""
+    entry = table.get(key)
+    if entry is None:
+        entry = table[key] = [0] * (3 + len(bounds))
+    entry[0] += 1
+    entry[1] += value
+    entry[2 + bisect_left(bounds, value)] += 1
 
 
 class BrokerStats:
@@ -51,6 +93,14 @@ class BrokerStats:
         self.get_today_morning = 0
         self.get_yesterday_morning = 0
         self.topics_in: dict[str, list[int]] = {}
+        self.typed_in: dict[tuple[str, str], list[int]] = {}  # (topic, message type) → see above
+        self.dlq: dict[tuple[str, str], int] = {}  # (group, topic) → messages sent to the DLQ
+        self.commits: dict[str, int] = {}  # real topic → transactions committed
+        self.rollbacks: dict[str, int] = {}  # real topic → transactions rolled back
+        self.finish_latency: dict[str, list[int]] = {}  # topic → seconds from prepare to commit
+        self.timer_enqueued: dict[str, int] = {}  # real topic → timer messages taken in
+        self.timer_dequeued: dict[str, int] = {}  # real topic → timer messages delivered
+        self.delay_latency: dict[str, list[int]] = {}  # real topic → seconds from birth to delivery
         self.groups_out: dict[str, dict[str, list[int]]] = {}  # group → topic → [messages, bytes]
         self.pulled: dict[str, dict[tuple[str, int], int]] = {}  # group → (topic, queue) → next offset
         self.store_stats: Any = None  # the store's StoreStats once open (found / miss counts)
@@ -63,17 +113,43 @@ class BrokerStats:
 
     # -- the hot path -------------------------------------------------------------------
 
-    def count_in(self, topic: str, messages: int, size: int) -> None:
-        """A send stored `messages` messages of `size` body bytes in all."""
+    def count_in(self, topic: str, messages: int, size: int, kind: str = "normal") -> None:
+        """A send stored `messages` messages of `size` body bytes in all; `kind` is its
+        message_type (see `message_type`)."""
         self.put_total += messages
         entry = self.topics_in.get(topic)
         if entry is None:
-            entry = self.topics_in[topic] = [0] * (IN_BUCKETS + _SIZE_SLOTS)
+            entry = self.topics_in[topic] = [0, 0, 0]
         entry[IN_MSGS] += messages
         entry[IN_BYTES] += size
         entry[IN_SENDS] += 1
+        typed = self.typed_in.get((topic, kind))
+        if typed is None:
+            typed = self.typed_in[topic, kind] = [0] * (TYPED_BUCKETS + _SIZE_SLOTS)
+        typed[TYPED_MSGS] += messages
+        typed[TYPED_BYTES] += size
         # a batch counts its messages at their average size
-        entry[IN_BUCKETS + bisect_left(MESSAGE_SIZE_BUCKETS, size // messages if messages > 1 else size)] += messages
+        typed[TYPED_BUCKETS + bisect_left(MESSAGE_SIZE_BUCKETS, size // messages if messages > 1 else size)] += messages
+
+    def count_dlq(self, group: str, topic: str) -> None:
+        """A message of `group` (consumed from `topic`) went to the group's DLQ."""
+        self.dlq[group, topic] = self.dlq.get((group, topic), 0) + 1
+
+    def count_commit(self, topic: str, seconds: int) -> None:
+        """A transaction of `topic` was committed `seconds` after its half message was born."""
+        self.commits[topic] = self.commits.get(topic, 0) + 1
+        _observe(self.finish_latency, topic, max(seconds, 0), FINISH_LATENCY_BUCKETS)
+
+    def count_rollback(self, topic: str) -> None:
+        self.rollbacks[topic] = self.rollbacks.get(topic, 0) + 1
+
+    def count_timer_enqueue(self, topic: str, delay_seconds: int) -> None:
+        """A timer message for `topic`, due `delay_seconds` after its birth, was taken in."""
+        self.timer_enqueued[topic] = self.timer_enqueued.get(topic, 0) + 1
+        _observe(self.delay_latency, topic, max(delay_seconds, 0), DELAY_LATENCY_BUCKETS)
+
+    def count_timer_dequeue(self, topic: str) -> None:
+        self.timer_dequeued[topic] = self.timer_dequeued.get(topic, 0) + 1
 
     def count_out(self, group: str, topic: str, queue_id: int, messages: int, size: int, next_offset: int) -> None:
         """A pull handed `messages` messages (`size` bytes) to `group`."""
@@ -98,6 +174,7 @@ class BrokerStats:
         if store is not None:
             counters["found"] = store.get_message_times_total_found
             counters["miss"] = store.get_message_times_total_miss
+            counters["found+miss"] = counters["found"] + counters["miss"]
         for group, by_topic in self.groups_out.items():
             counters["group", group] = sum(entry[OUT_MSGS] for entry in by_topic.values())
         return counters
@@ -206,4 +283,9 @@ def processor_queues(broker: Any) -> dict[str, int]:
     return out
 
 
-PROCESSOR_NAMES = {"SendProcessor": "send", "PullProcessor": "pull", "AdminProcessor": "admin"}
+PROCESSOR_NAMES = {
+    "SendProcessor": "send",
+    "PullProcessor": "pull",
+    "AdminProcessor": "admin",
+    "EndTransactionProcessor": "transaction",
+}

@@ -58,7 +58,8 @@ class TimerService(ProgressFile):
         self.broker = broker
         self.path = broker.config.config_dir / "timerProgress.json"
         self.ingested = 0  # next timer-queue offset to read
-        self.pending: dict[int, tuple[int, int]] = {}  # offset → (delivery ms, CommitLog offset)
+        self.pending: dict[int, tuple[int, int, str]] = {}  # offset → (delivery ms, CommitLog offset, real topic)
+        self.timing: dict[str, int] = {}  # real topic → messages pending (rocketmq_timing_messages)
         self.done: set[int] = set()  # delivered or rolled offsets (those below `low` are dropped lazily)
         self.delivered = 0
         self.rolled = 0
@@ -145,15 +146,57 @@ class TimerService(ProgressFile):
             rolled = props.get(ROLLED_FROM, "")
             if rolled.isdigit():  # this copy replaces an earlier entry
                 self.done.add(int(rolled))
-                self.pending.pop(int(rolled), None)
+                self._drop(int(rolled))
             try:
                 when = int(props[TIMER_OUT_MS])
             except (KeyError, ValueError):
                 when = tags_code
-            self.pending[offset] = (when, phy)
+            topic = props.get(P.REAL_TOPIC, "")
+            self.pending[offset] = (when, phy, topic)
+            self.timing[topic] = self.timing.get(topic, 0) + 1
+            if not rolled and meta is not None:
+                self.broker.stats.count_timer_enqueue(topic, (when - meta.store_timestamp) // 1000)
             heapq.heappush(self._heap, (when, offset))
             heapq.heappush(self._offsets, offset)
         return True
+
+    def _drop(self, offset: int) -> None:
+        entry = self.pending.pop(offset, None)
+        if entry is not None:
+            left = self.timing.get(entry[2], 0) - 1
+            if left > 0:
+                self.timing[entry[2]] = left
+            else:
+                self.timing.pop(entry[2], None)
+
+    # -- what the metrics read ----------------------------------------------------------
+
+    def due(self, until_ms: int) -> tuple[int, int]:
+        """(messages pending and due at `until_ms`, the earliest delivery time among them or
+        0): walks the heap's entries at or before `until_ms` only."""
+        heap, pending = self._heap, self.pending
+        count, earliest = 0, 0
+        stack = [0] if heap else []
+        while stack:
+            i = stack.pop()
+            when, offset = heap[i]
+            if when > until_ms:
+                continue  # and so is everything below it
+            entry = pending.get(offset)
+            if entry is not None and entry[0] == when:
+                count += 1
+                earliest = when if not earliest else min(earliest, when)
+            stack.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(heap))
+        return count, earliest
+
+    def enqueue_behind(self, now_ms: int) -> tuple[int, int]:
+        """(timer-queue entries not yet read, milliseconds since the oldest of them was stored)."""
+        store = self.broker.message_store
+        behind = max(store.get_max_offset_in_queue(TIMER_TOPIC, 0) - self.ingested, 0)
+        if not behind:
+            return 0, 0
+        stamp = store.get_message_store_timestamp(TIMER_TOPIC, 0, self.ingested)
+        return behind, max(now_ms - stamp, 0) if stamp > 0 else 0
 
     # -- store arrivals ----------------------------------------------------------------
 
@@ -228,10 +271,11 @@ class TimerService(ProgressFile):
                 return False
             self._finish(offset)
         self.delivered += 1
+        broker.stats.count_timer_dequeue(real_topic)
         return True
 
     def _finish(self, offset: int) -> None:
-        self.pending.pop(offset, None)
+        self._drop(offset)
         self.done.add(offset)
         self.dirty = True
         self._changed.set()
@@ -245,7 +289,7 @@ class TimerService(ProgressFile):
             self.done = {o for o in self.done if o > low}
             if len(self.done) <= ROLL_THRESHOLD or low not in self.pending:
                 return
-            _when, phy = self.pending[low]
+            _when, phy, _topic = self.pending[low]
             msg = broker.message_store.look_message_by_offset(phy)
             if msg is None:
                 self._finish(low)

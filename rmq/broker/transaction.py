@@ -148,6 +148,7 @@ class Chain:
     store_timestamp: int  # its store time (ms): the next check waits transactionTimeOut from here
     check_times: int
     state: State = State.HALF
+    topic: str = ""  # the real topic (rocketmq_half_messages counts HALF chains per topic)
 
 
 class TransactionService:
@@ -207,7 +208,9 @@ class TransactionService:
                 chain = self.chains.get(origin)
                 if chain is None:
                     state = resolved.get(origin, State.HALF) if resolved else State.HALF
-                    chain = self.chains[origin] = Chain(origin, offset, phy, meta.store_timestamp, 0, state)
+                    chain = self.chains[origin] = Chain(
+                        origin, offset, phy, meta.store_timestamp, 0, state, props.get(P.REAL_TOPIC, "")
+                    )
                 if offset >= chain.latest:
                     chain.latest, chain.phy, chain.store_timestamp = offset, phy, meta.store_timestamp
                     chain.check_times = _int(props.get(P.TRANSACTION_CHECK_TIMES), 0)
@@ -247,6 +250,16 @@ class TransactionService:
     def pending_count(self) -> int:
         return sum(1 for c in self.chains.values() if c.state is State.HALF)
 
+    def pending_by_topic(self) -> dict[str, int]:
+        """Half messages waiting for their producer, per real topic (rocketmq_half_messages);
+        reads the half messages stored since the last look first, as `end` does."""
+        self._ingest()
+        out: dict[str, int] = {}
+        for chain in self.chains.values():
+            if chain.state is State.HALF:
+                out[chain.topic] = out.get(chain.topic, 0) + 1
+        return out
+
     # -- END_TRANSACTION ----------------------------------------------------------------
 
     async def end(self, half: MessageExt, kind: int) -> tuple[int, str | None]:
@@ -264,6 +277,7 @@ class TransactionService:
                 half.commitlog_offset,
                 half.store_timestamp,
                 _int(half.properties.get(P.TRANSACTION_CHECK_TIMES), 0),
+                topic=half.properties.get(P.REAL_TOPIC, ""),
             )
             heapq.heappush(self._pending, (chain.latest, origin))
         return await self._apply(chain, END_INPUTS[kind], half)
@@ -320,10 +334,15 @@ class TransactionService:
             if not result.ok:
                 return f"cannot store the committed message: {result.status.value} {result.remark}".strip()
             broker.stats.put_total += 1
+            real_topic = half.properties.get(P.REAL_TOPIC, "")
+            broker.stats.count_commit(real_topic, (broker.clock_ms() - half.born_timestamp) // 1000)
             return None
         if action is Action.ROLLBACK:
             result = await self._write_op(chain, "ROLLBACK")
-            return None if result.ok else f"cannot write the op record: {result.status.value}"
+            if not result.ok:
+                return f"cannot write the op record: {result.status.value}"
+            broker.stats.count_rollback(half.properties.get(P.REAL_TOPIC, ""))
+            return None
         if action is Action.DISCARD:
             broker.topics.create_if_absent(TRANS_CHECK_MAX_TIME_TOPIC, 1, PERM_READ | PERM_WRITE)
             discard = redraft(

@@ -1,6 +1,12 @@
 """rocketmq_rpc_latency: milliseconds from a request's arrival to its answer, per request
 code and response code, in RocketMQ's buckets (RemotingMetricsManager).
 
+Labels as RocketMQ 5.x's NettyRemotingAbstract.writeResponse sets them: request_code and
+response_code are the codes' lowercase names (RemotingHelper.getRequestCodeDesc:
+"send_message_v2", "success"; the number for a code without a name), is_long_polling
+says whether the request was parked, result is "oneway" for a oneway request, else
+"success". A request answered with nothing is not recorded, as in RocketMQ.
+
 Recording is a few dict lookups and list increments in the server's Trio thread; the
 collector turns the counts into a Prometheus histogram when scraped.
 """
@@ -13,9 +19,12 @@ from typing import Any
 
 from prometheus_client.core import HistogramMetricFamily
 
+from rmq.protocol import RPC_ONEWAY, RequestCode, ResponseCode
+
 # milliseconds: 1, 3, 5, 7, 10, 100 ms, 1, 2, 3 s
 LATENCY_BUCKETS_MS = (1.0, 3.0, 5.0, 7.0, 10.0, 100.0, 1000.0, 2000.0, 3000.0)
-ONEWAY = -1  # the response_code label of requests answered with nothing ("oneway")
+REQUEST_NAMES = {int(code): code.name.lower() for code in RequestCode}
+RESPONSE_NAMES = {int(code): code.name.lower() for code in ResponseCode}
 
 
 class RpcLatency:
@@ -27,33 +36,40 @@ class RpcLatency:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
-        # request code → response code → [count, sum in ms, bucket counts...]
-        self.table: dict[int, dict[int, list[float]]] = {}
+        # (request code, response code, long polling, oneway) → [count, sum in ms, bucket counts...]
+        self.table: dict[tuple[int, int, bool, bool], list[float]] = {}
 
-    def observe(self, request_code: int, response: Any, received_at: float) -> None:
-        """The dispatcher's observer: `response` is a RemotingCommand or None."""
-        elapsed_ms = (self._clock() - received_at) * 1000.0
-        self.record(request_code, ONEWAY if response is None else response.code, elapsed_ms)
+    def observe(self, request: Any, response: Any, ctx: Any) -> None:
+        """The dispatcher's observer: `response` is a RemotingCommand or None (not recorded)."""
+        if response is None:
+            return
+        elapsed_ms = (self._clock() - ctx.received_at) * 1000.0
+        self.record(request.code, response.code, elapsed_ms, ctx.suspended, bool(request.flag & RPC_ONEWAY))
 
-    def record(self, request_code: int, response_code: int, elapsed_ms: float) -> None:
-        by_response = self.table.get(request_code)
-        if by_response is None:
-            by_response = self.table[request_code] = {}
-        entry = by_response.get(response_code)
+    def record(
+        self, request_code: int, response_code: int, elapsed_ms: float, long_polling: bool = False, oneway: bool = False
+    ) -> None:
+        key = (request_code, response_code, long_polling, oneway)
+        entry = self.table.get(key)
         if entry is None:
-            entry = by_response[response_code] = [0.0] * (3 + len(LATENCY_BUCKETS_MS))
+            entry = self.table[key] = [0.0] * (3 + len(LATENCY_BUCKETS_MS))
         entry[0] += 1
         entry[1] += elapsed_ms
         entry[2 + bisect_left(LATENCY_BUCKETS_MS, elapsed_ms)] += 1
 
     def collect(self, const_labels: dict[str, str]) -> Iterator[HistogramMetricFamily]:
-        names = ["protocol_type", "request_code", "response_code", *const_labels]
+        names = ["protocol_type", "is_long_polling", "request_code", "response_code", "result", *const_labels]
         family = HistogramMetricFamily("rocketmq_rpc_latency", "RPC latency in milliseconds", labels=names)
-        for request_code, by_response in sorted(self.table.items()):
-            for response_code, entry in sorted(by_response.items()):
-                response_label = "oneway" if response_code == ONEWAY else str(response_code)
-                labels = ["remoting", str(request_code), response_label, *const_labels.values()]
-                family.add_metric(labels, cumulative(LATENCY_BUCKETS_MS, entry[2:]), entry[1])
+        for (request_code, response_code, long_polling, oneway), entry in sorted(self.table.items()):
+            labels = [
+                "remoting",
+                "true" if long_polling else "false",
+                REQUEST_NAMES.get(request_code, str(request_code)),
+                RESPONSE_NAMES.get(response_code, str(response_code)),
+                "oneway" if oneway else "success",
+                *const_labels.values(),
+            ]
+            family.add_metric(labels, cumulative(LATENCY_BUCKETS_MS, entry[2:]), entry[1])
         yield family
 
 

@@ -47,14 +47,17 @@ class RequestContext:
       received_at: trio.current_time() when the reader decoded it; a processor can
         compare it with the current time to shed requests that queued too long
         (RocketMQ's BrokerFastFailure).
+      suspended: set by a processor that parked the request (a long-polling pull), as
+        RocketMQ's RemotingCommand.suspended; the metrics' is_long_polling label.
     """
 
-    __slots__ = ("connection", "queued", "received_at")
+    __slots__ = ("connection", "queued", "received_at", "suspended")
 
     def __init__(self, connection: Peer, received_at: float) -> None:
         self.connection = connection
         self.received_at = received_at
         self.queued = False  # set by the dispatcher: waits for a processor slot
+        self.suspended = False
 
     @property
     def remote_address(self) -> str:

@@ -25,7 +25,7 @@ a response (`request.make_response(...)`) to answer instead, and the processor n
 runs. A refused oneway request is dropped, as RocketMQ answers no oneway request. A
 hook that raises is logged and the request answered SYSTEM_ERROR.
 
-`Dispatcher.observe_with(fn)` calls `fn(request_code, response, received_at)` as each
+`Dispatcher.observe_with(fn)` calls `fn(request, response, ctx)` as each
 processed request is answered (the metrics' latency histogram, rmq/metrics).
 """
 
@@ -51,6 +51,7 @@ if TYPE_CHECKING:
     from .abc import ProcessFunction, RequestContext, RequestProcessor
 
     RequestHook = Callable[[RequestContext, RemotingCommand], RemotingCommand | None]
+    Observer = Callable[[RemotingCommand, Any, RequestContext], None]
 
 P = TypeVar("P", bound="RequestProcessor")
 log = logging.getLogger("rmq.remoting.dispatcher")
@@ -113,8 +114,8 @@ class Route:
         self.inline = inline
         self.active = 0
         self.waiting = 0
-        # observe(request_code, response or None, received_at): set by Dispatcher.observe_with
-        self.observe: Callable[[int, Any, float], None] | None = None
+        # observe(request, response or None, ctx): set by Dispatcher.observe_with
+        self.observe: Observer | None = None
         self._lot = trio.lowlevel.ParkingLot()
 
     def _release(self) -> None:
@@ -196,7 +197,7 @@ class Route:
 
     def _answer(self, ctx: RequestContext, request: RemotingCommand, response: Any) -> RemotingCommand | None:
         if self.observe is not None:  # metrics: request latency by request and response code
-            self.observe(request.code, response, ctx.received_at)
+            self.observe(request, response, ctx)
         if request.flag & RPC_ONEWAY:
             return None
         if response is None or isinstance(response, RemotingCommand):
@@ -219,7 +220,7 @@ class Dispatcher:
         self.hook = hook
         self._routes: dict[int, Route] = {}
         self._default: Route | None = None
-        self._observe: Callable[[int, Any, float], None] | None = None
+        self._observe: Observer | None = None
 
     def register(
         self,
@@ -270,10 +271,11 @@ class Dispatcher:
         self._default.observe = self._observe
         return self._default
 
-    def observe_with(self, observe: Callable[[int, Any, float], None] | None) -> None:
-        """Call `observe(request_code, response, received_at)` as each processed request is
-        answered (response None for a processor answering nothing): the metrics' latency
-        histogram. Requests refused in `admit` are not observed."""
+    def observe_with(self, observe: Observer | None) -> None:
+        """Call `observe(request, response, ctx)` as each processed request is answered
+        (response None for a processor answering nothing; `ctx.received_at` is when it
+        came, `ctx.suspended` whether it was parked): the metrics' latency histogram.
+        Requests refused in `admit` are not observed."""
         self._observe = observe
         for route in {*self._routes.values(), *([self._default] if self._default else [])}:
             route.observe = observe

@@ -321,6 +321,7 @@ class Appender:
         stats = self._stats
         stats.put_message_times_total += 1
         stats.put_message_size_total += size
+        stats.record_put_time(self.clock() - store_ts)
         return PutMessageResult(
             _OK, "", phy, size, (store_b + phy.to_bytes(8, "big")).hex().upper(), queue_offset, store_ts, 1
         )
@@ -418,6 +419,7 @@ class Appender:
         stats = self._stats
         stats.put_message_times_total += len(drafts)
         stats.put_message_size_total += total
+        stats.record_put_time(self.clock() - store_ts)
         return PutMessageResult(
             _OK, "", first_phy, total, ",".join(ids), queue_offsets[0], store_ts, len(drafts), queue_offsets
         )

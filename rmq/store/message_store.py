@@ -35,7 +35,7 @@ import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Self
 
 from rmq.protocol.message import MessageDraft, MessageExt
@@ -49,7 +49,7 @@ from .dispatch import ArrivalListener, Dispatcher
 from .errors import StoreError, StoreLockedError
 from .flush import Flusher, FlushPlan
 from .index import IndexService
-from .mapped_file import MapPool, default_pool_capacity
+from .mapped_file import MappedFile, MapPool, default_pool_capacity
 from .read import Reader
 from .recovery import replay_start, validation_start
 from .results import (
@@ -62,6 +62,10 @@ from .results import (
 from .space import DiskSpace, disk_used_ratio
 
 log = logging.getLogger("rmq.store")
+
+
+def _files_bytes(files: Iterable[MappedFile]) -> int:
+    return sum(max(mf.allocated_to, mf.wrote) for mf in files)
 
 
 def wall_clock_ms() -> int:
@@ -418,6 +422,17 @@ class MessageStore:
     def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
         """Store time of the message at ``offset`` in the queue, -1 when unknown."""
         return self.reader.get_message_store_timestamp(topic, queue_id, offset)
+
+    def storage_bytes(self) -> int:
+        """Bytes the store's files take, from its own accounting (no file system walk): per
+        CommitLog, consume-queue and index file, the part it allocated or wrote, the larger
+        (mapped files are sparse until then)."""
+        total = _files_bytes(self.commitlog.files.files)
+        for cq in self.queues.queues.values():
+            total += _files_bytes(cq.files.files)
+        if self.index is not None:
+            total += _files_bytes(f.mf for f in self.index.files)
+        return total
 
     def get_earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
         """Store time of the oldest message in the queue, or in the whole store without a

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -118,10 +119,21 @@ class QueryMessageResult:
         return b"".join(self.records)
 
 
+# StoreStatsService's putMessageDistributeTime buckets: a put of v ms counts in the first
+# bucket whose bound is above v (bisect_right), the last one being "10 s or more"
+PUT_TIME_BOUNDS_MS = (1, 10, 50, 100, 200, 500, 1000, 2000, 3000, 4000, 5000, 10000)
+PUT_TIME_NAMES = (
+    "[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]", "[500ms~1s]",
+    "[1~2s]", "[2~3s]", "[3~4s]", "[4~5s]", "[5~10s]", "[10s~]",
+)  # fmt: skip
+
+
 @dataclass(slots=True)
 class StoreStats:
     """Counters for runtime info (GET_BROKER_RUNTIME_INFO)."""
 
+    put_message_entire_time_max: int = 0  # ms, the longest append
+    put_message_distribute_time: list[int] = field(default_factory=lambda: [0] * len(PUT_TIME_NAMES))
     put_message_times_total: int = 0
     put_message_size_total: int = 0
     put_message_failed_times: int = 0
@@ -132,6 +144,32 @@ class StoreStats:
     get_message_times_total_miss: int = 0
     get_message_transferred_msg_count: int = 0
     dispatched_total: int = 0
+
+    def record_put_time(self, elapsed_ms: int) -> None:
+        """An append took `elapsed_ms` (StoreStatsService.setPutMessageEntireTimeMax)."""
+        self.put_message_distribute_time[bisect_right(PUT_TIME_BOUNDS_MS, elapsed_ms)] += 1
+        if elapsed_ms > self.put_message_entire_time_max:
+            self.put_message_entire_time_max = elapsed_ms
+
+    def put_distribute_text(self) -> str:
+        """putMessageDistributeTime as Java prints it: "[<=0ms]:5 [0~10ms]:1 ... " """
+        return "".join(f"{name}:{n} " for name, n in zip(PUT_TIME_NAMES, self.put_message_distribute_time, strict=True))
+
+    def put_latency(self, fraction: float) -> float:
+        """Milliseconds below which `fraction` of the appends took (putLatency99 / 999), to
+        the bound of the putMessageDistributeTime bucket it falls in."""
+        total = sum(self.put_message_distribute_time)
+        if not total:
+            return 0.0
+        seen = 0
+        bucket = 0
+        while bucket < len(PUT_TIME_NAMES) - 1:
+            seen += self.put_message_distribute_time[bucket]
+            if seen >= total * fraction:
+                break
+            bucket += 1
+        # bucket 0 holds 0 ms; bucket i ends at PUT_TIME_BOUNDS_MS[i]; the last one is open
+        return 0.0 if bucket == 0 else float(PUT_TIME_BOUNDS_MS[min(bucket, len(PUT_TIME_BOUNDS_MS) - 1)])
 
 
 @dataclass(slots=True)

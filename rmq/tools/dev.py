@@ -14,6 +14,10 @@ a second and stops cleanly with Ctrl-C, which is what a first look needs; to see
 die for real, start the same conf files as separate `mqbroker -c` processes and kill one.
 Replication still goes over real sockets (the HA ports), as between processes.
 
+`--metrics` turns on the Prometheus endpoints (metricsExporterType=PROM): the broker on
+--metrics-port (default 5557, RocketMQ's), the name server on the next port, further brokers
+of a --cluster on the ports after that; 0 takes free ports. Each URL is printed at start.
+
 The four configurations are built here rather than read from conf/, which an installed
 package does not carry; tests/tools/test_ha_cluster.py keeps the two in step. Stores go to
 <store>/<brokerName>-master and <store>/<brokerName>-slave (default ./store).
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import trio
@@ -53,8 +58,33 @@ def _parser() -> argparse.ArgumentParser:
         choices=sorted(CLUSTERS),
         help="run two broker groups, each a master and a slave (2m-2s-*), or a three-member DLedger group",
     )
+    parser.add_argument(
+        "--metrics", action="store_true", help="serve Prometheus metrics (metricsExporterType=PROM) on every server"
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=5557,
+        help="the broker's metrics port (default 5557); the name server takes the next one, further brokers the ones "
+        "after; 0 = free ports",
+    )
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
+
+
+def metrics_props(args: argparse.Namespace, index: int) -> dict[str, str]:
+    """The metrics keys of server `index` (0: the first broker, 1: the name server, 2...:
+    further brokers), none without --metrics."""
+    if not args.metrics:
+        return {}
+    port = args.metrics_port + index if args.metrics_port else 0
+    return {"metricsExporterType": "PROM", "metricsPromExporterPort": str(port)}
+
+
+def _print_metrics(name: str, server: object) -> None:
+    exporter = getattr(server, "metrics", None)
+    if exporter is not None:
+        print(f"{name} metrics: {exporter.url}", flush=True)
 
 
 # (brokerName, brokerId, listenPort - base) of the 2m-2s deployments: with the default base
@@ -71,8 +101,15 @@ CLUSTERS = {"2m-2s-sync": "SYNC_MASTER", "2m-2s-async": "ASYNC_MASTER", "dledger
 DLEDGER_MEMBERS = 3
 
 
-def dledger_configs(namesrv: str, store: Path, host: str = "127.0.0.1", base_port: int = 10911) -> list[BrokerConfig]:
-    """The three members of the example DLedger group, stores under `store`/node0<k>."""
+def dledger_configs(
+    namesrv: str,
+    store: Path,
+    host: str = "127.0.0.1",
+    base_port: int = 10911,
+    more: Callable[[int], dict[str, str]] | None = None,
+) -> list[BrokerConfig]:
+    """The three members of the example DLedger group, stores under `store`/node0<k>;
+    `more(k)` adds keys to member k's."""
     if base_port + 30000 + DLEDGER_MEMBERS > 65535:
         raise ConfigError(f"--broker-port {base_port}: the DLedger ports (broker port + 30000) would pass 65535")
     ip = "127.0.0.1" if host in ("127.0.0.1", "0.0.0.0") else host
@@ -92,6 +129,7 @@ def dledger_configs(namesrv: str, store: Path, host: str = "127.0.0.1", base_por
                 "dLegerGroup": "RaftNode00",
                 "dLegerPeers": peers,
                 "dLegerSelfId": f"n{k}",
+                **(more(k) if more is not None else {}),
             },
             environ={},
         )
@@ -100,13 +138,19 @@ def dledger_configs(namesrv: str, store: Path, host: str = "127.0.0.1", base_por
 
 
 def cluster_configs(
-    kind: str, namesrv: str, store: Path, host: str = "127.0.0.1", base_port: int = 10911
+    kind: str,
+    namesrv: str,
+    store: Path,
+    host: str = "127.0.0.1",
+    base_port: int = 10911,
+    more: Callable[[int], dict[str, str]] | None = None,
 ) -> list[BrokerConfig]:
-    """The brokers of `kind` ("2m-2s-sync", "2m-2s-async" or "dledger"), stores under `store`."""
+    """The brokers of `kind` ("2m-2s-sync", "2m-2s-async" or "dledger"), stores under `store`;
+    `more(i)` adds keys to the i-th broker's."""
     if kind == "dledger":
-        return dledger_configs(namesrv, store, host, base_port)
+        return dledger_configs(namesrv, store, host, base_port, more)
     master_role = CLUSTERS[kind]
-    configs = []
+    configs: list[BrokerConfig] = []
     for name, broker_id, port in CLUSTER_BROKERS:
         role = master_role if broker_id == 0 else "SLAVE"
         configs.append(
@@ -123,6 +167,7 @@ def cluster_configs(
                     "brokerIP1": "127.0.0.1" if host in ("127.0.0.1", "0.0.0.0") else host,
                     "storePathRootDir": str(store / f"{name}-{'master' if broker_id == 0 else 'slave'}"),
                     "flushDiskType": "ASYNC_FLUSH",
+                    **(more(len(configs)) if more is not None else {}),
                 },
                 environ={},
             )
@@ -137,6 +182,8 @@ async def run(args: argparse.Namespace) -> None:
             listen_host=args.host,
             listen_port=args.namesrv_port,
             kv_config_path=str(store / "namesrv" / "kvConfig.json"),
+            metrics_exporter_type="PROM" if args.metrics else "DISABLE",
+            metrics_prom_exporter_port=args.metrics_port + 1 if args.metrics_port else 0,
         )
         async with NamesrvServer(namesrv_config) as namesrv:
             if args.cluster:
@@ -151,19 +198,24 @@ async def run(args: argparse.Namespace) -> None:
                     "bindAddress": args.host,
                     "brokerIP1": "127.0.0.1" if args.host in ("127.0.0.1", "0.0.0.0") else args.host,
                     "brokerName": args.broker_name,
+                    **metrics_props(args, 0),
                 },
             )
             broker = await run.nursery.start(BrokerController(config).serve)
             print(f"The Name Server boot success. listening on {namesrv.address}", flush=True)
             print(f"The broker[{config.broker_name}, {broker.address}] boot success. store: {store}", flush=True)
+            _print_metrics("name server", namesrv)
+            _print_metrics(f"broker {config.broker_name}", broker)
             print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
             await run.wait()
             await run.stop(lambda: _stop([broker]))
 
 
 async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: Path, run: SignalledRun) -> None:
-    configs = cluster_configs(args.cluster, namesrv.address, store, args.host, args.broker_port)
+    more = (lambda i: metrics_props(args, 0 if i == 0 else i + 1)) if args.metrics else None
+    configs = cluster_configs(args.cluster, namesrv.address, store, args.host, args.broker_port, more)
     print(f"The Name Server boot success. listening on {namesrv.address}", flush=True)
+    _print_metrics("name server", namesrv)
     brokers = []
     for config in configs:  # masters first: their slaves find them at once
         broker = await run.nursery.start(BrokerController(config).serve)
@@ -178,6 +230,7 @@ async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: 
             f"{role}, store: {config.store_path_root_dir}",
             flush=True,
         )
+        _print_metrics(f"broker {config.broker_name}/{config.broker_id}", broker)
     print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
     await run.wait()
     await run.stop(lambda: _stop(brokers))

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rmq.broker.controller import BrokerController
 from rmq.client import ConsumeFromWhere, Message, Producer, PullConsumer, PushConsumer
+from rmq.client.ids import local_ip
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -95,17 +96,18 @@ async def test_broker_metrics_after_traffic(live: Live) -> None:
     assert value(samples, "rocketmq_message_size_bucket", topic=TOPIC, le="4096.0") == 25
     assert value(samples, "rocketmq_message_size_count", topic=TOPIC) == 25
     # latency: every send answered SUCCESS, pulls answered
-    send = str(int(RequestCode.SEND_MESSAGE_V2))
-    assert value(samples, "rocketmq_rpc_latency_count", request_code=send, response_code="0") == 25
+    send = "send_message_v2"
+    assert value(samples, "rocketmq_rpc_latency_count", request_code=send, response_code="success") == 25
     assert value(samples, "rocketmq_rpc_latency_bucket", request_code=send, le="+Inf") == 25
-    assert value(samples, "rocketmq_rpc_latency_count", request_code=str(int(RequestCode.PULL_MESSAGE))) >= 1
+    assert value(samples, "rocketmq_rpc_latency_count", request_code="pull_message") >= 1
     assert value(samples, "rocketmq_rpc_latency_sum", request_code=send) > 0
     # the group committed 20 of 25 messages
     assert value(samples, "rocketmq_consumer_lag_messages", topic=TOPIC, consumer_group=GROUP) == 5
     assert value(samples, "rocketmq_consumer_lag_latency", topic=TOPIC, consumer_group=GROUP) >= 0
     assert value(samples, "rocketmq_consumer_inflight_messages", topic=TOPIC, consumer_group=GROUP) == 0
     assert value(samples, "rocketmq_consumer_ready_messages", topic=TOPIC, consumer_group=GROUP) == 5
-    assert value(samples, "rocketmq_storage_size") > 0
+    # the store's own accounting of its files, not a walk of the directory per scrape
+    assert value(samples, "rocketmq_storage_size") == live.broker.message_store.storage_bytes() > 0
     assert value(samples, "rocketmq_storage_dispatch_behind_bytes") >= 0
     assert value(samples, "rocketmq_storage_flush_behind_bytes") >= 0
     assert value(samples, "rocketmq_topic_number") >= 1
@@ -124,7 +126,7 @@ async def test_connections_by_role(live: Live) -> None:
             with trio.fail_after(10):
                 while not (samples := await scrape(live.broker.metrics.port)).get("rocketmq_consumer_connections"):
                     await trio.sleep(0.05)
-            assert value(samples, "rocketmq_producer_connections", language="PYTHON") == 1
+            assert value(samples, "rocketmq_producer_connections", language="python", version="v4_9_8") == 1
             assert value(samples, "rocketmq_consumer_connections", consumer_group=GROUP, consume_mode="pull") == 1
             # a push consumer (heartbeat consumeType CONSUME_PASSIVELY) is labelled push
             pusher = PushConsumer("metrics-push-group", live.namesrv.address, handler=lambda m: None)
@@ -157,14 +159,36 @@ async def test_consume_tps_and_runtime_info(live: Live) -> None:
     assert int(info["earliestMessageTimeStamp"]) > 0
     assert int(info["remainHowManyDataToFlush"]) >= 0
     assert int(info["dispatchBehindBytes"]) >= 0
+    # the keys Java's StoreStatsService and AdminBrokerProcessor add, as mqadmin brokerStatus prints them
+    distribution = dict(part.split(":") for part in info["putMessageDistributeTime"].split())
+    assert list(distribution) == [
+        "[<=0ms]", "[0~10ms]", "[10~50ms]", "[50~100ms]", "[100~200ms]", "[200~500ms]", "[500ms~1s]",
+        "[1~2s]", "[2~3s]", "[3~4s]", "[4~5s]", "[5~10s]", "[10s~]",
+    ]  # fmt: skip
+    puts = int(info["putMessageTimesTotal"])
+    assert sum(int(n) for n in distribution.values()) == puts >= 30  # every append, timed
+    assert int(info["putMessageSizeTotal"]) > 30 * 100
+    assert int(info["putMessageFailedTimes"]) == 0
+    assert int(info["putMessageEntireTimeMax"]) >= 0
+    assert 0 <= float(info["putLatency99"]) <= float(info["putLatency999"])
+    assert len(info["getTotalTps"].split()) == 3 and float(info["getTotalTps"].split()[0]) > 0
+    assert int(info["EndTransactionQueueSize"]) == 0
+    assert re.fullmatch(r"Total : [\d.]+ [KMGTPE]?i?B, Free : [\d.]+ [KMGTPE]?i?B\.", info["commitLogDirCapacity"])
+    assert 0 <= float(info["consumeQueueDiskRatio"]) <= 1
+    assert not [key for key in info if key.startswith("scheduleMessageOffset_")]  # nothing delayed yet
+    async with Producer("metrics-producer", live.namesrv.address) as producer:
+        await producer.send(Message(TOPIC, b"later", delay_level=2))
+    info = json_body.loads((await live.call(RequestCode.GET_BROKER_RUNTIME_INFO, {})).body)["table"]
+    assert info["scheduleMessageOffset_2"] in ("0,1", "1,1")  # delivered offset, queue end
 
 
 async def test_namesrv_metrics(live: Live) -> None:
     await _send(live, 1)
     samples = await scrape(live.namesrv.metrics.port)
-    route = str(int(RequestCode.GET_ROUTEINFO_BY_TOPIC))
+    route = "get_routeinfo_by_topic"
     assert value(samples, "rocketmq_rpc_latency_count", request_code=route, node_type="nameserver") >= 1
-    assert value(samples, "rocketmq_broker_number") == 1
+    assert value(samples, "rocketmq_broker_number", cluster="TestCluster") == 1
+    assert {labels["node_id"] for rows in samples.values() for labels, _ in rows} == {live.namesrv.address}
     assert value(samples, "rocketmq_topic_number") >= 1
 
 
@@ -238,3 +262,19 @@ async def test_connection_metrics(live: Live) -> None:
     samples = await scrape(live.namesrv.metrics.port)
     assert value(samples, "rocketmq_remoting_connections", node_type="nameserver") >= 1  # the broker's
     assert value(samples, "rocketmq_remoting_connections_refused_total", reason="server_limit") == 0
+
+
+async def test_namesrv_listening_on_all_addresses_names_itself_by_the_hosts() -> None:
+    config = NamesrvConfig(
+        listen_host="0.0.0.0",
+        listen_port=0,
+        kv_config_path=None,
+        metrics_exporter_type="PROM",
+        metrics_prom_exporter_host="127.0.0.1",
+        metrics_prom_exporter_port=0,
+    )
+    async with NamesrvServer(config) as namesrv:
+        samples = await scrape(namesrv.metrics.port)
+        node_ids = {labels["node_id"] for rows in samples.values() for labels, _ in rows}
+        assert node_ids == {f"{local_ip()}:{namesrv.remoting.port}"}
+        assert not any(node.startswith("0.0.0.0") for node in node_ids)

@@ -5,10 +5,13 @@ from __future__ import annotations
 import pytest
 
 from rmq.broker.config import BrokerConfig, ConfigError
-from rmq.broker.stats import IN_BUCKETS, BrokerStats
+from rmq.broker.processors.admin import human_bytes
+from rmq.broker.stats import TYPED_BUCKETS, BrokerStats
 from rmq.metrics.latency import LATENCY_BUCKETS_MS, RpcLatency, cumulative
 from rmq.namesrv.config import ConfigError as NamesrvConfigError
 from rmq.namesrv.config import NamesrvConfig
+from rmq.protocol import RPC_ONEWAY
+from rmq.store.results import StoreStats
 
 
 class FakeClock:
@@ -87,7 +90,7 @@ def test_message_size_buckets_and_average() -> None:
     stats.count_in("T", 1, 1025)  # le 4 KiB
     stats.count_in("T", 4, 4 * 600 * 1024)  # a batch of four 600 KiB messages: le 1 MiB
     stats.count_in("T", 1, 5 * 1024 * 1024)  # above 4 MiB
-    buckets = stats.topics_in["T"][IN_BUCKETS:]
+    buckets = stats.typed_in["T", "normal"][TYPED_BUCKETS:]
     assert buckets == [1, 1, 0, 4, 0, 0, 1]
     assert stats.put_total == 7
     assert stats.average_put_size() == pytest.approx((1024 + 1025 + 4 * 600 * 1024 + 5 * 1024 * 1024) / 7)
@@ -99,7 +102,7 @@ def test_rpc_latency_buckets() -> None:
     for ms in (0.5, 1.0, 2.0, 50.0, 5000.0):
         latency.record(310, 0, ms)
     latency.record(11, 19, 1.5)
-    entry = latency.table[310][0]
+    entry = latency.table[310, 0, False, False]
     assert entry[0] == 5 and entry[1] == pytest.approx(5053.5)
     pairs = cumulative(LATENCY_BUCKETS_MS, entry[2:])
     assert pairs[0] == ("1.0", 2) and pairs[1] == ("3.0", 3) and pairs[5] == ("100.0", 4)
@@ -108,10 +111,22 @@ def test_rpc_latency_buckets() -> None:
     class Response:
         code = 0
 
-    latency.observe(310, Response(), clock.now - 0.002)  # arrived 2 ms ago
-    latency.observe(34, None, clock.now)  # a oneway request
-    assert latency.table[310][0][0] == 6
-    assert -1 in latency.table[34]
+    class Request:
+        def __init__(self, code: int, flag: int = 0) -> None:
+            self.code, self.flag = code, flag
+
+    class Context:
+        def __init__(self, received_at: float, suspended: bool = False) -> None:
+            self.received_at, self.suspended = received_at, suspended
+
+    latency.observe(Request(310), Response(), Context(clock.now - 0.002))  # arrived 2 ms ago
+    latency.observe(Request(34, RPC_ONEWAY), Response(), Context(clock.now))  # a oneway request
+    latency.observe(Request(11), Response(), Context(clock.now, suspended=True))  # a parked pull
+    latency.observe(Request(34), None, Context(clock.now))  # answered with nothing: not recorded
+    assert latency.table[310, 0, False, False][0] == 6
+    assert latency.table[34, 0, False, True][0] == 1
+    assert latency.table[11, 0, True, False][0] == 1
+    assert len(latency.table) == 4
 
 
 @pytest.mark.parametrize(
@@ -185,3 +200,24 @@ def test_stats_data_on_a_young_broker() -> None:
     assert data is not None
     for window in ("statsMinute", "statsHour", "statsDay"):  # everything since the start
         assert data[window] == {"sum": 3, "tps": 0.6, "avgpt": 3.0}
+
+
+@pytest.mark.parametrize(
+    ("count", "text"),
+    [(0, "0 B"), (1023, "1023 B"), (1024, "1.0 KiB"), (1536, "1.5 KiB"), (20 * 1024**3, "20.0 GiB")],
+)
+def test_human_bytes_as_java_prints_them(count: int, text: str) -> None:
+    assert human_bytes(count) == text  # MixAll.humanReadableByteCount(count, false)
+
+
+def test_put_time_distribution_as_store_stats_service() -> None:
+    stats = StoreStats()
+    for ms in (0, 0, 1, 9, 10, 49, 10_000):
+        stats.record_put_time(ms)
+    assert stats.put_distribute_text() == (
+        "[<=0ms]:2 [0~10ms]:2 [10~50ms]:2 [50~100ms]:0 [100~200ms]:0 [200~500ms]:0 [500ms~1s]:0 "
+        "[1~2s]:0 [2~3s]:0 [3~4s]:0 [4~5s]:0 [5~10s]:0 [10s~]:1 "
+    )
+    assert stats.put_message_entire_time_max == 10_000
+    assert stats.put_latency(0.5) == 10.0  # the 4th of 7 appends is in [0~10ms]
+    assert stats.put_latency(0.99) == 10000.0

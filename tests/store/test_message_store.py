@@ -634,3 +634,33 @@ def test_a_senders_v6_bits_do_not_change_the_record_layout(open_store) -> None:
     assert [m.body for m in iter_records(got.body)] == [b"x" * 10] * 2
     last = store.look_message_by_offset(wrote[2])
     assert last.body == b"x" * 10 and last.born_host == ("10.0.0.9", 5555)
+
+
+def _file_sizes(root: Path) -> tuple[int, int]:
+    """(bytes allocated on disk, apparent size) of every file of the store's data directories."""
+    allocated = apparent = 0
+    for sub in ("commitlog", "consumequeue", "index"):
+        for dirpath, _dirs, files in os.walk(root / sub):
+            for name in files:
+                st = os.stat(os.path.join(dirpath, name))
+                allocated += st.st_blocks * 512
+                apparent += st.st_size
+    return allocated, apparent
+
+
+def test_storage_bytes_is_the_stores_own_accounting(open_store, tmp_path: Path) -> None:
+    store = open_store()
+    assert store.storage_bytes() == 0
+    for i in range(60):  # rolls CommitLog (16 KiB) and consume-queue (50 entries) files
+        _put(store, "T", i % 2, b"x" * 500, KEYS=f"k{i}")
+    store.dispatch_pending()
+    store.flush()
+    used = store.storage_bytes()
+    cq_bytes = 60 * 20
+    assert used >= store.max_phy_offset + cq_bytes  # at least what was written
+    allocated, apparent = _file_sizes(tmp_path / "store")
+    assert used <= apparent  # never more than the files' size
+    assert allocated <= used + 64 * 1024  # the disk holds no more than the store accounts for (blocks round up)
+    _put(store, "T", 0, b"y" * 500)
+    store.dispatch_pending()
+    assert store.storage_bytes() > used  # kept current without a directory walk

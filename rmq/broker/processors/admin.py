@@ -7,6 +7,7 @@ administration, and the statistics mqadmin reads.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 import time
@@ -26,7 +27,7 @@ from rmq.protocol.bodies.configs import SubscriptionGroupConfig, TopicConfig
 from rmq.protocol.bodies.lists import GroupList, KVTable
 from rmq.protocol.bodies.stats import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
 from rmq.protocol.body import MessageQueue
-from rmq.protocol.constants import topic_error
+from rmq.protocol.constants import SCHEDULE_TOPIC, topic_error
 from rmq.protocol.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -337,7 +338,9 @@ class AdminProcessor:
             usage = shutil.disk_usage(broker.config.commit_log_dir)
             disk_ratio = (usage.total - usage.free) / usage.total if usage.total else 0.0
         except OSError:
-            disk_ratio = 0.0
+            usage, disk_ratio = None, 0.0
+        store_stats = store.stats
+        puts = store_stats.put_message_times_total
         table = {
             "brokerVersionDesc": VERSION_DESC,
             "brokerVersion": str(CURRENT_VERSION),
@@ -351,7 +354,22 @@ class AdminProcessor:
             "getTransferedTps": stats.tps(2),
             "getFoundTps": stats.tps("found"),
             "getMissTps": stats.tps("miss"),
+            "getTotalTps": stats.tps("found+miss"),
             "putMessageAverageSize": f"{stats.average_put_size():.2f}",
+            # StoreStatsService's figures (appends into the CommitLog)
+            "putMessageEntireTimeMax": str(store_stats.put_message_entire_time_max),
+            "putMessageTimesTotal": str(puts),
+            "putMessageFailedTimes": str(store_stats.put_message_failed_times),
+            "putMessageSizeTotal": str(store_stats.put_message_size_total),
+            "putMessageDistributeTime": store_stats.put_distribute_text(),
+            "putLatency99": f"{store_stats.put_latency(0.99):.2f}",
+            "putLatency999": f"{store_stats.put_latency(0.999):.2f}",
+            "dispatchMaxBuffer": "0",  # no dispatch buffer: records are dispatched from the CommitLog
+            "getMessageEntireTimeMax": "0",  # reads are not timed
+            "EndTransactionQueueSize": str(queues.get("transaction", 0)),
+            "EndTransactionThreadPoolQueueCapacity": "100000",
+            "remainTransientStoreBufferNumbs": str(2**31 - 1),  # no transient store pool (Java's answer then)
+            "consumeQueueDiskRatio": f"{disk_ratio:.4f}",  # consume queues live on the CommitLog's disk
             "sendThreadPoolQueueSize": str(queues.get("send", 0)),
             "sendThreadPoolQueueCapacity": "10000",
             "pullThreadPoolQueueSize": str(queues.get("pull", 0)),
@@ -376,6 +394,14 @@ class AdminProcessor:
             "brokerRole": broker.config.broker_role.value,
             "brokerId": str(broker.config.broker_id),
         }
+        if usage is not None:
+            table["commitLogDirCapacity"] = f"Total : {human_bytes(usage.total)}, Free : {human_bytes(usage.free)}."
+        # ScheduleMessageService.buildRunningStats: per delay level in use, "delivered,queue end"
+        for level in range(1, self.schedule.max_level + 1):
+            offset = self.schedule.offsets.get(level, 0)
+            high = store.get_max_offset_in_queue(SCHEDULE_TOPIC, level - 1)
+            if offset or high:
+                table[f"scheduleMessageOffset_{level}"] = f"{offset},{high}"
         ha = broker.role.ha
         if ha is not None:  # a master's slaves or a slave's master, lag in bytes
             table.update(await ha.status_fields())
@@ -383,6 +409,14 @@ class AdminProcessor:
         if dledger is not None:  # the DLedger member under this broker
             table.update(dledger.status_fields())
         return ok(request, body=json_body.dumps(KVTable(table).to_json()))
+
+
+def human_bytes(count: int) -> str:
+    """MixAll.humanReadableByteCount(count, false): "512 B", "1.5 KiB", "20.0 GiB"."""
+    if count < 1024:
+        return f"{count} B"
+    exp = min(int(math.log(count) / math.log(1024)), 6)
+    return f"{count / 1024**exp:.1f} {'KMGTPE'[exp - 1]}iB"
 
 
 def _connection(channel: Any) -> Connection:

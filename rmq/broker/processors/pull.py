@@ -110,6 +110,7 @@ class PullProcessor:
             return response
         # Park: no await between the read above and `park`, so no arrival is missed.
         later = Later()
+        ctx.suspended = True
 
         def again() -> None:  # the queue got a message, or the time is over: read once more
             if ctx.connection.closed:  # nobody to answer: leave the messages to the next pull

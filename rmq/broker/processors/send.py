@@ -55,6 +55,7 @@ from rmq.store.append import IllegalBatch, batch_drafts
 from rmq.store.results import PutMessageResult, PutMessageStatus
 
 from ..routing import TimerRefused, half_message, route_delay, route_later, to_dead_letters
+from ..stats import message_type
 from ..topics import NOT_ALLOWED_SEND_TOPICS
 from .common import fail, host_port, ok
 
@@ -159,15 +160,16 @@ class SendProcessor:
             queue_id, result = store(ctx, request, header)
         except Refused as refused:
             return fail(request, refused.code, refused.remark)
+        kind = message_type(header.properties or "")
         if isinstance(result, PutMessageResult):
-            return self._respond(request, result, header.topic, queue_id)
-        return self._respond_later(request, result, header.topic, queue_id)
+            return self._respond(request, result, header.topic, queue_id, kind)
+        return self._respond_later(request, result, header.topic, queue_id, kind)
 
-    def _respond_later(self, request: RemotingCommand, waiting: PutWait, topic: str, queue_id: int) -> Later:
+    def _respond_later(self, request: RemotingCommand, waiting: PutWait, topic: str, queue_id: int, kind: str) -> Later:
         """The answer once the store's wait (flush, slave, group commit) is over: built in
         the task that ended it, with no task of its own."""
         # an exception from _respond is answered as a failed processor's
-        waiting.map(lambda result: self._respond(request, result, topic, queue_id))
+        waiting.map(lambda result: self._respond(request, result, topic, queue_id, kind))
         return waiting
 
     @staticmethod
@@ -244,6 +246,7 @@ class SendProcessor:
         group = dest.topic[len(RETRY_PREFIX) :]
         max_times = self._max_reconsume_times(request, self._group(group), header.max_reconsume_times)
         if to_dead_letters(header.reconsume_times or 0, max_times):
+            self.broker.stats.count_dlq(group, dest.topic)
             dest.config = self._dlq(group)
             dest.topic, dest.queue_id = dest.config.topic_name, 0
 
@@ -374,13 +377,13 @@ class SendProcessor:
         return queue_id, broker.store.put_many_now(drafts)
 
     def _respond(
-        self, request: RemotingCommand, result: PutMessageResult, topic: str, queue_id: int
+        self, request: RemotingCommand, result: PutMessageResult, topic: str, queue_id: int, kind: str = "normal"
     ) -> RemotingCommand:
         code, remark = _PUT_CODES.get(result.status, (ResponseCode.SYSTEM_ERROR, "UNKNOWN_ERROR DEFAULT"))
         if not result.ok:
             detail = f"{remark} ({result.remark})" if remark and result.remark else (remark or result.remark)
             return fail(request, code, detail or result.status.value)
-        self.broker.stats.count_in(topic, max(result.msg_num, 1), len(request.body or b""))
+        self.broker.stats.count_in(topic, max(result.msg_num, 1), len(request.body or b""), kind)
         config = self.broker.config
         header = SendMessageResponseHeader(
             msg_id=result.msg_id,
@@ -415,6 +418,7 @@ class SendProcessor:
         props.pop(P.WAIT, None)
         props.pop(P.DELAY, None)
         if to_dead_letters(msg.reconsume_times, max_times, header.delay_level):
+            broker.stats.count_dlq(header.group, header.origin_topic or origin_topic)
             topic, queue_id = self._dlq(header.group).topic_name, 0
         else:
             topic = retry_topic(header.group)

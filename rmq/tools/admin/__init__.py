@@ -39,8 +39,9 @@ from .output import human_ms as human_ms
 
 # `mqadmin help` lists the commands in this order (mqadmin's first, then the maintenance ones)
 ORDER = (
-    "updateTopic", "deleteTopic", "topicList", "topicRoute", "topicStatus", "clusterList", "brokerStatus", "haStatus",
-    "leadershipTransfer", "updateSubGroup", "deleteSubGroup", "consumerProgress", "consumerConnection",
+    "updateTopic", "updateTopicPerm", "deleteTopic", "topicList", "topicRoute", "topicStatus", "clusterList",
+    "brokerStatus", "haStatus", "leadershipTransfer", "updateSubGroup", "deleteSubGroup", "consumerProgress",
+    "consumerConnection",
     "queryMsgByKey", "queryMsgById", "queryMsgByUniqueKey", "resetOffsetByTime", "resetOffsetByTimeOld",
     "sendMessage", "dlqList", "dlqResend", "updateAclConfig", "deleteAccessConfig", "updateGlobalWhiteAddr",
     "clusterAclConfigVersion", "getBrokerConfig", "updateBrokerConfig", "brokerConsumeStats", "cleanExpiredCQ",

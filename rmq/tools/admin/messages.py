@@ -9,7 +9,7 @@ from collections import Counter
 from contextlib import aclosing
 from typing import Any
 
-from rmq.admin import AdminError, messages
+from rmq.admin import AdminError, messages, tracks
 from rmq.client import Message, MessageQueue
 from rmq.client.admin import MQAdmin
 from rmq.protocol import trace as T
@@ -38,11 +38,39 @@ async def query_msg_by_key(admin: MQAdmin, args: Args, out: Out) -> int:
 
 
 async def query_msg_by_id(admin: MQAdmin, args: Args, out: Out) -> int:
+    """Each message and where it stands with every group of its topic; with -g and -d, have
+    that client consume it instead; with -s true, send it again (QueryMsgByIdSubCommand)."""
     ids = [i.strip() for i in args.msg_id.split(",") if i.strip()]
+    if args.consumer_group and args.client_id:
+        for msg_id in ids:
+            result = await admin.consume_message_directly(args.consumer_group, args.client_id, msg_id)
+            print(tracks.direct_result_text(result), file=out)
+        return 0
+    if args.send_message is not None:
+        if args.send_message.strip().lower() == "true":
+            for msg_id in ids:
+                msg = await admin.view_message(msg_id)
+                print(f"prepare resend msg. originalMsgId={msg_id}", file=out)
+                sent = await messages.send(admin, tracks.resend_copy(msg), None)
+                print(
+                    f"SendResult [sendStatus={sent.status}, msgId={sent.msg_id}, "
+                    f"offsetMsgId={sent.offset_msg_id}, messageQueue={sent.message_queue}, "
+                    f"queueOffset={sent.queue_offset}]",
+                    file=out,
+                )
+        return 0
     for n, msg_id in enumerate(ids):
         if n:
             print(file=out)
-        print_message(await admin.view_message(msg_id), out)
+        msg = await admin.view_message(msg_id)
+        print_message(msg, out)
+        found = await tracks.message_tracks(admin, msg)
+        if not found:
+            print("\n\nWARN: No Consumer", file=out)
+            continue
+        print("\n", file=out)
+        for track in found:
+            print(track, file=out)
     return 0
 
 
@@ -216,6 +244,10 @@ def _query_key_args(p: Parser) -> None:
 
 def _query_id_args(p: Parser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="offset message id(s), comma-separated")
+    p.add_argument("-g", "--consumerGroup", dest="consumer_group", help="with -d: that client consumes the message")
+    p.add_argument("-d", "--clientId", dest="client_id", help="the consumer's client id")
+    p.add_argument("-s", "--sendMessage", dest="send_message", help="true: send the message again to its topic")
+    p.add_argument("-u", "--unitName", dest="unit_name", help="unit name of the resending producer (accepted, unused)")
 
 
 def _query_unique_args(p: Parser) -> None:

@@ -1,5 +1,5 @@
-"""mqadmin's topic commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus,
-topicClusterList, allocateMQ, updateOrderConf."""
+"""mqadmin's topic commands: updateTopic, updateTopicPerm, deleteTopic, topicList, topicRoute,
+topicStatus, topicClusterList, allocateMQ, updateOrderConf."""
 
 from __future__ import annotations
 
@@ -33,6 +33,20 @@ async def update_topic(admin: MQAdmin, args: Args, out: Out) -> int:
             conf = await topics.set_cluster_order_conf(admin, config, masters)
             print(f"set cluster orderConf. isOrder=true, orderConf=[{conf}]", file=out)
     print(config, file=out)
+    return 0
+
+
+async def update_topic_perm(admin: MQAdmin, args: Args, out: Out) -> int:
+    config, changed = await topics.update_perm(
+        admin, args.topic, args.perm, broker_addr=args.broker_addr, cluster=args.cluster
+    )
+    if args.broker_addr and not changed:
+        print("new perm equals to the old one!", file=out)
+        return 0
+    for addr, old in changed:
+        print(f"update topic perm from {old} to {args.perm} in {addr} success.", file=out)
+    if args.broker_addr:
+        print(f"{config}.", file=out)
     return 0
 
 
@@ -133,6 +147,12 @@ def _update_topic_args(p: Parser) -> None:
     p.add_argument("-o", "--order", type=o.boolean, default=False, help="true: an ordered topic (default false)")
 
 
+def _update_topic_perm_args(p: Parser) -> None:
+    o.broker_or_cluster(p)
+    o.topic(p)
+    p.add_argument("-p", "--perm", type=int, required=True, choices=(2, 4, 6), help="2 write, 4 read, 6 both")
+
+
 def _delete_topic_args(p: Parser) -> None:
     o.topic(p)
     p.add_argument("-c", "--clusterName", dest="cluster", required=True)
@@ -160,6 +180,7 @@ def _order_conf_args(p: Parser) -> None:
 
 COMMANDS: Commands = {
     "updateTopic": ("create or update a topic", update_topic, _update_topic_args),
+    "updateTopicPerm": ("change a topic's permission (2 W, 4 R, 6 RW)", update_topic_perm, _update_topic_perm_args),
     "deleteTopic": ("delete a topic from a cluster and the name servers", delete_topic, _delete_topic_args),
     "topicList": ("list the topics the name server knows", topic_list, _topic_list_args),
     "topicRoute": ("print a topic's route", topic_route, _topic_route_args),

@@ -1,0 +1,37 @@
+"""mqadmin commands of Apache 4.9.8 that rmq lacked: updateTopicPerm, producer,
+exportConfigs, exportMetadata, against an in-process broker."""
+
+from __future__ import annotations
+
+from rmq.client.admin import MQAdmin
+
+from .test_admin import CLUSTER, Servers, admin, create_topic, one_line_error, servers, wait_for
+
+__all__ = ["servers"]  # the fixture, imported for pytest
+
+
+async def test_update_topic_perm(servers: Servers) -> None:
+    s = servers
+    await create_topic(s, "Perm", queues=2)
+    r = await admin(s, "updateTopicPerm", "-b", s.addr, "-t", "Perm", "-p", "4")
+    assert r.code == 0, r.err
+    assert r.lines[0] == f"update topic perm from 6 to 4 in {s.addr} success."
+    assert r.lines[1].startswith("TopicConfig [topicName=Perm, readQueueNums=2, writeQueueNums=2, perm=R--")
+    tc = s.broker.topics.get("Perm")
+    assert tc is not None and (tc.perm, tc.read_queue_nums, tc.write_queue_nums) == (4, 2, 2)
+
+    async def registered() -> bool:  # the broker registers the change with the name server
+        async with MQAdmin(s.ns) as mq_admin:
+            return (await mq_admin.topic_route("Perm")).queue_datas[0].perm == 4
+
+    await wait_for(registered)
+    r = await admin(s, "updateTopicPerm", "-b", s.addr, "-t", "Perm", "-p", "4")
+    assert r.lines == ["new perm equals to the old one!"], r.out
+
+    r = await admin(s, "updateTopicPerm", "-c", CLUSTER, "-t", "Perm", "-p", "6")
+    assert r.code == 0, r.err
+    assert r.lines == [f"update topic perm from 4 to 6 in {s.addr} success."]
+    assert s.broker.topics.get("Perm").perm == 6  # type: ignore[union-attr]
+
+    one_line_error(await admin(s, "updateTopicPerm", "-b", "10.0.0.1:1", "-t", "Perm", "-p", "6"), "not master")
+    assert (await admin(s, "updateTopicPerm", "-b", s.addr, "-t", "Perm", "-p", "5")).code != 0  # 2, 4 or 6
