@@ -11,6 +11,7 @@ fault it was (400 input, 502 broker), never as a traceback.
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import logging
 import secrets
@@ -20,6 +21,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import trio
 
@@ -31,13 +33,14 @@ from rmq.client.message import check_topic
 from rmq.protocol.constants import topic_error
 
 from . import data
-from .auth import User, UsersFileError, check, load_users
+from .auth import Throttle, User, UsersFileError, check, load_users
 from .charts import bar_chart, line_chart
 
 log = logging.getLogger("rmq.dashboard")
 HERE = Path(__file__).parent
 MISSING_EXTRA = "the dashboard needs its extra: pip install 'rmq[dashboard]'"
 DLQ_PAGE = 200  # dead letters read for a page, an export or a resend
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 Handler = Callable[[Any], Awaitable[Any]]
 
@@ -117,6 +120,7 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
 
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     sampler = sampler or data.Sampler(admin, settings.sample_interval, settings.topics_interval)
+    throttle = Throttle()
 
     def user_of(request: Request) -> User | None:
         if settings.users is None:
@@ -132,8 +136,31 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         user = user_of(request)
         return user is not None and user.admin
 
+    def csrf_token(request: Request) -> str:
+        """The session's token, which every form posts back (made on the first page)."""
+        token = request.session.get("csrf")
+        if not isinstance(token, str) or not token:
+            token = request.session["csrf"] = secrets.token_urlsafe(32)
+        return token
+
+    async def csrf_refusal(request: Request) -> str | None:
+        """Why a state-changing request is refused as cross-site, or None. In every mode
+        (with no login too, where no cookie would stop it): the Origin, else the Referer,
+        must name this host, and the form must carry the session's token."""
+        host = request.headers.get("host", "")
+        source = request.headers.get("origin") or request.headers.get("referer")
+        if source is not None and urlsplit(source).netloc != host:
+            return "refused: the request came from another site"
+        form = await request.form()
+        sent = str(form.get("csrf") or request.headers.get("x-csrf-token") or "")
+        expected = request.session.get("csrf")
+        if not isinstance(expected, str) or not hmac.compare_digest(sent.encode(), expected.encode()):
+            return "refused: the form is out of date or did not come from this dashboard; reload the page and try again"
+        return None
+
     def render(request: Request, name: str, status: int = 200, **context: Any) -> Response:
         context.update(
+            csrf=csrf_token(request),
             read_only=not can_write(request),
             user=user_of(request),
             login=settings.users is not None,
@@ -150,6 +177,10 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
             if write and not can_write(request):
                 why = "the dashboard is read-only" if settings.read_only else "only an administrator may change this"
                 return render(request, "error.html", 403, error=why)
+            if request.method not in SAFE_METHODS:
+                refused = await csrf_refusal(request)
+                if refused is not None:
+                    return render(request, "error.html", 403, error=refused)
             try:
                 result: Response = await fn(request)
                 return result
@@ -343,15 +374,29 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         if settings.users is None:
             return RedirectResponse("/", status_code=303)
         if request.method == "POST":
+            refused = await csrf_refusal(request)
+            if refused is not None:
+                return render(request, "login.html", 403, error=refused)
+            who = request.client.host if request.client else ""
+            wait = throttle.wait(who)
+            if wait > 0:
+                error = f"too many failed logins from your address; try again in {int(wait) + 1} s"
+                return render(request, "login.html", 429, error=error)
             form = await request.form()
             user = check(settings.users, str(form.get("name") or ""), str(form.get("password") or ""))
             if user is None:
+                throttle.failed(who)
                 return render(request, "login.html", 401, error="wrong name or password")
+            throttle.succeeded(who)
+            request.session.clear()  # a new token for the new session
             request.session["user"] = user.name
             return RedirectResponse("/", status_code=303)
         return render(request, "login.html", error="")
 
     async def logout(request: Request) -> Response:
+        refused = await csrf_refusal(request)
+        if refused is not None:
+            return render(request, "error.html", 403, error=refused)
         request.session.clear()
         return RedirectResponse("/login", status_code=303)
 
@@ -398,7 +443,7 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         Route("/dlq/export", page(dlq_export)),
         Route("/dlq/resend", page(dlq_resend, write=True), methods=["POST"]),
         Route("/login", login, methods=["GET", "POST"]),
-        Route("/logout", logout),
+        Route("/logout", logout, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
     ]
     middleware = [
@@ -432,7 +477,7 @@ async def serve(
         from hypercorn.trio import serve as hypercorn_serve
     except ImportError:
         raise SystemExit(MISSING_EXTRA) from None
-    credentials = {}
+    credentials: dict[str, Any] = {}
     if settings.access_key and settings.secret_key:
         credentials = {"access_key": settings.access_key, "secret_key": settings.secret_key}
     async with MQAdmin(settings.namesrv, **credentials) as admin:

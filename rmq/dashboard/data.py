@@ -117,7 +117,7 @@ async def topic_detail(admin: MQAdmin, topic: str) -> dict[str, Any]:
     ]
     groups = await admin.topic_consumed_by(topic)
     return {"topic": topic, "queues": queues, "brokers": brokers, "queue_datas": queue_datas, "groups": groups,
-            "total": sum(q["max"] - q["min"] for q in queues)}  # fmt: skip
+            "total": sum(o.max_offset - o.min_offset for o in stats.values())}  # fmt: skip
 
 
 # -- consumers --------------------------------------------------------------------------------

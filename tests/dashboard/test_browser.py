@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import trio
 
-from rmq.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+from rmq.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, MQAdmin, Producer, PushConsumer
+from rmq.client.admin import TopicConfig
 
 from .conftest import Stack, wait_for
 
@@ -170,3 +171,41 @@ async def test_operator_flow_in_chromium(stack: Stack, browser: Any, tmp_path: P
         Path(target).mkdir(parents=True, exist_ok=True)
         for name in taken:
             shutil.copy(shots / name, Path(target) / name)
+
+
+async def test_cross_site_form_is_refused_in_chromium(stack: Stack, browser: Any, tmp_path: Path) -> None:
+    """A page on another origin posts a form that would delete a topic; the browser shows
+    the dashboard's refusal and the topic is still there."""
+    import functools
+    import http.server
+    import threading
+
+    from selenium.webdriver.common.by import By
+
+    async with MQAdmin(stack.ns) as admin:
+        await admin.create_topic(stack.broker.address, TopicConfig("WebGuarded", 2, 2))
+    site = tmp_path / "evil"
+    site.mkdir()
+    (site / "index.html").write_text(
+        f'<form id="f" method="post" action="{stack.url}/topic/WebGuarded/delete"><input name="csrf" value="x">'
+        "</form><script>document.getElementById('f').submit()</script>"
+    )
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    evil = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=evil.serve_forever, daemon=True).start()
+    try:
+        await trio.to_thread.run_sync(lambda: browser.get(stack.url + "/topics"))  # a session, as a victim has
+        await trio.to_thread.run_sync(lambda: browser.get(f"http://127.0.0.1:{evil.server_address[1]}/"))
+
+        async def refused() -> bool:
+            return "came from another site" in str(await trio.to_thread.run_sync(lambda: browser.page_source))
+
+        await wait_for(refused)
+        shot = tmp_path / "csrf.png"
+        await trio.to_thread.run_sync(lambda: browser.save_screenshot(str(shot)))
+        assert browser.find_element(By.ID, "error").text.startswith("refused")
+    finally:
+        evil.shutdown()
+        evil.server_close()
+    async with MQAdmin(stack.ns) as admin:
+        assert "WebGuarded" in await admin.topic_list()

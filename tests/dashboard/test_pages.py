@@ -14,7 +14,8 @@ import pytest
 import trio
 
 from rmq.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, MQAdmin, Producer, PushConsumer
-from rmq.dashboard.auth import UsersFileError, load_users
+from rmq.client.admin import TopicConfig
+from rmq.dashboard.auth import Throttle, UsersFileError, load_users
 from rmq.dashboard.charts import bar_chart, line_chart
 
 from .conftest import Stack, wait_for
@@ -24,6 +25,19 @@ FAST = {"poll_name_server_interval": 1.0, "rebalance_interval": 1.0, "persist_co
 
 def client(url: str) -> httpx.AsyncClient:
     return httpx.AsyncClient(base_url=url, timeout=10, follow_redirects=True)
+
+
+async def csrf(http: httpx.AsyncClient) -> str:
+    """The session's form token, as every page carries it (a cheap page: no query asked)."""
+    page = await http.get("/producers")
+    found = re.search(r'<meta name="csrf" content="([^"]+)">', page.text)
+    assert found is not None, page.text[:400]
+    return found.group(1)
+
+
+async def post(http: httpx.AsyncClient, path: str, data: dict[str, str] | None = None) -> httpx.Response:
+    """A form post as the dashboard's own pages send it: with the session's token."""
+    return await http.post(path, data={**(data or {}), "csrf": await csrf(http)})
 
 
 async def test_every_page_renders(stack: Stack) -> None:
@@ -43,8 +57,8 @@ async def test_every_page_renders(stack: Stack) -> None:
 
 async def test_topic_create_send_query_and_delete(stack: Stack) -> None:
     async with client(stack.url) as http:
-        r = await http.post(
-            "/topics", data={"topic": "DashOrders", "cluster": "TestCluster", "read": "2", "write": "2"}
+        r = await post(
+            http, "/topics", data={"topic": "DashOrders", "cluster": "TestCluster", "read": "2", "write": "2"}
         )
         assert r.status_code == 200 and "topic DashOrders saved on 1 broker(s)" in r.text
         assert "DashOrders" in (await http.get("/topics", params={"q": "dashord"})).text
@@ -53,7 +67,7 @@ async def test_topic_create_send_query_and_delete(stack: Stack) -> None:
             route = await admin.topic_route("DashOrders")
             assert route.queue_datas[0].write_queue_nums == 2
 
-        r = await http.post("/topic/DashOrders/send", data={"tags": "TagA", "keys": "order-7", "body": "seven"})
+        r = await post(http, "/topic/DashOrders/send", data={"tags": "TagA", "keys": "order-7", "body": "seven"})
         assert r.status_code == 200 and "SEND_OK" in r.text
         detail = await http.get("/topic/DashOrders")
         assert "1 message(s) held in 2 queue(s)" in detail.text
@@ -72,7 +86,7 @@ async def test_topic_create_send_query_and_delete(stack: Stack) -> None:
         by_id = await http.get("/messages", params={"msg_id": offset_id.group(1)})
         assert by_id.url.path == f"/message/{offset_id.group(1)}"
 
-        r = await http.post("/topic/DashOrders/delete")
+        r = await post(http, "/topic/DashOrders/delete")
         assert r.status_code == 200 and "topic DashOrders deleted" in r.text
         assert "DashOrders" not in (await http.get("/topics")).text
 
@@ -80,16 +94,16 @@ async def test_topic_create_send_query_and_delete(stack: Stack) -> None:
 async def test_bad_input_is_shown_not_a_traceback(stack: Stack) -> None:
     async with client(stack.url) as http:
         cases = [
-            (lambda: http.post("/topics", data={"topic": ""}), 400, "the topic name is empty"),
-            (lambda: http.post("/topics", data={"topic": "a b"}), 400, "is not a topic name"),
-            (lambda: http.post("/topics", data={"topic": "T1", "read": "x"}), 400, "read must be a whole number"),
-            (lambda: http.post("/topics", data={"topic": "T1", "write": "5000"}), 400, "between 1 and 1024"),
-            (lambda: http.post("/topics", data={"topic": "T1", "cluster": "Nowhere"}), 502, "Nowhere"),
+            (lambda: post(http, "/topics", data={"topic": ""}), 400, "the topic name is empty"),
+            (lambda: post(http, "/topics", data={"topic": "a b"}), 400, "is not a topic name"),
+            (lambda: post(http, "/topics", data={"topic": "T1", "read": "x"}), 400, "read must be a whole number"),
+            (lambda: post(http, "/topics", data={"topic": "T1", "write": "5000"}), 400, "between 1 and 1024"),
+            (lambda: post(http, "/topics", data={"topic": "T1", "cluster": "Nowhere"}), 502, "Nowhere"),
             (lambda: http.get("/topic/NoSuchTopic"), 502, "NoSuchTopic"),
             (lambda: http.get("/message/ZZZ"), 502, "not an offset message id"),
             (lambda: http.get("/messages", params={"topic": "TBW102", "begin": "yesterday"}), 400, "not a time"),
             (lambda: http.get("/cluster/config"), 400, "no broker address"),
-            (lambda: http.post("/topic/SCHEDULE_TOPIC_XXXX/send", data={"body": "x"}), 400, "is forbidden"),
+            (lambda: post(http, "/topic/SCHEDULE_TOPIC_XXXX/send", data={"body": "x"}), 400, "is forbidden"),
             (lambda: http.get("/dlq/export"), 400, "no consumer group"),
         ]
         for request, status, text in cases:
@@ -128,7 +142,7 @@ async def test_consumers_running_info_and_reset(stack: Stack) -> None:
         assert running.status_code == 200 and "DashFlow" in running.text, running.text[-600:]
         topic = await http.get("/topic/DashFlow")
         assert "cg_dash" in topic.text
-        r = await http.post("/topic/DashFlow/reset", data={"group": "cg_dash", "time": "2000-01-01 00:00"})
+        r = await post(http, "/topic/DashFlow/reset", data={"group": "cg_dash", "time": "2000-01-01 00:00"})
         assert r.status_code == 200 and "offsets of cg_dash reset on" in r.text
 
         async def redelivered() -> bool:
@@ -168,7 +182,7 @@ async def test_dead_letters_list_export_and_resend(stack: Stack) -> None:
         rows = json.loads(exported.text)
         assert len(rows) == 1 and rows[0]["text"] == "poison" and rows[0]["origin"] == "DashDlq"
         before = len(seen)
-        r = await http.post("/dlq/resend", data={"group": "cg_dlq", "msg_id": rows[0]["offset_msg_id"]})
+        r = await post(http, "/dlq/resend", data={"group": "cg_dlq", "msg_id": rows[0]["offset_msg_id"]})
         assert r.status_code == 200 and "resent 1 of 1 dead letter(s)" in r.text
 
         async def back_in_topic() -> bool:
@@ -196,7 +210,7 @@ async def test_read_only_refuses_writes_and_hides_forms(stack: Stack) -> None:
         page = await http.get("/topics")
         assert 'id="read-only"' in page.text and 'id="create-topic"' not in page.text
         for path in ("/topics", "/topic/TBW102/delete", "/topic/TBW102/send", "/dlq/resend", "/consumer/g/delete"):
-            r = await http.post(path, data={"topic": "Nope", "body": "x", "group": "g"})
+            r = await post(http, path, data={"topic": "Nope", "body": "x", "group": "g"})
             assert r.status_code == 403 and "the dashboard is read-only" in r.text
     async with MQAdmin(stack.ns) as admin:
         assert "Nope" not in await admin.topic_list()
@@ -209,16 +223,76 @@ async def test_login_from_a_users_file(stack: Stack, tmp_path: Path) -> None:
     async with client(url) as http:
         r = await http.get("/topics")
         assert r.url.path == "/login" and 'id="login"' in r.text
-        r = await http.post("/login", data={"name": "admin", "password": "wrong"})
+        r = await post(http, "/login", data={"name": "admin", "password": "wrong"})
         assert r.status_code == 401 and "wrong name or password" in r.text
-        r = await http.post("/login", data={"name": "viewer", "password": "look"})
+        r = await post(http, "/login", data={"name": "viewer", "password": "look"})
         assert r.url.path == "/" and "viewer" in r.text
-        r = await http.post("/topics", data={"topic": "ByViewer"})
+        r = await post(http, "/topics", data={"topic": "ByViewer"})
         assert r.status_code == 403 and "only an administrator" in r.text
-        await http.get("/logout")
-        r = await http.post("/login", data={"name": "admin", "password": "secret"})
-        r = await http.post("/topics", data={"topic": "ByAdmin", "cluster": "TestCluster"})
+        await post(http, "/logout")
+        r = await post(http, "/login", data={"name": "admin", "password": "secret"})
+        r = await post(http, "/topics", data={"topic": "ByAdmin", "cluster": "TestCluster"})
         assert r.status_code == 200 and "topic ByAdmin saved" in r.text
+
+
+async def test_cross_site_and_tokenless_posts_are_refused(stack: Stack) -> None:
+    """With no login (the default) a form on another site could delete a topic: every
+    write needs this dashboard's origin and the session's token."""
+    async with MQAdmin(stack.ns) as admin:
+        await admin.create_topic(stack.broker.address, TopicConfig("Guarded", 2, 2))
+    async with client(stack.url) as http:
+        foreign = {"Origin": "http://evil.example"}
+        r = await http.post("/topic/Guarded/delete", headers=foreign)
+        assert r.status_code == 403 and "came from another site" in r.text
+        r = await http.post("/topic/Guarded/delete")
+        assert r.status_code == 403 and "reload the page" in r.text
+        token = await csrf(http)  # even with the token, not from another site
+        r = await http.post("/topic/Guarded/delete", data={"csrf": token}, headers=foreign)
+        assert r.status_code == 403 and "came from another site" in r.text
+        r = await http.post("/topic/Guarded/delete", data={"csrf": token}, headers={"Referer": "http://evil.example/x"})
+        assert r.status_code == 403 and "came from another site" in r.text
+        r = await http.post("/topic/Guarded/delete", data={"csrf": "guessed"})
+        assert r.status_code == 403 and "reload the page" in r.text
+    async with client(stack.url) as stranger:  # a valid token of another session does not do
+        r = await stranger.post("/topic/Guarded/delete", data={"csrf": token})
+        assert r.status_code == 403
+    async with MQAdmin(stack.ns) as admin:
+        assert "Guarded" in await admin.topic_list()
+    async with client(stack.url) as http:  # the same origin with the token may
+        r = await http.post("/topic/Guarded/delete", data={"csrf": await csrf(http)}, headers={"Origin": stack.url})
+        assert r.status_code == 200 and "topic Guarded deleted" in r.text
+
+
+async def test_login_needs_a_token_and_is_throttled(stack: Stack, tmp_path: Path) -> None:
+    users = tmp_path / "users.properties"
+    users.write_text("admin=secret,1\n")
+    url = await stack.dashboard(users=load_users(users))
+    async with client(url) as http:
+        r = await http.post("/login", data={"name": "admin", "password": "secret"})
+        assert r.status_code == 403 and r.url.path == "/login"
+        for _ in range(5):
+            r = await post(http, "/login", data={"name": "admin", "password": "guess"})
+            assert r.status_code == 401
+        r = await post(http, "/login", data={"name": "admin", "password": "secret"})  # right, but too soon
+        assert r.status_code == 429 and "too many failed logins" in r.text
+
+
+def test_throttle_waits_longer_after_each_failure() -> None:
+    now = [0.0]
+    throttle = Throttle(free=2, base=10.0, cap=25.0, clock=lambda: now[0])
+    throttle.failed("a")
+    assert throttle.wait("a") == 0
+    throttle.failed("a")
+    assert throttle.wait("a") == 10 and throttle.wait("b") == 0
+    throttle.failed("a")
+    assert throttle.wait("a") == 20
+    throttle.failed("a")
+    assert throttle.wait("a") == 25  # capped
+    now[0] = 30.0
+    assert throttle.wait("a") == 0
+    throttle.succeeded("a")
+    throttle.failed("a")
+    assert throttle.wait("a") == 0
 
 
 def test_users_file_errors(tmp_path: Path) -> None:
