@@ -21,12 +21,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 import trio
 
 from rmq.admin import offsets
-from rmq.admin.messages import admin_producer, dead_letters, resend, with_id
+from rmq.admin.messages import TimePage, admin_producer, dead_letters, resend, with_id
 from rmq.client import Message, MessageQueue, MQAdmin, MQClientError
 from rmq.client.admin import TopicConfig
 from rmq.client.message import check_topic
@@ -313,11 +313,13 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         topic_q, key, msg_id = p.get("topic", "").strip(), p.get("key", "").strip(), p.get("msg_id", "").strip()
         rows: list[dict[str, Any]] = []
         asked = ""
+        found: TimePage | None = None
+        links: dict[str, str] = {}
         if msg_id:
-            found = await data.message_by_id(admin, msg_id, topic_q)
-            if found is None:
+            hit = await data.message_by_id(admin, msg_id, topic_q)
+            if hit is None:
                 raise InputError(f"no message {msg_id} in {topic_q}")
-            return RedirectResponse(f"/message/{found['offset_msg_id']}", status_code=303)
+            return RedirectResponse(f"/message/{hit['offset_msg_id']}", status_code=303)
         if topic_q and key:
             rows, asked = await data.messages_by_key(admin, _topic_name(topic_q), key), f"key {key}"
         elif topic_q:
@@ -326,9 +328,20 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
             end = _time_ms(p.get("end", ""), now)
             if begin > end:
                 raise InputError("the range begins after it ends")
-            rows = await data.messages_by_time(admin, _topic_name(topic_q), begin, end)
+            number = _int(p, "page", 1, 1_000_000, 1)
+            newest = p.get("order", "newest") != "oldest"
+            rows, found = await data.messages_by_time(admin, _topic_name(topic_q), begin, end, number, newest)
             asked = f"time {data._time_text(begin)} .. {data._time_text(end)}"
-        return render(request, "messages.html", rows=rows, topic=topic_q, key=key, asked=asked, p=p)
+            # the page links keep the range fixed, so "now" does not move between pages
+            here = {"topic": topic_q, "begin": str(begin), "end": str(end), "order": "newest" if newest else "oldest"}
+            links = {
+                name: "/messages?" + urlencode({**here, "page": str(n)})
+                for name, n in (("prev", number - 1), ("next", number + 1))
+                if 1 <= n <= found.pages
+            }
+        return render(
+            request, "messages.html", rows=rows, topic=topic_q, key=key, asked=asked, p=p, found=found, links=links
+        )
 
     async def message(request: Request) -> Response:
         m = await data.message_by_id(admin, request.path_params["msg_id"])

@@ -14,8 +14,8 @@ from typing import Any
 import trio
 
 from rmq.admin import brokers
-from rmq.admin.messages import origin_topic, trace_views
-from rmq.client import MessageExt, MessageQueue, MQAdmin, MQClientError
+from rmq.admin.messages import TimePage, by_time, origin_topic, trace_views
+from rmq.client import MessageExt, MQAdmin, MQClientError
 from rmq.protocol import properties as P
 from rmq.protocol.constants import (
     BUILTIN_GROUPS,
@@ -256,26 +256,12 @@ async def message_by_id(admin: MQAdmin, msg_id: str, topic: str = "") -> dict[st
 
 
 async def messages_by_time(
-    admin: MQAdmin, topic: str, begin_ms: int, end_ms: int, limit: int = 200
-) -> list[dict[str, Any]]:
-    """Messages stored in [begin_ms, end_ms] on every queue of `topic`, at most `limit`,
-    newest last: each queue is searched by time and read forward, as rocketmq-dashboard does."""
-    route = await admin.topic_route(topic)
-    out: list[MessageExt] = []
-    for bd in route.broker_datas:
-        addr = bd.master_addr or bd.any_addr()
-        if addr is None:
-            continue
-        for q in route.queue_datas:
-            if q.broker_name != bd.broker_name:
-                continue
-            for qid in range(q.read_queue_nums):
-                mq = MessageQueue(topic, bd.broker_name, qid)
-                start = await admin.api.search_offset(addr, mq, begin_ms, admin.timeout)
-                batch = await admin.pull_queue(mq, start, limit)
-                out += [m for m in batch if begin_ms <= m.store_timestamp <= end_ms]
-    out.sort(key=lambda m: m.store_timestamp)
-    return [message_view(m) for m in out[:limit]]
+    admin: MQAdmin, topic: str, begin_ms: int, end_ms: int, page: int = 1, newest_first: bool = True
+) -> tuple[list[dict[str, Any]], TimePage]:
+    """One page of the messages stored in [begin_ms, end_ms] on every queue of `topic`, newest
+    first by default as rocketmq-dashboard shows them, and the page's counts."""
+    found = await by_time(admin, topic, begin_ms, end_ms, page=page, newest_first=newest_first)
+    return [message_view(m) for m in found.messages], found
 
 
 async def message_trace(admin: MQAdmin, msg_id: str, trace_topic: str = TRACE_TOPIC) -> list[dict[str, Any]]:

@@ -91,6 +91,29 @@ async def test_topic_create_send_query_and_delete(stack: Stack) -> None:
         assert "DashOrders" not in (await http.get("/topics")).text
 
 
+async def test_search_by_time_pages_newest_first(stack: Stack) -> None:
+    """A busy topic: more than the 200 messages the search used to read, oldest first and
+    silently cut. The first page is the newest, and the page says how many matched."""
+    async with Producer("pg_busy", stack.ns) as producer:
+        for i in range(230):
+            await producer.send(Message("DashPaged", f"busy-{i:03d}"))
+    async with client(stack.url) as http:
+        first = await http.get("/messages", params={"topic": "DashPaged", "begin": "0"})
+        assert "230 matched, showing 1-20 (newest first, page 1 of 12)" in first.text, first.text[-800:]
+        assert "busy-229" in first.text and "busy-000" not in first.text
+        assert 'id="prev-page"' not in first.text
+        link = re.search(r'href="([^"]+)" id="next-page"', first.text)
+        assert link is not None
+        second = await http.get(link.group(1).replace("&amp;", "&"))
+        assert "showing 21-40 (newest first, page 2 of 12)" in second.text and "busy-209" in second.text
+        last = await http.get("/messages", params={"topic": "DashPaged", "begin": "0", "page": "12"})
+        assert "showing 221-230" in last.text and "busy-000" in last.text and 'id="next-page"' not in last.text
+        oldest = await http.get("/messages", params={"topic": "DashPaged", "begin": "0", "order": "oldest"})
+        assert "showing 1-20 (oldest first, page 1 of 12)" in oldest.text and "busy-000" in oldest.text
+        bad = await http.get("/messages", params={"topic": "DashPaged", "page": "0"})
+        assert bad.status_code == 400 and "page must be between 1" in bad.text
+
+
 async def test_bad_input_is_shown_not_a_traceback(stack: Stack) -> None:
     async with client(stack.url) as http:
         cases = [
