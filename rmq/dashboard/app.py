@@ -27,10 +27,12 @@ import trio
 
 from rmq.admin import offsets
 from rmq.admin.messages import TimePage, admin_producer, dead_letters, resend, with_id
-from rmq.client import Message, MessageQueue, MQAdmin, MQClientError
+from rmq.client import Message, MessageQueue, MQAdmin, MQBrokerError, MQClientError, MQConnectError, MQNoRouteError
 from rmq.client.admin import TopicConfig
 from rmq.client.message import check_topic
+from rmq.protocol import ProtocolError
 from rmq.protocol.constants import topic_error
+from rmq.protocol.message import parse_offset_msg_id
 
 from . import data
 from .auth import Throttle, User, UsersFileError, check, load_users
@@ -47,6 +49,20 @@ Handler = Callable[[Any], Awaitable[Any]]
 
 class InputError(ValueError):
     """A form or query value the page cannot use; shown to the user, status 400."""
+
+
+class NotFound(LookupError):
+    """What the page is about (a topic, a message, a group) does not exist; status 404."""
+
+
+def plain(exc: MQClientError) -> str:
+    """A client error as a sentence for the page, without request codes or Python reprs."""
+    if isinstance(exc, MQBrokerError):
+        who = f"The broker at {exc.address}" if exc.address else "The broker"
+        return f"{who} refused: {exc.remark or 'no reason given'}"
+    if isinstance(exc, MQConnectError):
+        return f"Cannot reach {exc.address}: {exc.reason}"
+    return str(exc)
 
 
 @dataclass
@@ -186,8 +202,12 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
                 return result
             except InputError as exc:
                 return render(request, "error.html", 400, error=str(exc))
+            except NotFound as exc:
+                return render(request, "error.html", 404, error=str(exc))
+            except MQNoRouteError as exc:
+                return render(request, "error.html", 404, error=f"There is no topic {exc.topic}.")
             except MQClientError as exc:
-                return render(request, "error.html", 502, error=str(exc))
+                return render(request, "error.html", 502, error=plain(exc))
 
         return handler
 
@@ -284,11 +304,19 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
 
     async def consumer(request: Request) -> Response:
         group = request.path_params["group"]
-        return render(request, "consumer.html", g=await data.group_detail(admin, group))
+        g = await data.group_detail(admin, group)
+        if not g["configs"] and not g["queues"] and not g["clients"]:
+            raise NotFound(f"There is no consumer group {group}.")
+        return render(request, "consumer.html", g=g)
 
     async def consumer_client(request: Request) -> Response:
         group, client_id = request.path_params["group"], request.path_params["client"]
-        info = await admin.consumer_running_info(group, client_id)
+        try:
+            info = await admin.consumer_running_info(group, client_id)
+        except MQBrokerError as exc:
+            if "not online" not in exc.remark:
+                raise
+            raise NotFound(f"Client {client_id} of group {group} is not online.") from None
         text = json.dumps(_jsonable(info), indent=2, sort_keys=True, default=str)
         return render(request, "running.html", group=group, client=client_id, text=text)
 
@@ -306,7 +334,27 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         topic_q = request.query_params.get("topic", "").strip()
         group = request.query_params.get("group", "").strip()
         rows = await data.producer_rows(admin, _topic_name(topic_q), group) if topic_q and group else []
+        if topic_q and group and not rows:
+            raise NotFound(f"No producer of group {group} is connected to the brokers of topic {topic_q}.")
         return render(request, "producers.html", rows=rows, topic=topic_q, group=group, asked=bool(topic_q and group))
+
+    async def _message(msg_id: str, topic: str = "") -> dict[str, Any]:
+        """The message by offset id, or by unique key within `topic`: 400 for an id that is
+        neither, 404 when no broker holds it."""
+        msg_id = msg_id.strip()
+        unique = topic and len(msg_id) == 32
+        if not unique:
+            try:
+                parse_offset_msg_id(msg_id)
+            except ProtocolError:
+                raise InputError(f"{msg_id} is not a message id (32 hexadecimal digits or more).") from None
+        try:
+            found = await data.message_by_id(admin, msg_id, topic)
+        except MQBrokerError:  # VIEW_MESSAGE_BY_ID: nothing at that offset
+            found = None
+        if found is None:
+            raise NotFound(f"There is no message {msg_id}" + (f" in topic {topic}." if topic else "."))
+        return found
 
     async def messages(request: Request) -> Response:
         p = request.query_params
@@ -316,9 +364,7 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         found: TimePage | None = None
         links: dict[str, str] = {}
         if msg_id:
-            hit = await data.message_by_id(admin, msg_id, topic_q)
-            if hit is None:
-                raise InputError(f"no message {msg_id} in {topic_q}")
+            hit = await _message(msg_id, topic_q)
             return RedirectResponse(f"/message/{hit['offset_msg_id']}", status_code=303)
         if topic_q and key:
             rows, asked = await data.messages_by_key(admin, _topic_name(topic_q), key), f"key {key}"
@@ -344,8 +390,7 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         )
 
     async def message(request: Request) -> Response:
-        m = await data.message_by_id(admin, request.path_params["msg_id"])
-        assert m is not None
+        m = await _message(request.path_params["msg_id"])
         trace = await data.message_trace(admin, m["msg_id"])
         return render(request, "message.html", m=m, trace=trace, view=request.query_params.get("view", "text"))
 
@@ -415,7 +460,7 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
 
     async def failed(request: Request, exc: Exception) -> Response:
         log.exception("dashboard page %s failed", request.url.path)
-        return render(request, "error.html", 500, error=f"{type(exc).__name__}: {exc}")
+        return render(request, "error.html", 500, error="The dashboard failed to show this page; its log says why.")
 
     class LoginRequired:
         """Sends anyone not logged in to /login when a users file is configured."""

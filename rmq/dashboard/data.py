@@ -15,7 +15,7 @@ import trio
 
 from rmq.admin import brokers
 from rmq.admin.messages import TimePage, by_time, origin_topic, trace_views
-from rmq.client import MessageExt, MQAdmin, MQClientError
+from rmq.client import MessageExt, MQAdmin, MQBrokerError, MQClientError
 from rmq.protocol import properties as P
 from rmq.protocol.constants import (
     BUILTIN_GROUPS,
@@ -204,7 +204,13 @@ async def producer_rows(admin: MQAdmin, topic: str, group: str) -> list[dict[str
     for bd in route.broker_datas:
         if bd.master_addr is None:
             continue
-        for c in await admin.producer_connection_on(bd.master_addr, group):
+        try:
+            connections = await admin.producer_connection_on(bd.master_addr, group)
+        except MQBrokerError as exc:
+            if "not exist" in exc.remark:  # the broker's answer when no producer of it is connected
+                continue
+            raise
+        for c in connections:
             rows.append({"broker": bd.broker_name, "id": c.client_id, "addr": c.client_addr,
                          "language": c.language, "version": c.version})  # fmt: skip
     return rows

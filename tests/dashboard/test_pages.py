@@ -17,6 +17,7 @@ from rmq.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, MQA
 from rmq.client.admin import TopicConfig
 from rmq.dashboard.auth import Throttle, UsersFileError, load_users
 from rmq.dashboard.charts import bar_chart, line_chart
+from rmq.protocol.message import make_offset_msg_id
 
 from .conftest import Stack, wait_for
 
@@ -122,8 +123,7 @@ async def test_bad_input_is_shown_not_a_traceback(stack: Stack) -> None:
             (lambda: post(http, "/topics", data={"topic": "T1", "read": "x"}), 400, "read must be a whole number"),
             (lambda: post(http, "/topics", data={"topic": "T1", "write": "5000"}), 400, "between 1 and 1024"),
             (lambda: post(http, "/topics", data={"topic": "T1", "cluster": "Nowhere"}), 502, "Nowhere"),
-            (lambda: http.get("/topic/NoSuchTopic"), 502, "NoSuchTopic"),
-            (lambda: http.get("/message/ZZZ"), 502, "not an offset message id"),
+            (lambda: http.get("/message/ZZZ"), 400, "ZZZ is not a message id"),
             (lambda: http.get("/messages", params={"topic": "TBW102", "begin": "yesterday"}), 400, "not a time"),
             (lambda: http.get("/cluster/config"), 400, "no broker address"),
             (lambda: post(http, "/topic/SCHEDULE_TOPIC_XXXX/send", data={"body": "x"}), 400, "is forbidden"),
@@ -134,6 +134,32 @@ async def test_bad_input_is_shown_not_a_traceback(stack: Stack) -> None:
             assert r.status_code == status, (text, r.status_code, r.text[-400:])
             assert text in r.text and "Traceback" not in r.text
         assert (await http.get("/")).status_code == 200  # still serving
+
+
+async def test_missing_things_are_404_with_a_plain_sentence(stack: Stack) -> None:
+    """Not a 502 with the broker's remark, request codes or Python reprs."""
+    host, port = stack.broker.address.split(":")
+    nowhere = make_offset_msg_id(host, int(port), 99_999)  # a well-formed id of an empty offset
+    cases = [
+        ("/topic/NoSuchTopic", "There is no topic NoSuchTopic."),
+        ("/messages?topic=NoSuch&key=k", "There is no topic NoSuch."),
+        ("/messages?topic=NoSuch", "There is no topic NoSuch."),
+        (f"/message/{nowhere}", f"There is no message {nowhere}."),
+        (f"/messages?msg_id={nowhere}", f"There is no message {nowhere}."),
+        ("/messages?topic=TBW102&msg_id=0123456789ABCDEF0123456789ABCDEF", "There is no message 0123456789ABCDEF"),
+        ("/consumer/NoSuchGroup", "There is no consumer group NoSuchGroup."),
+        ("/consumer/NoSuchGroup/client/someone", "Client someone of group NoSuchGroup is not online."),
+        ("/producers?topic=TBW102&group=nobody", "No producer of group nobody is connected"),
+    ]
+    async with client(stack.url) as http:
+        for path, sentence in cases:
+            r = await http.get(path)
+            error = re.search(r'<p class="error" id="error">([^<]*)</p>', r.text)
+            assert r.status_code == 404 and error is not None, (path, r.status_code, r.text[-300:])
+            text = error.group(1)
+            assert text.startswith(sentence), (path, text)
+            for raw in ("[&#39;", "MQKey(", "MessageQueue(", "SYSTEM_ERROR", "(33)", "answered"):
+                assert raw not in text, (path, text)
 
 
 async def test_consumers_running_info_and_reset(stack: Stack) -> None:
@@ -177,7 +203,7 @@ async def test_consumers_running_info_and_reset(stack: Stack) -> None:
         producers = await http.get("/producers", params={"topic": "DashFlow", "group": "pg_online"})
         assert online.instance.client_id in producers.text and "PYTHON" in producers.text
         offline = await http.get("/producers", params={"topic": "DashFlow", "group": "pg_dash"})
-        assert offline.status_code == 502 and "pg_dash] not exist" in offline.text  # RocketMQ's answer
+        assert offline.status_code == 404 and "No producer of group pg_dash is connected" in offline.text
 
 
 async def test_dead_letters_list_export_and_resend(stack: Stack) -> None:
