@@ -25,13 +25,13 @@ from urllib.parse import urlencode, urlsplit
 
 import trio
 
-from rmq.admin import offsets
-from rmq.admin.messages import TimePage, admin_producer, dead_letters, resend, with_id
+from rmq.admin import groups, offsets
+from rmq.admin.messages import TimePage, admin_producer, dead_letters, resend
 from rmq.client import Message, MessageQueue, MQAdmin, MQBrokerError, MQClientError, MQConnectError, MQNoRouteError
-from rmq.client.admin import TopicConfig
+from rmq.client.admin import SubscriptionGroupConfig, TopicConfig
 from rmq.client.message import check_topic
 from rmq.protocol import ProtocolError
-from rmq.protocol.constants import topic_error
+from rmq.protocol.constants import DLQ_PREFIX, topic_error
 from rmq.protocol.message import parse_offset_msg_id
 
 from . import data
@@ -103,6 +103,27 @@ def _topic_name(raw: object, *, new: bool = False) -> str:
         except MQClientError as exc:
             raise InputError(str(exc)) from None
     return name
+
+
+def _perm(form: Any) -> int:
+    """A topic's permission: 6 read and write, 4 read only, 2 write only."""
+    perm = _int(form, "perm", 2, 6, 6)
+    if perm not in (2, 4, 6):
+        raise InputError(f"perm must be 6 (read and write), 4 (read) or 2 (write), not {perm}")
+    return perm
+
+
+REFRESH_CHOICES = (5, 10, 30, 60)  # seconds a page may reload itself after
+
+
+def _refresh(raw: str) -> int:
+    return int(raw) if raw.isdigit() and int(raw) in REFRESH_CHOICES else 0
+
+
+def _sort(request: Any, default: str) -> tuple[str, bool]:
+    """The table column to sort by (`?sort=lag&desc=1`)."""
+    key = str(request.query_params.get("sort", "") or default)
+    return key, request.query_params.get("desc", "") == "1"
 
 
 def _time_ms(raw: str, default: int) -> int:
@@ -180,7 +201,8 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
             read_only=not can_write(request),
             user=user_of(request),
             login=settings.users is not None,
-            namesrv=";".join(settings.namesrv),
+            namesrv=";".join(admin.namesrv),
+            refresh=_refresh(request.query_params.get("refresh", "")),
             flash=request.query_params.get("flash", ""),
         )
         return templates.TemplateResponse(request, name, context, status_code=status)
@@ -221,11 +243,14 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
 
     async def home(request: Request) -> Response:
         points = list(sampler.points)
+        every = f"{sampler.interval:g} s"
         tps = line_chart(
-            {"in": [(t, i) for t, i, _ in points], "out": [(t, o) for t, _, o in points]},
-            title="Messages per second, last hour",
+            {"in (put)": [(t, i) for t, i, _ in points], "out (pulled)": [(t, o) for t, _, o in points]},
+            title=f"Messages per second put into and pulled from all masters, sampled every {every}, last hour",
         )
-        busiest = bar_chart(sampler.busiest, title="Busiest topics, messages in the last hour")
+        busiest = bar_chart(
+            sampler.busiest, title="Ten busiest topics: messages put in the last hour (all masters, TOPIC_PUT_NUMS)"
+        )
         rows = await data.cluster_rows(admin)
         return render(request, "home.html", tps_chart=tps, busiest_chart=busiest, brokers=rows, error=sampler.error)
 
@@ -252,7 +277,7 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
             name,
             read_queue_nums=_int(form, "read", 1, 1024, 8),
             write_queue_nums=_int(form, "write", 1, 1024, 8),
-            perm=_int(form, "perm", 2, 6, 6),
+            perm=_perm(form),
         )
         info = await admin.cluster_info()
         cluster_name = str(form.get("cluster") or "").strip() or next(iter(sorted(info.clusters)), "")
@@ -266,6 +291,22 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
     async def topic(request: Request) -> Response:
         name = _topic_name(request.path_params["topic"])
         return render(request, "topic.html", t=await data.topic_detail(admin, name), result=None)
+
+    async def topic_config(request: Request) -> Response:
+        """Change the queue counts and permission of the topic on every broker of its route."""
+        name = _topic_name(request.path_params["topic"])
+        form = await request.form()
+        config = TopicConfig(
+            name,
+            read_queue_nums=_int(form, "read", 1, 1024),
+            write_queue_nums=_int(form, "write", 1, 1024),
+            perm=_perm(form),
+        )
+        route = await admin.topic_route(name)
+        masters = [bd.master_addr for bd in route.broker_datas if bd.master_addr is not None]
+        for addr in masters:
+            await admin.create_topic(addr, config)
+        return back(f"/topic/{name}", f"topic {name} updated on {len(masters)} broker(s)")
 
     async def topic_delete(request: Request) -> Response:
         name = _topic_name(request.path_params["topic"])
@@ -300,14 +341,57 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         return back(f"/topic/{name}", f"offsets of {group} reset on {count} queue(s)")
 
     async def consumers(request: Request) -> Response:
-        return render(request, "consumers.html", groups=await data.group_rows(admin))
+        q = request.query_params.get("q", "").strip()
+        key, desc = _sort(request, "group")
+        rows = [g for g in await data.group_rows(admin) if q.lower() in g["group"].lower()]
+        info = await admin.cluster_info()
+        return render(
+            request, "consumers.html", groups=data.sort_rows(rows, key, desc), q=q, clusters=sorted(info.clusters),
+            cfg=SubscriptionGroupConfig(""), sort=key, desc=desc,
+        )  # fmt: skip
+
+    async def group_save(request: Request) -> Response:
+        """Create or update a consumer group's config on a cluster's masters."""
+        form = await request.form()
+        name = str(form.get("group") or "").strip()
+        if not name or topic_error(name) is not None:
+            raise InputError(f"{name!r} is not a group name: 1-127 of letters, digits, %, |, _ and -")
+        config = SubscriptionGroupConfig(
+            name,
+            consume_enable="consume_enable" in form,
+            consume_from_min_enable="consume_from_min_enable" in form,
+            consume_broadcast_enable="consume_broadcast_enable" in form,
+            retry_queue_nums=_int(form, "retry_queue_nums", 0, 64, 1),
+            retry_max_times=_int(form, "retry_max_times", 0, 64, 16),
+            broker_id=_int(form, "broker_id", 0, 1024, 0),
+            which_broker_when_consume_slowly=_int(form, "which_broker_when_consume_slowly", 0, 1024, 1),
+        )
+        info = await admin.cluster_info()
+        cluster_name = str(form.get("cluster") or "").strip() or next(iter(sorted(info.clusters)), "")
+        if not info.masters(cluster_name):
+            raise InputError(f"cluster {cluster_name!r} has no master")
+        done = [addr async for addr in groups.create(admin, config, None, cluster_name)]
+        return back(f"/consumer/{name}", f"group {name} saved on {len(done)} broker(s)")
+
+    async def consumer_skip(request: Request) -> Response:
+        """Skip the accumulated messages: the group's offsets of a topic move to its end."""
+        group = request.path_params["group"]
+        form = await request.form()
+        name = _topic_name(form.get("topic"))
+        reset = await offsets.reset_by_time(admin, name, group, -1)
+        count = len(reset.offsets) if reset.offsets is not None else len(reset.stats or [])
+        return back(f"/consumer/{group}", f"{group} skipped to the end of {name} on {count} queue(s)")
 
     async def consumer(request: Request) -> Response:
         group = request.path_params["group"]
         g = await data.group_detail(admin, group)
         if not g["configs"] and not g["queues"] and not g["clients"]:
             raise NotFound(f"There is no consumer group {group}.")
-        return render(request, "consumer.html", g=g)
+        cfg = SubscriptionGroupConfig.from_json(g["config"]) if "config" in g else SubscriptionGroupConfig(group)
+        info = await admin.cluster_info()
+        named = {q["topic"] for q in g["queues"]} | {s["topic"] for s in g["subscriptions"]}
+        topics = sorted(named, key=lambda t: (t.startswith("%"), t))  # the retry topic last
+        return render(request, "consumer.html", g=g, cfg=cfg, clusters=sorted(info.clusters), topics=topics)
 
     async def consumer_client(request: Request) -> Response:
         group, client_id = request.path_params["group"], request.path_params["client"]
@@ -318,7 +402,8 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
                 raise
             raise NotFound(f"Client {client_id} of group {group} is not online.") from None
         text = json.dumps(_jsonable(info), indent=2, sort_keys=True, default=str)
-        return render(request, "running.html", group=group, client=client_id, text=text)
+        tables = data.running_tables(info)
+        return render(request, "running.html", group=group, client=client_id, text=text, tables=tables)
 
     async def consumer_delete(request: Request) -> Response:
         group = request.path_params["group"]
@@ -392,12 +477,58 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
     async def message(request: Request) -> Response:
         m = await _message(request.path_params["msg_id"])
         trace = await data.message_trace(admin, m["msg_id"])
-        return render(request, "message.html", m=m, trace=trace, view=request.query_params.get("view", "text"))
+        tracks = await data.message_tracks(admin, m)
+        view = request.query_params.get("view", "text")
+        return render(request, "message.html", m=m, trace=trace, tracks=tracks, view=view)
+
+    async def message_resend(request: Request) -> Response:
+        """Have a client of a group consume the message again (CONSUME_MESSAGE_DIRECTLY), as
+        rocketmq-dashboard's resend; the client's answer is shown."""
+        m = await _message(request.path_params["msg_id"])
+        form = await request.form()
+        group = str(form.get("group") or "").strip()
+        client_id = str(form.get("client") or "").strip()
+        if not group:
+            raise InputError("no consumer group given")
+        if not client_id:
+            conn = await admin.consumer_connection(group)
+            if not conn.connections:
+                raise NotFound(f"No client of group {group} is online.")
+            client_id = conn.connections[0].client_id
+        answer = await admin.consume_message_directly(group, client_id, m["offset_msg_id"], m["topic"])
+        result = answer.get("consumeResult", "?")
+        flash = f"consumed again by {client_id} of {group}: {result}"
+        if answer.get("remark"):
+            flash += f" ({answer['remark']})"
+        return back(f"/message/{m['offset_msg_id']}", flash)
 
     async def dlq(request: Request) -> Response:
-        group = request.query_params.get("group", "").strip()
-        rows = [data.message_view(m) for m in await dead_letters(admin, group, DLQ_PAGE)] if group else []
-        return render(request, "dlq.html", group=group, rows=rows)
+        """Without a group, every group's dead-letter topic; with one, a page of its dead
+        letters stored in the time range (default: the last day), newest first."""
+        p = request.query_params
+        group = p.get("group", "").strip()
+        if not group:
+            return render(request, "dlq.html", group="", topics=await data.dlq_topics(admin), p=p)
+        now = int(time.time() * 1000)
+        begin = _time_ms(p.get("begin", ""), now - 86_400_000)
+        end = _time_ms(p.get("end", ""), now)
+        if begin > end:
+            raise InputError("the range begins after it ends")
+        number = _int(p, "page", 1, 1_000_000, 1)
+        try:
+            rows, found = await data.messages_by_time(admin, DLQ_PREFIX + group, begin, end, number)
+        except MQNoRouteError:  # no dead letter yet: the broker makes the topic with the first
+            rows, found = [], TimePage([], 0, 1, 20, True)
+        here = {"group": group, "begin": str(begin), "end": str(end)}
+        links = {
+            name: "/dlq?" + urlencode({**here, "page": str(n)})
+            for name, n in (("prev", number - 1), ("next", number + 1))
+            if 1 <= n <= found.pages
+        }
+        span = f"{data._time_text(begin)} .. {data._time_text(end)}"
+        return render(
+            request, "dlq.html", group=group, rows=rows, found=found, links=links, span=span, p=p, dlq_page=DLQ_PAGE
+        )
 
     async def dlq_export(request: Request) -> Response:
         group = request.query_params.get("group", "").strip()
@@ -413,11 +544,12 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         msg_id = str(form.get("msg_id") or "").strip()
         if not group:
             raise InputError("no consumer group given")
-        msgs = await dead_letters(admin, group, DLQ_PAGE)
-        if msg_id:
-            msgs = with_id(msgs, msg_id)
-            if not msgs:
-                raise InputError(f"message {msg_id} is not among {group}'s dead letters")
+        if msg_id:  # read by id: it may be anywhere in the topic, not just among the first
+            msgs = [await admin.view_message(msg_id)]
+            if msgs[0].topic != DLQ_PREFIX + group:
+                raise InputError(f"message {msg_id} is not a dead letter of {group}")
+        else:
+            msgs = await dead_letters(admin, group, DLQ_PAGE)
         sent = 0
         async with admin_producer(admin) as producer:
             for m in msgs:
@@ -427,6 +559,23 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
                 if done.result is not None:
                     sent += 1
         return back(f"/dlq?group={group}", f"resent {sent} of {len(msgs)} dead letter(s)")
+
+    async def ops(request: Request) -> Response:
+        current = admin.namesrv[0] if admin.namesrv else ""
+        return render(request, "ops.html", known=settings.namesrv, current=current)
+
+    async def ops_namesrv(request: Request) -> Response:
+        """Choose the name server the dashboard asks first (or add one), as the OPS page of
+        rocketmq-dashboard does; the others stay as fallbacks."""
+        form = await request.form()
+        chosen = str(form.get("namesrv") or "").strip()
+        host, sep, port = chosen.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise InputError(f"{chosen!r} is not a name server address (host:port)")
+        if chosen not in settings.namesrv:
+            settings.namesrv.append(chosen)
+        admin.namesrv = (chosen, *(a for a in settings.namesrv if a != chosen))
+        return back("/ops", f"name server {chosen} chosen")
 
     async def login(request: Request) -> Response:
         if settings.users is None:
@@ -488,18 +637,24 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         Route("/topics", page(topic_save, write=True), methods=["POST"]),
         Route("/topic/{topic}", page(topic)),
         Route("/topic/{topic}/delete", page(topic_delete, write=True), methods=["POST"]),
+        Route("/topic/{topic}/config", page(topic_config, write=True), methods=["POST"]),
         Route("/topic/{topic}/send", page(topic_send, write=True), methods=["POST"]),
         Route("/topic/{topic}/reset", page(topic_reset, write=True), methods=["POST"]),
         Route("/consumers", page(consumers)),
+        Route("/consumers", page(group_save, write=True), methods=["POST"]),
+        Route("/consumer/{group}/skip", page(consumer_skip, write=True), methods=["POST"]),
         Route("/consumer/{group}", page(consumer)),
         Route("/consumer/{group}/client/{client}", page(consumer_client)),
         Route("/consumer/{group}/delete", page(consumer_delete, write=True), methods=["POST"]),
         Route("/producers", page(producers)),
         Route("/messages", page(messages)),
         Route("/message/{msg_id}", page(message)),
+        Route("/message/{msg_id}/resend", page(message_resend, write=True), methods=["POST"]),
         Route("/dlq", page(dlq)),
         Route("/dlq/export", page(dlq_export)),
         Route("/dlq/resend", page(dlq_resend, write=True), methods=["POST"]),
+        Route("/ops", page(ops)),
+        Route("/ops", page(ops_namesrv, write=True), methods=["POST"]),
         Route("/login", login, methods=["GET", "POST"]),
         Route("/logout", logout, methods=["POST"]),
         Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),

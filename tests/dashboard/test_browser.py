@@ -209,3 +209,131 @@ async def test_cross_site_form_is_refused_in_chromium(stack: Stack, browser: Any
         evil.server_close()
     async with MQAdmin(stack.ns) as admin:
         assert "WebGuarded" in await admin.topic_list()
+
+
+async def test_operator_pages_in_chromium(stack: Stack, browser: Any, tmp_path: Path) -> None:
+    """The pages added after the first round: topic config editing, group create/edit with
+    sorting and auto-refresh, skip accumulated, a message's consumer groups and consuming it
+    again, running info as tables, dead-letter listing, OPS, and the home page's charts."""
+    from selenium.common.exceptions import WebDriverException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+
+    async def act(fn: Callable[[], Any]) -> Any:
+        return await trio.to_thread.run_sync(fn)
+
+    async def visit(path: str) -> None:
+        await act(lambda: browser.get(stack.url + path))
+
+    async def text_of(css: str) -> str:
+        return str(await act(lambda: browser.find_element(By.CSS_SELECTOR, css).text))
+
+    async def fill(css: str, value: str) -> None:
+        def do() -> None:
+            field = browser.find_element(By.CSS_SELECTOR, css)
+            field.clear()
+            field.send_keys(value)
+
+        await act(do)
+
+    async def click(css: str) -> None:
+        def do() -> None:
+            page = browser.find_element(By.TAG_NAME, "html")
+            browser.find_element(By.CSS_SELECTOR, css).click()
+
+            def left(_: Any) -> bool:
+                try:
+                    page.is_enabled()
+                except WebDriverException:
+                    return True
+                return False
+
+            WebDriverWait(browser, 20).until(left)
+
+        await act(do)
+
+    async def shot(name: str) -> None:
+        await act(lambda: browser.save_screenshot(str(shots / f"dashboard-{name}.png")))
+
+    got: list[MessageExt] = []
+
+    async def handler(msg: MessageExt) -> None:
+        got.append(msg)
+
+    async with Producer("pg_pages", stack.ns) as producer:
+        sent = await producer.send(Message("WebPages", b"for the pages", keys="page-1"))
+    consumer = PushConsumer(
+        "cg_pages", stack.ns, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST
+    )
+    consumer.subscribe("WebPages", "*")
+    async with consumer:
+        # topic config and permission
+        await visit("/topic/WebPages")
+        await fill("#config-read", "4")
+        await act(lambda: Select(browser.find_element(By.ID, "config-perm")).select_by_value("4"))
+        await click("#topic-config-button")
+        assert "topic WebPages updated" in await text_of("#flash")
+        assert "R (4)" in await text_of("#route")
+        await shot("topic-config")
+
+        # a group made from the consumers page, then the list sorted and refreshing
+        await visit("/consumers")
+        await fill("#new-group", "cg_web_made")
+        await click("#create-group-button")
+        assert "group cg_web_made saved" in await text_of("#flash")
+        await shot("group-edit")
+        await visit("/consumers?sort=group&desc=1&refresh=30")
+        assert "cg_web_made" in await text_of("#consumers")
+        assert await act(lambda: browser.find_element(By.ID, "refresh").get_attribute("value")) == "30"
+        await shot("consumers")
+
+        # the message's consumer groups, once cg_pages has consumed it; consume it again
+        async def consumed() -> bool:
+            await visit(f"/message/{sent.offset_msg_id}")
+            return "CONSUMED" in str(await act(lambda: browser.page_source))
+
+        await wait_for(consumed)
+        before = len(got)
+        await click("#tracks button.resend-group")
+        assert "CR_SUCCESS" in await text_of("#flash")
+        assert len(got) == before + 1
+        await shot("message-tracks")
+
+        # running info as tables, and the skip form on the group's page
+        await visit("/consumer/cg_pages")
+        await shot("consumer-group")
+        await click("#clients a")
+        assert "WebPages broker-a" in await text_of("main")
+        assert await act(lambda: len(browser.find_elements(By.CSS_SELECTOR, "table.running"))) >= 3
+        await shot("running-info")
+    await visit("/consumer/cg_pages")
+    await act(lambda: browser.execute_script("window.confirm = () => true"))
+    await click("#skip-button")
+    assert "cg_pages skipped to the end of WebPages" in await text_of("#flash")
+
+    # dead-letter listing, OPS, and the home page's chart titles
+    await visit("/dlq")
+    assert "Groups with dead letters" in str(await act(lambda: browser.page_source))
+    await shot("dlq-groups")
+    await visit("/ops")
+    assert "asked first" in await text_of("#namesrvs")
+    await shot("ops")
+
+    async def charted() -> bool:
+        await visit("/")
+        return "<polyline" in str(await act(lambda: browser.page_source))
+
+    await wait_for(charted)
+    assert "Messages per second put into and pulled from all masters" in str(await act(lambda: browser.page_source))
+    await shot("home-charts")
+
+    taken = sorted(p.name for p in shots.iterdir())
+    assert len(taken) == 9 and all((shots / n).stat().st_size > 5000 for n in taken)
+    target = os.environ.get("RMQ_DASHBOARD_SCREENSHOTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        for name in taken:
+            shutil.copy(shots / name, Path(target) / name)

@@ -106,7 +106,9 @@ async def test_search_by_time_pages_newest_first(stack: Stack) -> None:
         link = re.search(r'href="([^"]+)" id="next-page"', first.text)
         assert link is not None
         second = await http.get(link.group(1).replace("&amp;", "&"))
-        assert "showing 21-40 (newest first, page 2 of 12)" in second.text and "busy-209" in second.text
+        assert "showing 21-40 (newest first, page 2 of 12)" in second.text
+        numbers = [int(n) for n in re.findall(r'<td class="body">busy-(\d+)</td>', second.text)]
+        assert len(numbers) == 20 and all(180 <= n < 220 for n in numbers)  # ms ties may swap neighbours
         last = await http.get("/messages", params={"topic": "DashPaged", "begin": "0", "page": "12"})
         assert "showing 221-230" in last.text and "busy-000" in last.text and 'id="next-page"' not in last.text
         oldest = await http.get("/messages", params={"topic": "DashPaged", "begin": "0", "order": "oldest"})
@@ -226,6 +228,12 @@ async def test_dead_letters_list_export_and_resend(stack: Stack) -> None:
             return "1 dead letter(s) of cg_dlq" in (await http.get("/dlq", params={"group": "cg_dlq"})).text
 
         await wait_for(dead)
+        listing = await http.get("/dlq")
+        assert re.search(r'>cg_dlq</a></td><td>%DLQ%cg_dlq</td><td class="num">1</td>', listing.text)
+        empty = await http.get(
+            "/dlq", params={"group": "cg_dlq", "begin": "2000-01-01 00:00", "end": "2000-01-02 00:00"}
+        )
+        assert "0 dead letter(s) of cg_dlq" in empty.text
         exported = await http.get("/dlq/export", params={"group": "cg_dlq"})
         assert exported.headers["content-disposition"] == 'attachment; filename="dlq-cg_dlq.json"'
         rows = json.loads(exported.text)
@@ -251,6 +259,105 @@ async def test_trace_shown_on_the_message_page(stack: Stack) -> None:
             return "<td>Pub</td><td>pg_traced</td>" in page.text
 
         await wait_for(traced)
+
+
+async def test_topic_config_and_permission_editing(stack: Stack) -> None:
+    async with MQAdmin(stack.ns) as admin:
+        await admin.create_topic(stack.broker.address, TopicConfig("DashPerm", 2, 2))
+    async with client(stack.url) as http:
+        page = await http.get("/topic/DashPerm")
+        assert 'id="topic-config"' in page.text and 'id="config-read" value="2"' in page.text
+        r = await post(http, "/topic/DashPerm/config", {"read": "4", "write": "3", "perm": "4"})
+        assert r.status_code == 200 and "topic DashPerm updated on 1 broker(s)" in r.text
+        assert "<td>4</td><td>3</td><td>R (4)</td>" in r.text
+        r = await post(http, "/topic/DashPerm/config", {"read": "4", "write": "3", "perm": "5"})
+        assert r.status_code == 400 and "perm must be 6" in r.text
+    async with MQAdmin(stack.ns) as admin:
+        qd = (await admin.topic_route("DashPerm")).queue_datas[0]
+        assert (qd.read_queue_nums, qd.write_queue_nums, qd.perm) == (4, 3, 4)
+
+
+async def test_consumer_group_create_edit_sort_filter_and_refresh(stack: Stack) -> None:
+    async with client(stack.url) as http:
+        data = {"group": "cg_made", "cluster": "TestCluster", "consume_enable": "on", "retry_max_times": "3"}
+        r = await post(http, "/consumers", data)
+        assert r.status_code == 200 and "group cg_made saved on 1 broker(s)" in r.text, r.text[-500:]
+        page = await http.get("/consumer/cg_made")
+        assert 'name="retry_max_times" value="3"' in page.text and 'name="consume_enable" checked' in page.text
+        r = await post(http, "/consumers", {"group": "cg_made", "cluster": "TestCluster", "retry_max_times": "5"})
+        assert r.status_code == 200
+        for g in ("cg_zeta", "cg_alpha"):
+            await post(http, "/consumers", {"group": g, "cluster": "TestCluster", "consume_enable": "on"})
+        listing = await http.get("/consumers", params={"q": "cg_", "sort": "group", "desc": "1"})
+        names = re.findall(r'<td><a href="/consumer/[^"]+">([^<]+)</a></td>', listing.text)
+        assert names == ["cg_zeta", "cg_made", "cg_alpha"], names
+        only = await http.get("/consumers", params={"q": "ALPHA"})
+        assert re.findall(r'<td><a href="/consumer/[^"]+">([^<]+)</a></td>', only.text) == ["cg_alpha"]
+        refreshing = await http.get("/consumers", params={"refresh": "10"})
+        assert '<meta http-equiv="refresh" content="10">' in refreshing.text
+        assert "http-equiv" not in (await http.get("/consumers", params={"refresh": "7"})).text
+        r = await post(http, "/consumers", {"group": "bad name"})
+        assert r.status_code == 400 and "is not a group name" in r.text
+    async with MQAdmin(stack.ns) as admin:
+        config = (await admin.subscription_groups(stack.broker.address))["cg_made"]
+        assert config["retryMaxTimes"] == 5 and config["consumeEnable"] is False
+
+
+async def test_skip_accumulated_message_tracks_and_consume_again(stack: Stack) -> None:
+    got: list[MessageExt] = []
+
+    async def handler(msg: MessageExt) -> None:
+        got.append(msg)
+
+    async with Producer("pg_skip", stack.ns) as producer:
+        first = await producer.send(Message("DashSkip", b"first"))
+    consumer = PushConsumer(
+        "cg_skip", stack.ns, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST
+    )
+    consumer.subscribe("DashSkip", "*")
+    async with consumer, client(stack.url) as http:
+
+        async def consumed() -> bool:
+            page = await http.get(f"/message/{first.offset_msg_id}")
+            return ">cg_skip</a></td><td>CONSUMED</td>" in page.text
+
+        await wait_for(consumed)
+        page = await http.get(f"/message/{first.offset_msg_id}")
+        assert 'id="tracks"' in page.text and "CONSUMED" in page.text
+        before = len(got)
+        r = await post(http, f"/message/{first.offset_msg_id}/resend", {"group": "cg_skip"})
+        assert r.status_code == 200 and "consumed again by" in r.text and "CR_SUCCESS" in r.text, r.text[-600:]
+        assert len(got) == before + 1 and got[-1].body == b"first"
+        running = await http.get(f"/consumer/cg_skip/client/{quote(consumer.instance.client_id, safe='')}")
+        assert "<h2>Queues</h2>" in running.text and "<h2>Subscriptions</h2>" in running.text
+        assert re.search(r"<td>DashSkip broker-a #\d</td>", running.text)
+    async with client(stack.url) as http:  # offline now: messages pile up, then are skipped
+        async with Producer("pg_skip", stack.ns) as producer:
+            for i in range(5):
+                await producer.send(Message("DashSkip", f"later {i}"))
+        async with MQAdmin(stack.ns) as admin:
+            assert (await admin.consume_stats("cg_skip")).diff_total == 5
+        page = await http.get("/consumer/cg_skip")
+        assert "<option>DashSkip</option>" in page.text
+        r = await post(http, "/consumer/cg_skip/skip", {"topic": "DashSkip"})
+        assert r.status_code == 200 and "cg_skip skipped to the end of DashSkip" in r.text, r.text[-500:]
+        async with MQAdmin(stack.ns) as admin:
+            assert (await admin.consume_stats("cg_skip")).diff_total == 0
+
+
+async def test_ops_chooses_the_name_server(stack: Stack) -> None:
+    url = await stack.dashboard()
+    async with client(url) as http:
+        page = await http.get("/ops")
+        assert f"<td>{stack.ns}</td><td><b>asked first</b></td>" in page.text
+        r = await post(http, "/ops", {"namesrv": "127.0.0.1:1"})  # nobody there: the other one answers
+        assert r.status_code == 200 and "name server 127.0.0.1:1 chosen" in r.text
+        assert "<td>127.0.0.1:1</td><td><b>asked first</b></td>" in r.text and "name server 127.0.0.1:1;" in r.text
+        assert "TBW102" in (await http.get("/topics", params={"kind": "SYSTEM"})).text
+        r = await post(http, "/ops", {"namesrv": stack.ns})
+        assert f"<td>{stack.ns}</td><td><b>asked first</b></td>" in r.text
+        r = await post(http, "/ops", {"namesrv": "nowhere"})
+        assert r.status_code == 400 and "is not a name server address" in r.text
 
 
 async def test_read_only_refuses_writes_and_hides_forms(stack: Stack) -> None:
@@ -324,6 +431,16 @@ async def test_login_needs_a_token_and_is_throttled(stack: Stack, tmp_path: Path
             assert r.status_code == 401
         r = await post(http, "/login", data={"name": "admin", "password": "secret"})  # right, but too soon
         assert r.status_code == 429 and "too many failed logins" in r.text
+
+
+def test_every_post_form_carries_the_token() -> None:
+    templates = Path(__file__).parents[2] / "rmq" / "dashboard" / "templates"
+    forms = 0
+    for path in templates.glob("*.html"):
+        for form in re.findall(r'<form method="post".*?</form>', path.read_text(), re.S):
+            forms += 1
+            assert '<input type="hidden" name="csrf" value="{{ csrf }}">' in form, (path.name, form[:200])
+    assert forms >= 10
 
 
 def test_throttle_waits_longer_after_each_failure() -> None:
