@@ -25,12 +25,13 @@ from urllib.parse import urlencode, urlsplit
 
 import trio
 
-from rmq.admin import groups, offsets
+from rmq.admin import acl, groups, offsets
 from rmq.admin.messages import TimePage, admin_producer, dead_letters, resend
 from rmq.client import Message, MessageQueue, MQAdmin, MQBrokerError, MQClientError, MQConnectError, MQNoRouteError
 from rmq.client.admin import SubscriptionGroupConfig, TopicConfig
 from rmq.client.message import check_topic
 from rmq.protocol import ProtocolError
+from rmq.protocol.acl import PlainAccessConfig
 from rmq.protocol.constants import DLQ_PREFIX, topic_error
 from rmq.protocol.message import parse_offset_msg_id
 
@@ -111,6 +112,16 @@ def _perm(form: Any) -> int:
     if perm not in (2, 4, 6):
         raise InputError(f"perm must be 6 (read and write), 4 (read) or 2 (write), not {perm}")
     return perm
+
+
+ACL_PERMS = ("DENY", "PUB", "SUB", "PUB|SUB")
+
+
+def _acl_perm(form: Any, name: str) -> str | None:
+    value = str(form.get(name) or "").strip()
+    if value and value not in ACL_PERMS:
+        raise InputError(f"{name} must be one of {', '.join(ACL_PERMS)}, not {value!r}")
+    return value or None
 
 
 REFRESH_CHOICES = (5, 10, 30, 60)  # seconds a page may reload itself after
@@ -577,6 +588,62 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         admin.namesrv = (chosen, *(a for a in settings.namesrv if a != chosen))
         return back("/ops", f"name server {chosen} chosen")
 
+    async def acl_page(request: Request) -> Response:
+        """plain_acl.yml as a broker holds it: the global white list and the accounts."""
+        info = await admin.cluster_info()
+        members = [(c, f"{name} #{bid}", addr) for c in sorted(info.clusters) for name, bid, addr in info.members(c)]
+        if not members:
+            raise NotFound("No broker is registered with the name server.")
+        addr = request.query_params.get("addr", "") or members[0][2]
+        cluster_name = next((c for c, _, a in members if a == addr), None)
+        if cluster_name is None:
+            raise NotFound(f"There is no broker at {addr}.")
+        try:
+            config = await admin.acl_config(addr)
+            error = ""
+        except MQBrokerError as exc:
+            config, error = None, plain(exc)
+        return render(request, "acl.html", members=members, addr=addr, cluster=cluster_name, config=config, error=error)
+
+    async def acl_account(request: Request) -> Response:
+        """Create or update an account on every master and slave of the cluster."""
+        form = await request.form()
+        key = str(form.get("access_key") or "").strip()
+        secret = str(form.get("secret_key") or "").strip()
+        if len(key) < 6 or len(secret) < 6:
+            raise InputError("the access key and the secret key need 6 characters or more each")
+
+        def items(name: str) -> list[str]:
+            return [i.strip() for i in str(form.get(name) or "").replace("\n", ",").split(",") if i.strip()]
+
+        config = PlainAccessConfig(
+            key,
+            secret,
+            white_remote_address=str(form.get("white") or "").strip() or None,
+            admin="admin" in form,
+            default_topic_perm=_acl_perm(form, "default_topic_perm"),
+            default_group_perm=_acl_perm(form, "default_group_perm"),
+            topic_perms=items("topic_perms"),
+            group_perms=items("group_perms"),
+        )
+        cluster_name = str(form.get("cluster") or "")
+        done = [a async for a in acl.update_account(admin, config, None, cluster_name)]
+        return back(f"/acl?addr={form.get('addr') or ''}", f"account {key} saved on {len(done)} broker(s)")
+
+    async def acl_delete(request: Request) -> Response:
+        form = await request.form()
+        key = str(form.get("access_key") or "").strip()
+        if not key:
+            raise InputError("no access key given")
+        done = [a async for a in acl.delete_account(admin, key, None, str(form.get("cluster") or ""))]
+        return back(f"/acl?addr={form.get('addr') or ''}", f"account {key} deleted on {len(done)} broker(s)")
+
+    async def acl_white(request: Request) -> Response:
+        form = await request.form()
+        addrs = [a.strip() for a in str(form.get("addresses") or "").replace("\n", ",").split(",") if a.strip()]
+        done = [a async for a in acl.update_white_list(admin, addrs, None, None, str(form.get("cluster") or ""))]
+        return back(f"/acl?addr={form.get('addr') or ''}", f"global white list set on {len(done)} broker(s)")
+
     async def login(request: Request) -> Response:
         if settings.users is None:
             return RedirectResponse("/", status_code=303)
@@ -653,6 +720,10 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         Route("/dlq", page(dlq)),
         Route("/dlq/export", page(dlq_export)),
         Route("/dlq/resend", page(dlq_resend, write=True), methods=["POST"]),
+        Route("/acl", page(acl_page)),
+        Route("/acl/account", page(acl_account, write=True), methods=["POST"]),
+        Route("/acl/account/delete", page(acl_delete, write=True), methods=["POST"]),
+        Route("/acl/white", page(acl_white, write=True), methods=["POST"]),
         Route("/ops", page(ops)),
         Route("/ops", page(ops_namesrv, write=True), methods=["POST"]),
         Route("/login", login, methods=["GET", "POST"]),

@@ -19,7 +19,7 @@ from rmq.dashboard.auth import Throttle, UsersFileError, load_users
 from rmq.dashboard.charts import bar_chart, line_chart
 from rmq.protocol.message import make_offset_msg_id
 
-from .conftest import Stack, wait_for
+from .conftest import ACL_ADMIN, Stack, wait_for
 
 FAST = {"poll_name_server_interval": 1.0, "rebalance_interval": 1.0, "persist_consumer_offset_interval": 0.5}
 
@@ -358,6 +358,38 @@ async def test_ops_chooses_the_name_server(stack: Stack) -> None:
         assert f"<td>{stack.ns}</td><td><b>asked first</b></td>" in r.text
         r = await post(http, "/ops", {"namesrv": "nowhere"})
         assert r.status_code == 400 and "is not a name server address" in r.text
+
+
+async def test_acl_accounts_and_white_list(acl_stack: Stack) -> None:
+    async with client(acl_stack.url) as http:
+        page = await http.get("/acl")
+        assert page.status_code == 200, page.text[-500:]
+        assert "<code>10.10.103.*</code>" in page.text and "<td>RocketMQUser</td><td>12••••</td>" in page.text
+        assert "TopicPub=PUB|SUB" in page.text and "12345678user" not in page.text  # secrets stay hidden
+        data = {"cluster": "TestCluster", "access_key": "WebUser1", "secret_key": "web-secret-1",
+                "default_topic_perm": "SUB", "topic_perms": "Orders=PUB|SUB, Audit=DENY"}  # fmt: skip
+        r = await post(http, "/acl/account", data)
+        assert r.status_code == 200 and "account WebUser1 saved on 1 broker(s)" in r.text, r.text[-500:]
+        assert "<td>WebUser1</td>" in r.text and "Orders=PUB|SUB, Audit=DENY" in r.text
+        r = await post(http, "/acl/white", {"cluster": "TestCluster", "addresses": "10.1.1.*, 192.168.0.7"})
+        assert r.status_code == 200 and "<code>10.1.1.*</code> <code>192.168.0.7</code>" in r.text
+        r = await post(http, "/acl/account/delete", {"cluster": "TestCluster", "access_key": "RocketMQUser"})
+        assert r.status_code == 200 and "<td>RocketMQUser</td>" not in r.text
+        bad_perm = {"access_key": "abcdef", "secret_key": "abcdefg", "default_topic_perm": "ALL"}
+        for bad, text in (({"access_key": "ab", "secret_key": "x"}, "6 characters"), (bad_perm, "must be one of")):
+            r = await post(http, "/acl/account", {"cluster": "TestCluster", **bad})
+            assert r.status_code == 400 and text in r.text
+    async with MQAdmin(acl_stack.ns, access_key=ACL_ADMIN[0], secret_key=ACL_ADMIN[1]) as admin:
+        config = await admin.acl_config(acl_stack.broker.address)
+        keys = {c.access_key: c for c in config.plain_access_configs}
+        assert "RocketMQUser" not in keys and keys["WebUser1"].topic_perms == ["Orders=PUB|SUB", "Audit=DENY"]
+        assert config.global_white_addrs == ["10.1.1.*", "192.168.0.7"]
+
+
+async def test_acl_page_says_when_acl_is_off(stack: Stack) -> None:
+    async with client(stack.url) as http:
+        page = await http.get("/acl")
+        assert page.status_code == 200 and 'id="acl-error"' in page.text and "aclEnable=true" in page.text
 
 
 async def test_read_only_refuses_writes_and_hides_forms(stack: Stack) -> None:
