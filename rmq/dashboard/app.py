@@ -28,7 +28,7 @@ import trio
 from rmq.admin import acl, groups, offsets
 from rmq.admin.messages import TimePage, admin_producer, dead_letters, resend
 from rmq.client import Message, MessageQueue, MQAdmin, MQBrokerError, MQClientError, MQConnectError, MQNoRouteError
-from rmq.client.admin import SubscriptionGroupConfig, TopicConfig
+from rmq.client.admin import DEFAULT_QUERY_MAX_NUM, SubscriptionGroupConfig, TopicConfig
 from rmq.client.message import check_topic
 from rmq.protocol import ProtocolError
 from rmq.protocol.acl import PlainAccessConfig
@@ -464,6 +464,8 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
             return RedirectResponse(f"/message/{hit['offset_msg_id']}", status_code=303)
         if topic_q and key:
             rows, asked = await data.messages_by_key(admin, _topic_name(topic_q), key), f"key {key}"
+            if len(rows) >= DEFAULT_QUERY_MAX_NUM:  # the brokers stop there: say so
+                asked += f" (the brokers return at most {DEFAULT_QUERY_MAX_NUM}; more may match)"
         elif topic_q:
             now = int(time.time() * 1000)
             begin = _time_ms(p.get("begin", ""), now - 3600_000)

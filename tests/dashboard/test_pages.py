@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from rmq.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, MQAdmin, Producer, PushConsumer
-from rmq.client.admin import TopicConfig
+from rmq.client.admin import DEFAULT_QUERY_MAX_NUM, TopicConfig
 from rmq.dashboard.auth import Throttle, UsersFileError, load_users
 from rmq.dashboard.charts import bar_chart, line_chart
 from rmq.protocol.message import make_offset_msg_id
@@ -113,6 +113,11 @@ async def test_search_by_time_pages_newest_first(stack: Stack) -> None:
         assert "showing 221-230" in last.text and "busy-000" in last.text and 'id="next-page"' not in last.text
         oldest = await http.get("/messages", params={"topic": "DashPaged", "begin": "0", "order": "oldest"})
         assert "showing 1-20 (oldest first, page 1 of 12)" in oldest.text and "busy-000" in oldest.text
+        async with Producer("pg_busy", stack.ns) as producer:
+            for _ in range(DEFAULT_QUERY_MAX_NUM + 1):
+                await producer.send(Message("DashPaged", b"same key", keys="hot"))
+        by_key = await http.get("/messages", params={"topic": "DashPaged", "key": "hot"})
+        assert f"the brokers return at most {DEFAULT_QUERY_MAX_NUM}; more may match" in by_key.text
         bad = await http.get("/messages", params={"topic": "DashPaged", "page": "0"})
         assert bad.status_code == 400 and "page must be between 1" in bad.text
 
