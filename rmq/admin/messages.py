@@ -80,6 +80,111 @@ async def matching_by_queue(
         yield mq, low, high, msgs
 
 
+# -- searching by time, a page at a time -------------------------------------------------------
+
+PAGE_SIZE = 20
+MAX_PAGE_SIZE = 1000
+EDGE_STEPS = 8  # how far from the broker's answer a time's first offset is looked for
+
+
+@dataclass(frozen=True)
+class TimePage:
+    """One page of the messages stored in a time range: `total` matched on every queue of
+    the topic, and the ones at 1-based positions `first`..`last` of that order."""
+
+    messages: list[MessageExt]
+    total: int
+    page: int
+    size: int
+    newest_first: bool
+
+    @property
+    def first(self) -> int:
+        return (self.page - 1) * self.size + 1 if self.messages else 0
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.messages) - 1 if self.messages else 0
+
+    @property
+    def pages(self) -> int:
+        return max(1, -(-self.total // self.size))
+
+    def summary(self) -> str:
+        order = "newest first" if self.newest_first else "oldest first"
+        if not self.total:
+            return "0 matched"
+        if not self.messages:
+            return f"{self.total} matched; page {self.page} is past the last page, {self.pages}"
+        return f"{self.total} matched, showing {self.first}-{self.last} ({order}, page {self.page} of {self.pages})"
+
+
+async def by_time(
+    admin: MQAdmin,
+    topic: str,
+    begin_ms: int,
+    end_ms: int,
+    *,
+    page: int = 1,
+    size: int = PAGE_SIZE,
+    newest_first: bool = True,
+) -> TimePage:
+    """Page `page` (of `size`) of the messages of `topic` stored within [begin_ms, end_ms],
+    newest first unless asked otherwise, with how many matched in all. Each queue's range
+    is found by time and only as many of its newest (or oldest) messages are read as the
+    page can need, so a busy topic's recent messages are the first page, not never shown."""
+    if page < 1:
+        raise AdminError(f"page must be 1 or more, not {page}")
+    if not 1 <= size <= MAX_PAGE_SIZE:
+        raise AdminError(f"the page size must be between 1 and {MAX_PAGE_SIZE}, not {size}")
+    route = await admin.topic_route(topic)
+    stats = await admin.topic_stats(topic)
+    ranges: list[tuple[MessageQueue, int, int]] = []
+    for mq in sorted(route.subscribe_queues(topic)):
+        held = stats.get(mq)
+        if held is None or held.max_offset <= held.min_offset:
+            continue
+        addr = await _addr(admin, mq)
+        span = (held.min_offset, held.max_offset)
+        low = await _first_stored_from(admin, addr, mq, begin_ms, span)
+        high = await _first_stored_from(admin, addr, mq, min(end_ms, MAX_TIMESTAMP - 1) + 1, span)
+        if high > low:
+            ranges.append((mq, low, high))
+    wanted = page * size  # no queue can give more than this to the page
+    found: list[MessageExt] = []
+    for mq, low, high in ranges:
+        start = max(low, high - wanted) if newest_first else low
+        count = min(high - start, wanted)
+        found += [m for m in await admin.pull_queue(mq, start, count) if begin_ms <= m.store_timestamp <= end_ms]
+    found.sort(key=lambda m: (m.store_timestamp, m.queue_id, m.queue_offset), reverse=newest_first)
+    total = sum(high - low for _, low, high in ranges)
+    return TimePage(found[(page - 1) * size : wanted], total, page, size, newest_first)
+
+
+async def _first_stored_from(admin: MQAdmin, addr: str, mq: MessageQueue, at: int, span: tuple[int, int]) -> int:
+    """The offset of `mq`'s first message stored at or after `at` (the end of the queue when
+    none is). The broker answers the offset of the message stored nearest `at`, which may be
+    one before or after it: look at the neighbours to be exact."""
+    low, high = span
+    offset = min(max(await admin.api.search_offset(addr, mq, at, admin.timeout), low), high)
+    for _ in range(EDGE_STEPS):
+        if offset > low and await _stored_at(admin, mq, offset - 1) >= at:
+            offset -= 1
+        else:
+            break
+    for _ in range(EDGE_STEPS):
+        if offset < high and await _stored_at(admin, mq, offset) < at:
+            offset += 1
+        else:
+            break
+    return offset
+
+
+async def _stored_at(admin: MQAdmin, mq: MessageQueue, offset: int) -> int:
+    msgs = await admin.pull_queue(mq, offset, 1)
+    return msgs[0].store_timestamp if msgs else MAX_TIMESTAMP
+
+
 async def _queue_range(admin: MQAdmin, mq: MessageQueue, begin: str | None, end: str | None) -> tuple[int, int]:
     stats = (await admin.topic_stats(mq.topic)).get(mq)
     if stats is None:

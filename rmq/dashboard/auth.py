@@ -4,7 +4,9 @@ per line, `,1` after the password for an administrator; `#` starts a comment."""
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -44,3 +46,32 @@ def check(users: dict[str, User], name: str, password: str) -> User | None:
     if user is None or not hmac.compare_digest(user.password.encode(), password.encode()):
         return None
     return user
+
+
+@dataclass
+class Throttle:
+    """Failed logins per client address: after `free` failures each further try must wait,
+    `base` seconds doubling up to `cap`; a successful login clears the count. Guessing a
+    password from one address becomes slow without locking anyone out for long."""
+
+    free: int = 5
+    base: float = 30.0
+    cap: float = 900.0
+    clock: Callable[[], float] = time.monotonic
+    _failures: dict[str, tuple[int, float]] = field(default_factory=dict)  # key -> (count, until)
+
+    def wait(self, key: str) -> float:
+        """Seconds before `key` may try again (0: now)."""
+        _, until = self._failures.get(key, (0, 0.0))
+        return max(0.0, until - self.clock())
+
+    def failed(self, key: str) -> None:
+        count = self._failures.get(key, (0, 0.0))[0] + 1
+        delay = 0.0 if count < self.free else min(self.cap, self.base * 2 ** (count - self.free))
+        self._failures[key] = (count, self.clock() + delay)
+        if len(self._failures) > 10_000:  # forget addresses whose wait is over
+            now = self.clock()
+            self._failures = {k: v for k, v in self._failures.items() if v[1] > now}
+
+    def succeeded(self, key: str) -> None:
+        self._failures.pop(key, None)

@@ -45,16 +45,15 @@ def line_chart(series: dict[str, Sequence[tuple[float, float]]], *, title: str, 
     out.append(f'<line x1="{PAD}" y1="{base}" x2="{WIDTH - PAD}" y2="{base}" class="axis"/>')
     out.append(f'<text x="4" y="30" class="tick">{top:g} {escape(unit)}</text>')
     out.append(f'<text x="4" y="{base}" class="tick">0</text>')
-    minutes = round(span / 60)
+    ago = f"{round(span)} s" if span < 60 else f"{round(span / 60)} min"
     out.append(f'<text x="{WIDTH - PAD}" y="{HEIGHT - 4}" text-anchor="end" class="tick">now</text>')
-    out.append(f'<text x="{PAD}" y="{HEIGHT - 4}" class="tick">{minutes} min ago</text>')
+    out.append(f'<text x="{PAD}" y="{HEIGHT - 4}" class="tick">{ago} ago</text>')
     for n, (name, pts) in enumerate(series.items()):
         if pts:
             path = " ".join(xy(t, v) for t, v in pts)
             out.append(f'<polyline class="s{n % 4}" fill="none" points="{path}"/>')
-        out.append(
-            f'<text x="{WIDTH - PAD - 160 * (n + 1) + 160}" y="14" class="s{n % 4} legend">{escape(name)}</text>'
-        )
+        x = WIDTH - PAD - 120 * n  # right-aligned, one after another leftwards
+        out.append(f'<text x="{x}" y="30" text-anchor="end" class="s{n % 4} legend">{escape(name)}</text>')
     out.append("</svg>")
     return "".join(out)
 

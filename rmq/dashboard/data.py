@@ -14,8 +14,8 @@ from typing import Any
 import trio
 
 from rmq.admin import brokers
-from rmq.admin.messages import origin_topic, trace_views
-from rmq.client import MessageExt, MessageQueue, MQAdmin, MQClientError
+from rmq.admin.messages import TimePage, by_time, origin_topic, trace_views
+from rmq.client import MessageExt, MessageQueue, MQAdmin, MQBrokerError, MQClientError
 from rmq.protocol import properties as P
 from rmq.protocol.constants import (
     BUILTIN_GROUPS,
@@ -191,6 +191,7 @@ async def group_detail(admin: MQAdmin, group: str) -> dict[str, Any]:
                 continue
             if group in table:  # Java's spelling of booleans, as mqadmin prints them
                 configs[name] = {k: str(v).lower() if isinstance(v, bool) else v for k, v in table[group].items()}
+                out.setdefault("config", table[group])  # as the broker holds it, for the edit form
     out["configs"] = configs
     return out
 
@@ -204,7 +205,13 @@ async def producer_rows(admin: MQAdmin, topic: str, group: str) -> list[dict[str
     for bd in route.broker_datas:
         if bd.master_addr is None:
             continue
-        for c in await admin.producer_connection_on(bd.master_addr, group):
+        try:
+            connections = await admin.producer_connection_on(bd.master_addr, group)
+        except MQBrokerError as exc:
+            if "not exist" in exc.remark:  # the broker's answer when no producer of it is connected
+                continue
+            raise
+        for c in connections:
             rows.append({"broker": bd.broker_name, "id": c.client_id, "addr": c.client_addr,
                          "language": c.language, "version": c.version})  # fmt: skip
     return rows
@@ -256,26 +263,12 @@ async def message_by_id(admin: MQAdmin, msg_id: str, topic: str = "") -> dict[st
 
 
 async def messages_by_time(
-    admin: MQAdmin, topic: str, begin_ms: int, end_ms: int, limit: int = 200
-) -> list[dict[str, Any]]:
-    """Messages stored in [begin_ms, end_ms] on every queue of `topic`, at most `limit`,
-    newest last: each queue is searched by time and read forward, as rocketmq-dashboard does."""
-    route = await admin.topic_route(topic)
-    out: list[MessageExt] = []
-    for bd in route.broker_datas:
-        addr = bd.master_addr or bd.any_addr()
-        if addr is None:
-            continue
-        for q in route.queue_datas:
-            if q.broker_name != bd.broker_name:
-                continue
-            for qid in range(q.read_queue_nums):
-                mq = MessageQueue(topic, bd.broker_name, qid)
-                start = await admin.api.search_offset(addr, mq, begin_ms, admin.timeout)
-                batch = await admin.pull_queue(mq, start, limit)
-                out += [m for m in batch if begin_ms <= m.store_timestamp <= end_ms]
-    out.sort(key=lambda m: m.store_timestamp)
-    return [message_view(m) for m in out[:limit]]
+    admin: MQAdmin, topic: str, begin_ms: int, end_ms: int, page: int = 1, newest_first: bool = True
+) -> tuple[list[dict[str, Any]], TimePage]:
+    """One page of the messages stored in [begin_ms, end_ms] on every queue of `topic`, newest
+    first by default as rocketmq-dashboard shows them, and the page's counts."""
+    found = await by_time(admin, topic, begin_ms, end_ms, page=page, newest_first=newest_first)
+    return [message_view(m) for m in found.messages], found
 
 
 async def message_trace(admin: MQAdmin, msg_id: str, trace_topic: str = TRACE_TOPIC) -> list[dict[str, Any]]:
@@ -290,6 +283,105 @@ async def message_trace(admin: MQAdmin, msg_id: str, trace_topic: str = TRACE_TO
             for ctx, host in views]  # fmt: skip
     rows.sort(key=lambda r: r["ts"])
     return rows
+
+
+async def message_tracks(admin: MQAdmin, m: dict[str, Any]) -> list[dict[str, Any]]:
+    """Whether each group consuming the message's topic has consumed it, as rocketmq-dashboard's
+    message track: NOT_ONLINE (no client), CONSUMED (the group's offset is past it),
+    NOT_CONSUME_YET; with the group's online clients, to resend the message to one."""
+    try:
+        route = await admin.topic_route(m["topic"])
+        groups = await admin.topic_consumed_by(m["topic"])
+    except MQClientError:
+        return []
+    broker = next((bd.broker_name for bd in route.broker_datas if m["store_host"] in bd.addrs.values()), None)
+    rows = []
+    for group in groups:
+        row: dict[str, Any] = {"group": group, "clients": [], "error": ""}
+        try:
+            row["clients"] = [c.client_id for c in (await admin.consumer_connection(group)).connections]
+        except MQClientError:
+            pass
+        offset = None
+        try:
+            stats = await admin.consume_stats(group, m["topic"])
+            mq = MessageQueue(m["topic"], broker or "", m["qid"])
+            offset = stats.offsets[mq].consumer_offset if mq in stats.offsets else None
+        except MQClientError as exc:
+            row["error"] = str(exc)
+        if not row["clients"]:
+            row["status"] = "NOT_ONLINE"
+        elif offset is not None and offset > m["offset"]:
+            row["status"] = "CONSUMED"
+        else:
+            row["status"] = "NOT_CONSUME_YET"
+        rows.append(row)
+    return rows
+
+
+async def dlq_topics(admin: MQAdmin) -> list[dict[str, Any]]:
+    """Every group's dead-letter topic and the messages it holds."""
+    rows = []
+    for topic in sorted(t for t in await admin.topic_list() if t.startswith(DLQ_PREFIX)):
+        try:
+            held: int | str = sum(o.max_offset - o.min_offset for o in (await admin.topic_stats(topic)).values())
+        except MQClientError:
+            held = "-"
+        rows.append({"group": topic[len(DLQ_PREFIX) :], "topic": topic, "held": held})
+    return rows
+
+
+def running_tables(info: dict[Any, Any]) -> list[dict[str, Any]]:
+    """A client's running info (ConsumerRunningInfo) as tables: its properties, subscriptions,
+    queues (mqTable) and per-topic RT/TPS (statusTable), whatever other part it has too."""
+    titles = {"properties": "Properties", "subscriptionSet": "Subscriptions", "mqTable": "Queues",
+              "statusTable": "Consume RT and TPS per topic"}  # fmt: skip
+    tables = []
+    for key in sorted(info, key=lambda k: (list(titles).index(k) if k in titles else 99, str(k))):
+        value = info[key]
+        title = titles.get(str(key), str(key))
+        if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()):
+            columns = sorted({c for v in value.values() for c in v})
+            first = "Queue" if key == "mqTable" else "Topic"
+            rows = [[_cell(k), *(_cell(v.get(c, "")) for c in columns)] for k, v in sorted(value.items(), key=str)]
+            tables.append({"title": title, "columns": [first, *columns], "rows": rows})
+        elif isinstance(value, dict):
+            tables.append({"title": title, "columns": ["Name", "Value"],
+                           "rows": [[str(k), _cell(v)] for k, v in sorted(value.items(), key=str)]})  # fmt: skip
+        elif isinstance(value, list) and all(isinstance(v, dict) for v in value):
+            columns = sorted({c for v in value for c in v}, key=lambda c: (c != "topic", c))
+            tables.append(
+                {"title": title, "columns": columns, "rows": [[_cell(v.get(c, "")) for c in columns] for v in value]}
+            )
+        else:
+            tables.append({"title": title, "columns": ["Value"], "rows": [[_cell(value)]]})
+    return tables
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, MessageQueue):
+        return f"{value.topic} {value.broker_name} #{value.queue_id}"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return ", ".join(_cell(v) for v in sorted(value, key=str))
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_cell(v)}" for k, v in sorted(value.items(), key=str))
+    return str(value)
+
+
+def sort_rows(rows: list[dict[str, Any]], key: str, desc: bool) -> list[dict[str, Any]]:
+    """`rows` ordered by column `key` (numbers before text, so "-" lags go last)."""
+    if not rows or key not in rows[0]:
+        return rows
+
+    def order(row: dict[str, Any]) -> tuple[int, Any]:
+        value = row.get(key)
+        return (0, value) if isinstance(value, (int, float)) else (1, str(value).lower())
+
+    numbers = [r for r in rows if isinstance(r.get(key), (int, float))]
+    texts = [r for r in rows if not isinstance(r.get(key), (int, float))]
+    return sorted(numbers, key=order, reverse=desc) + sorted(texts, key=order, reverse=desc)
 
 
 # -- sampling for the home page -------------------------------------------------------------

@@ -59,3 +59,42 @@ async def stack(tmp_path: Path) -> AsyncIterator[Stack]:
         )
         yield Stack(ns, broker, f"http://{where}", nursery)
         nursery.cancel_scope.cancel()
+
+
+ACL_ADMIN = ("RocketMQAdmin", "12345678admin")
+PLAIN_ACL = """\
+globalWhiteRemoteAddresses:
+  - 10.10.103.*
+accounts:
+  - accessKey: RocketMQAdmin
+    secretKey: 12345678admin
+    admin: true
+  - accessKey: RocketMQUser
+    secretKey: 12345678user
+    defaultTopicPerm: DENY
+    topicPerms:
+      - TopicPub=PUB|SUB
+"""
+
+
+@pytest.fixture
+async def acl_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Stack]:
+    """The stack with a broker that has aclEnable=true, and a dashboard signing as its admin."""
+    from rmq.broker.acl import service
+
+    home = tmp_path / "home"
+    (home / "conf").mkdir(parents=True)
+    (home / "conf" / "plain_acl.yml").write_text(PLAIN_ACL, encoding="utf-8")
+    monkeypatch.setattr(service, "WATCH_INTERVAL", 0.05)
+    async with loopback_namesrv() as ns, trio.open_nursery() as nursery:
+        broker = await start_broker(nursery, tmp_path / "store", ns, aclEnable="true", rocketmqHome=str(home))
+        with trio.fail_after(LIMIT):
+            while not ns.routes.live:
+                await trio.sleep(0.02)
+        settings = Settings(
+            namesrv=[ns.address], sample_interval=0.5, topics_interval=0.5,
+            access_key=ACL_ADMIN[0], secret_key=ACL_ADMIN[1],
+        )  # fmt: skip
+        where = await nursery.start(serve, settings, "127.0.0.1", 0)
+        yield Stack(ns, broker, f"http://{where}", nursery)
+        nursery.cancel_scope.cancel()

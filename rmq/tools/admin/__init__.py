@@ -48,8 +48,8 @@ ORDER = (
     "cleanUnusedTopic", "deleteExpiredCommitLog", "getNamesrvConfig", "updateNamesrvConfig", "wipeWritePerm",
     "addWritePerm", "updateKvConfig", "deleteKvConfig", "updateOrderConf", "topicClusterList", "allocateMQ",
     "producerConnection", "consumerStatus", "getConsumerConfig", "cloneGroupOffset", "skipAccumulatedMessage",
-    "queryMsgByOffset", "printMsg", "printMsgByQueue", "queryCq", "queryMsgTraceById", "sendMsgStatus",
-    "checkMsgSendRT", "clusterRT", "statsAll",
+    "queryMsgByOffset", "queryMsgByTime", "printMsg", "printMsgByQueue", "queryCq", "queryMsgTraceById",
+    "sendMsgStatus", "checkMsgSendRT", "clusterRT", "statsAll",
 )  # fmt: skip
 ALIASES = {"deleteAclConfig": "deleteAccessConfig"}  # RocketMQ's command name; deleteAccessConfig is its alias
 

@@ -10,6 +10,7 @@ from contextlib import aclosing
 from typing import Any
 
 from rmq.admin import AdminError, messages, tracks
+from rmq.admin.common import now_ms, parse_timestamp
 from rmq.client import Message, MessageQueue
 from rmq.client.admin import MQAdmin
 from rmq.protocol import trace as T
@@ -20,6 +21,7 @@ from .options import Args, Commands, Parser
 from .output import Out, body_preview, date_text, front, human_ms, print_message, row
 
 BY_KEY = "{:<50} {:>4} {:>40}"
+BY_TIME = "{:<32} {:>4} {:>10}  {:<23}  {:<16} {}"
 SEND = "{:<32}  {:<4}  {:<20}    {}"
 DLQ_LIST = "{:<32}  {:<32}  {:<4}  {:<8}  {:<10}  {:<23}  {}"
 DLQ_RESEND = "{:<32}  {:<32}  {:<12}  {}"
@@ -86,6 +88,24 @@ async def query_msg_by_unique_key(admin: MQAdmin, args: Args, out: Out) -> int:
 async def query_msg_by_offset(admin: MQAdmin, args: Args, out: Out) -> int:
     mq = MessageQueue(args.topic, args.broker_name, args.queue_id)
     print_message(await messages.at_offset(admin, mq, args.offset), out)
+    return 0
+
+
+async def query_msg_by_time(admin: MQAdmin, args: Args, out: Out) -> int:
+    """A page of the topic's messages in the time range, newest first unless --oldestFirst,
+    after a line saying how many matched and which of them are shown."""
+    now = now_ms()
+    begin = parse_timestamp(args.begin, now) if args.begin else now - 3600_000
+    end = parse_timestamp(args.end, now) if args.end else now
+    if begin > end:
+        raise AdminError("the begin timestamp is after the end timestamp")
+    found = await messages.by_time(
+        admin, args.topic, begin, end, page=args.page, size=args.page_size, newest_first=not args.oldest_first
+    )
+    print(f"{args.topic} {human_ms(begin)} .. {human_ms(end)}: {found.summary()}", file=out)
+    row(out, BY_TIME, "#Message ID", "#QID", "#Offset", "#Store Time", "#Tags", "#Keys")
+    for m in found.messages:
+        row(out, BY_TIME, m.msg_id, m.queue_id, m.queue_offset, human_ms(m.store_timestamp), m.tags or "", m.keys or "")
     return 0
 
 
@@ -242,6 +262,18 @@ def _query_key_args(p: Parser) -> None:
     p.add_argument("-c", "--maxNum", dest="max_num", type=int, default=64)
 
 
+def _query_time_args(p: Parser) -> None:
+    o.topic(p)
+    p.add_argument("-b", "--beginTimestamp", dest="begin", help="now, ms, or yyyy-MM-dd#HH:mm:ss:SSS (an hour ago)")
+    p.add_argument("-e", "--endTimestamp", dest="end", help="now, ms, or yyyy-MM-dd#HH:mm:ss:SSS (now)")
+    p.add_argument("-p", "--page", type=int, default=1, help="which page, from 1 (default 1)")
+    size = f"messages on a page, at most {messages.MAX_PAGE_SIZE} (default {messages.PAGE_SIZE})"
+    p.add_argument("-s", "--pageSize", dest="page_size", type=int, default=messages.PAGE_SIZE, help=size)
+    p.add_argument(
+        "-o", "--oldestFirst", dest="oldest_first", action="store_true", help="oldest first (default newest)"
+    )
+
+
 def _query_id_args(p: Parser) -> None:
     p.add_argument("-i", "--msgId", dest="msg_id", required=True, help="offset message id(s), comma-separated")
     p.add_argument("-g", "--consumerGroup", dest="consumer_group", help="with -d: that client consumes the message")
@@ -327,6 +359,7 @@ COMMANDS: Commands = {
     "dlqList": ("print a group's dead letters", dlq_list, _dlq_list_args),
     "dlqResend": ("send a group's dead letters back to their topics", dlq_resend, _dlq_resend_args),
     "queryMsgByOffset": ("print the message at a queue offset", query_msg_by_offset, _by_offset_args),
+    "queryMsgByTime": ("print a page of a topic's messages in a time range", query_msg_by_time, _query_time_args),
     "printMsg": ("print a topic's messages", o.checked(print_msg), _print_common),
     "printMsgByQueue": ("print or count one queue's messages", o.checked(print_msg_by_queue), _print_by_queue_args),
     "queryCq": ("print consume queue entries", o.checked(query_cq), _query_cq_args),
