@@ -266,7 +266,8 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
         return render(request, "home.html", tps_chart=tps, busiest_chart=busiest, brokers=rows, error=sampler.error)
 
     async def cluster(request: Request) -> Response:
-        return render(request, "cluster.html", brokers=await data.cluster_rows(admin))
+        brokers = await data.cluster_rows(admin)
+        return render(request, "cluster.html", brokers=brokers, dledger=data.dledger_rows(brokers))
 
     async def broker_config(request: Request) -> Response:
         addr = request.query_params.get("addr", "")

@@ -77,8 +77,31 @@ async def cluster_rows(admin: MQAdmin) -> list[dict[str, Any]]:
                 lag=rt.get("slaveFallBehind", "") if bid or int(rt.get("haConnectionNum") or 0) else "",
                 runtime=rt,
             )
+            if rt.get("dLegerGroup"):
+                row["dledger"] = dledger_member(rt)
         rows.append(row)
     return rows
+
+
+def dledger_member(rt: dict[str, str]) -> dict[str, str]:
+    """A DLedger member's Raft state from its runtime info (the dLeger* keys)."""
+    return {
+        "group": rt.get("dLegerGroup", ""),
+        "self_id": rt.get("dLegerSelfId", ""),
+        "role": rt.get("dLegerRole", ""),
+        "term": rt.get("dLegerTerm", ""),
+        "leader": rt.get("dLegerLeaderId", ""),
+        "commit": rt.get("dLegerCommitIndex", ""),
+        "end": rt.get("dLegerEndIndex", ""),
+        "applied": rt.get("dLegerAppliedIndex", ""),
+        "preferred": rt.get("preferredLeaderId", ""),
+    }
+
+
+def dledger_rows(brokers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The DLedger members among `cluster_rows`, by group and member id."""
+    members = [{**b["dledger"], "addr": b["addr"], "broker": b["broker"]} for b in brokers if "dledger" in b]
+    return sorted(members, key=lambda m: (m["group"], m["self_id"]))
 
 
 # -- topics -----------------------------------------------------------------------------------
