@@ -106,7 +106,8 @@ class ReviveQueue:
         self.broker = broker
         self.queue_id = queue_id
         self.topic = revive_topic(broker.config.broker_cluster_name)
-        self.pending: dict[str, PopCheckPoint] = {}
+        self.pending: dict[int, PopCheckPoint] = {}  # by revive-queue offset, in log order
+        self._by_key: dict[str, list[int]] = {}  # PopCheckPoint.key() → revive offsets
         self.revived = 0  # messages re-put (retry or dead letters)
         committed = broker.offsets.query(REVIVE_GROUP, self.topic, queue_id)
         self.offset = max(committed, broker.message_store.get_min_offset_in_queue(self.topic, queue_id))
@@ -134,26 +135,35 @@ class ReviveQueue:
             tag = msg.properties.get(P.TAGS)
             if tag == CK_TAG:
                 ck = PopCheckPoint.from_json(loads(msg.body))
-                ck = replace(ck, revive_offset=offset)
-                self.pending.setdefault(ck.key(), ck)
+                if offset not in self.pending:
+                    self.pending[offset] = replace(ck, revive_offset=offset)
+                    self._by_key.setdefault(ck.key(), []).append(offset)
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 self._ack(AckMsg.from_json(loads(msg.body)))
         except ProtocolError as exc:  # not ours to fix: skip it, as RocketMQ does
             log.warning("revive queue %d: unreadable record at offset %d: %s", self.queue_id, offset, exc)
 
     def _ack(self, ack: AckMsg) -> None:
-        key = ack.key()
-        ck = self.pending.get(key)
-        if ck is None:  # revived already, or never ours
-            return
+        """Mark the acked messages on the oldest checkpoint of the ack's key that has them
+        unacked (a change of invisible time in the pop's millisecond makes two of one key)."""
         for offset in ack.offsets:
-            index = ck.index_of(offset)
-            if index >= 0:
-                ck = ck.with_acked(index)
-        if ck.all_acked:
-            del self.pending[key]
-        else:
-            self.pending[key] = ck
+            for revive_offset in self._by_key.get(ack.key(), ()):
+                ck = self.pending[revive_offset]
+                index = ck.index_of(offset)
+                if index >= 0 and not ck.bit_map >> index & 1:
+                    self._settle(ck.with_acked(index))
+                    break
+
+    def _settle(self, ck: PopCheckPoint) -> None:
+        """Keep `ck` as it is now, or drop it once every message is acked or revived."""
+        if not ck.all_acked:
+            self.pending[ck.revive_offset] = ck
+            return
+        del self.pending[ck.revive_offset]
+        same = self._by_key[ck.key()]
+        same.remove(ck.revive_offset)
+        if not same:
+            del self._by_key[ck.key()]
 
     def next_due(self) -> int | None:
         """The earliest revive time pending, in clock ms."""
@@ -162,7 +172,7 @@ class ReviveQueue:
     async def revive_due(self) -> None:
         """Re-put the unacked messages of every checkpoint whose time is over."""
         now = self.broker.clock_ms()
-        for key, ck in list(self.pending.items()):
+        for ck in list(self.pending.values()):
             if ck.revive_time > now:
                 continue
             for index in range(ck.num):
@@ -170,8 +180,7 @@ class ReviveQueue:
                     if not await self._revive(ck, ck.offset_at(index)):
                         return  # the store refused: try again on the next round
                     ck = ck.with_acked(index)
-                    self.pending[key] = ck
-            del self.pending[key]
+                    self._settle(ck)
 
     async def _revive(self, ck: PopCheckPoint, offset: int) -> bool:
         broker = self.broker
