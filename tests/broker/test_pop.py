@@ -129,7 +129,9 @@ async def test_batch_ack(cluster: Cluster, autojump_clock: trio.testing.MockCloc
         await send(cluster, f"b{i}".encode())
     got = await pop(cluster, invisible_ms=5000, queue_id=0)
     h = got.handles[0]
-    acks = BatchAck(GROUP, TOPIC, "0", h.ck_queue_offset, 0, h.revive_qid, h.pop_time, h.invisible_time, frozenset({0, 2}))
+    acks = BatchAck(
+        GROUP, TOPIC, "0", h.ck_queue_offset, 0, h.revive_qid, h.pop_time, h.invisible_time, frozenset({0, 2})
+    )
     request_body = body.dumps(BatchAckMessageRequestBody(BROKER, (acks,)).to_json())
     r = await cluster.call(RequestCode.BATCH_ACK_MESSAGE, {}, request_body)
     assert r.code == ResponseCode.SUCCESS, r.remark
