@@ -111,6 +111,7 @@ class ReviveQueue:
         self.revived = 0  # messages re-put (retry or dead letters)
         committed = broker.offsets.query(REVIVE_GROUP, self.topic, queue_id)
         self.offset = max(committed, broker.message_store.get_min_offset_in_queue(self.topic, queue_id))
+        self._committed = self.offset  # an idle revive queue writes no offset
 
     @property
     def progress(self) -> int:
@@ -224,7 +225,10 @@ class ReviveQueue:
         return True
 
     def commit(self) -> None:
-        self.broker.offsets.commit(REVIVE_GROUP, self.topic, self.queue_id, self.progress)
+        progress = self.progress
+        if progress != self._committed:
+            self.broker.offsets.commit(REVIVE_GROUP, self.topic, self.queue_id, progress)
+            self._committed = progress
 
 
 class ReviveService:

@@ -172,6 +172,7 @@ async def test_a_restart_between_pop_and_revive_loses_nothing(
     back = await pop(cluster)
     assert back.bodies == [b"survivor"]
     await ack_all(cluster, back)
+    assert cluster.broker.offsets.topics_of_group("CID_RMQ_SYS_REVIVE_GROUP") == {"rmq_sys_REVIVE_LOG_TestCluster"}
     await cluster.restart()  # nothing pending is left for the revive service to find again
     await trio.sleep(10)
     assert (await pop(cluster)).messages == []
