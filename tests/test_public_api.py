@@ -29,9 +29,11 @@ PUBLIC: dict[str, list[str]] = {
     ],
     "rmq.broker.filter": ["SqlFilter", "SqlFilterError", "compile_sql92"],
     "rmq.broker.processors": [
+        "AckProcessor",
         "AdminProcessor",
         "ClientManageProcessor",
         "EndTransactionProcessor",
+        "PopProcessor",
         "PullProcessor",
         "ReplyProcessor",
         "ResetOffsetProcessor",

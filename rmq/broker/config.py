@@ -208,6 +208,12 @@ class BrokerConfig:
     slave_read_enable: bool = False
     notify_consumer_ids_changed_enable: bool = True
 
+    # POP consumption (RocketMQ 5.x, docs/pop.md)
+    revive_queue_num: int = 8  # queues of rmq_sys_REVIVE_LOG_<cluster>, one revive task each
+    revive_interval: int = 1000  # ms a revive task rests when it found nothing due
+    pop_from_retry_probability: int = 20  # % of pops that read the POP retry topic first
+    max_pop_polling_size: int = 100_000  # pops parked at once; more are answered POLLING_FULL
+
     # transactions
     transaction_time_out: int = 6000  # ms
     transaction_check_interval: int = 60_000  # ms
@@ -537,6 +543,8 @@ class BrokerConfig:
             "max_hash_slot_num",
             "max_index_num",
             "timer_max_delay_sec",
+            "revive_queue_num",
+            "revive_interval",
             "transaction_check_interval",
             "transaction_time_out",
             "ha_send_heartbeat_interval",
@@ -546,6 +554,8 @@ class BrokerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise bad(_camel(name), "must be > 0")
+        if not 0 <= self.pop_from_retry_probability <= 100:
+            raise bad("popFromRetryProbability", "must be a percentage in 0..100")
         if self.flush_consume_queue_least_pages < 0:
             raise bad("flushConsumeQueueLeastPages", "must be >= 0")
         if self.mapped_file_size_consume_queue % CQ_UNIT:

@@ -65,6 +65,7 @@ from .parts import BrokerParts, Identity, RoleCell
 from .processors import build_dispatcher
 from .rebalance_lock import RebalanceLockManager
 from .registration import Registration, register_period
+from .revive import ReviveService
 from .schedule import ScheduleService
 from .stats import SAMPLE_INTERVAL, BrokerStats
 from .subscriptions import SubscriptionGroupManager
@@ -140,6 +141,7 @@ class BrokerController(Service):
         self.store: AsyncMessageStore
         self.schedule: ScheduleService
         self.timers: TimerService
+        self.revive: ReviveService
         self.transactions: TransactionService
         self.vip_port: int | None = None
         self.registration: Registration | None = None
@@ -281,6 +283,7 @@ class BrokerController(Service):
         )
         self.schedule = ScheduleService(self.parts)
         self.timers = TimerService(self.parts)
+        self.revive = ReviveService(self.parts)
         self.transactions = TransactionService(self.parts)
         self.message_store.arrival_listener = _Arrivals([*listeners, self.schedule, self.timers])
         if config.long_polling_enable:  # a parked pull is answered without waiting for the reput task
@@ -364,14 +367,15 @@ class BrokerController(Service):
             await nursery.start(self._master_services)
 
     async def _master_services(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Delay, timer and transaction check-back: a master's work. A DLedger leader runs them
-        while it leads (in ``_leader_scope``), starting from what it last synced."""
+        """Delay, timer, transaction check-back and POP revive: a master's work. A DLedger
+        leader runs them while it leads (in ``_leader_scope``), starting from what it last synced."""
         with trio.CancelScope() as scope:
             self._leader_scope = scope
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.schedule.run)
                 await nursery.start(self.timers.run)
                 await nursery.start(self.transactions.run)
+                await nursery.start(self.revive.run)  # POP's unacked messages come back
                 task_status.started()
 
     async def _start_replication(self, nursery: trio.Nursery, client: RemotingClient) -> None:

@@ -124,6 +124,11 @@ class PullWaiters:
         self._deadlines.clear()
         self.dispatched()
 
+    @property
+    def closed(self) -> bool:
+        """Whether `wake_all` ran: the broker is stopping and parks nothing more."""
+        return self._closed
+
     def __len__(self) -> int:
         """Queues with a parked pull that no arrival has woken yet (for statistics and tests)."""
         return len(self._parked)

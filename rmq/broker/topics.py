@@ -29,6 +29,7 @@ from rmq.protocol.constants import (
     SYSTEM_TOPICS,
     reply_topic,
 )
+from rmq.protocol.pop import revive_topic
 
 from .config import BrokerConfig
 from .jsonfile import CoalescingWriter, read_json
@@ -83,6 +84,8 @@ class TopicConfigManager:
             TopicConfig(OFFSET_MOVED_EVENT, 1, 1),
             TopicConfig(SCHEDULE_TOPIC, 18, 18),
             TopicConfig(reply_topic(c.broker_cluster_name), 1, 1),
+            # POP checkpoints and acks (docs/pop.md)
+            TopicConfig(revive_topic(c.broker_cluster_name), c.revive_queue_num, c.revive_queue_num),
             TopicConfig(
                 c.broker_cluster_name, perm=PERM_INHERIT | (PERM_READ | PERM_WRITE if c.cluster_topic_enable else 0)
             ),
@@ -97,7 +100,7 @@ class TopicConfigManager:
             builtins.append(TopicConfig(AUTO_CREATE_TOPIC, n, n, PERM_INHERIT | PERM_READ | PERM_WRITE))
         for tc in builtins:
             self._table[tc.topic_name] = tc
-        self._system_topics |= {c.broker_cluster_name, c.broker_name}
+        self._system_topics |= {c.broker_cluster_name, c.broker_name, revive_topic(c.broker_cluster_name)}
 
     # -- persistence ----------------------------------------------------------------------
 

@@ -136,6 +136,14 @@ class RequestCode(enum.IntEnum):
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5.x: HARuntimeInfo of a master or slave
+    # RocketMQ 5.x POP consumption (RIP-19, docs/pop.md)
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+    NOTIFICATION = 200054
+    POLLING_INFO = 200055
+    BATCH_ACK_MESSAGE = 200151
 
 
 class ResponseCode(enum.IntEnum):
@@ -176,6 +184,11 @@ class ResponseCode(enum.IntEnum):
     DELETE_ACL_CONFIG_FAILED = 210
     UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
+    # RocketMQ 5.x: POP answers. 209 and 210 were the ACL answers above in 4.x, so these
+    # two are aliases of them here (code_name shows the 4.x names).
+    INVALID_PARAMETER = 29
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
 
 
 def code_name(code: int, *, response: bool) -> str:

@@ -9,7 +9,7 @@ SYSTEM_ERROR answer naming the field instead of failing later with a null.
 Values arrive as text (the command codec already stringified JSON numbers); booleans
 accept "true" and "1" (the C++ client sends "1"), case-insensitively. Numbers must fit the
 Java type of the field, as in RocketMQ: a long for offsets, timestamps, millisecond
-durations, broker ids and subVersion, an int for everything else.
+durations (POP's times too), broker ids and subVersion, an int for everything else.
 """
 
 from __future__ import annotations
@@ -38,7 +38,19 @@ def parse_bool(text: str) -> bool:
 
 
 _RANGES = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
-_LONG_MARKS = ("offset", "timestamp", "millis", "broker_id", "sub_version")
+_LONG_MARKS = (
+    "offset",
+    "timestamp",
+    "millis",
+    "broker_id",
+    "sub_version",
+    # POP (RocketMQ 5.x): epoch and duration milliseconds, the rest of a queue
+    "pop_time",
+    "born_time",
+    "poll_time",
+    "invisible_time",
+    "rest_num",
+)
 
 
 def _int_kind(attr: str) -> str:

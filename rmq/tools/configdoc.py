@@ -97,11 +97,18 @@ BROKER = {
     "traceTopicEnable": "Create the message trace topic (msgTraceTopicName, 1 queue) at start.",
     "msgTraceTopicName": "The trace topic created by traceTopicEnable.",
     "rejectTransactionMessage": "Refuse transactional messages.",
+    "storeReplyMessageEnable": (
+        "Store request-reply replies in `<cluster>_REPLY_TOPIC` as well as pushing them to their requester."
+    ),
     "longPollingEnable": "Hold pulls until a message arrives (else retry after shortPollingTimeMills).",
     "shortPollingTimeMills": "Milliseconds a pull is held without long polling.",
     "enablePropertyFilter": "Allow SQL92 property filters.",
     "slaveReadEnable": "Send consumers that lag beyond memory to a slave (the group's whichBrokerWhenConsumeSlowly).",
     "notifyConsumerIdsChangedEnable": "Tell consumers to rebalance when their group changes.",
+    "reviveQueueNum": "Queues of the POP revive topic rmq_sys_REVIVE_LOG_<cluster>, a revive task each (docs/pop.md).",
+    "reviveInterval": "Milliseconds a POP revive task rests when nothing is due.",
+    "popFromRetryProbability": "Percent of pops that read the group's POP retry topic before the topic.",
+    "maxPopPollingSize": "Pops waiting for messages at once; more are answered POLLING_FULL.",
     "transactionTimeOut": "Milliseconds before a half message is first checked back.",
     "transactionCheckInterval": "Milliseconds between transaction check-back rounds.",
     "transactionCheckMax": "Check-backs before a half message is given up (TRANS_CHECK_MAX_TIME_TOPIC).",

@@ -15,6 +15,7 @@ from ..acl.processor import AclProcessor
 from .admin import AdminProcessor
 from .client_manage import ClientManageProcessor
 from .end_transaction import EndTransactionProcessor
+from .pop import AckProcessor, PopProcessor
 from .pull import PullProcessor
 from .reply import ReplyProcessor
 from .reset_offset import ResetOffsetProcessor
@@ -42,7 +43,8 @@ def build_dispatcher(
 ) -> Dispatcher:
     """Every broker processor on one Dispatcher, over the broker's parts and the services
     some of them answer for (delay progress, transaction outcomes); `vip` leaves out
-    PULL_MESSAGE (the fast channel on listenPort - 2 serves everything but pulls). Unknown
+    PULL_MESSAGE and POP_MESSAGE (the fast channel on listenPort - 2 serves everything but
+    pulls and pops). Unknown
     codes are answered REQUEST_CODE_NOT_SUPPORTED by the dispatcher. With an `acl`
     (aclEnable=true) it checks every request first (the dispatcher hook)."""
     dispatcher = Dispatcher(hook=acl.hook if acl is not None else None)
@@ -51,6 +53,9 @@ def build_dispatcher(
     dispatcher.register(ReplyProcessor.CODES, ReplyProcessor(broker))
     if not vip:
         dispatcher.register(PullProcessor.CODES, PullProcessor(broker), concurrency=PULL_CONCURRENCY)
+        # a waiting pop holds its slot too
+        dispatcher.register(PopProcessor.CODES, PopProcessor(broker), concurrency=PULL_CONCURRENCY)
+    dispatcher.register(AckProcessor.CODES, AckProcessor(broker))
     clients = ClientManageProcessor(broker)
     dispatcher.register(
         (RequestCode.HEART_BEAT, RequestCode.UNREGISTER_CLIENT, RequestCode.CHECK_CLIENT_CONFIG), clients
@@ -71,9 +76,11 @@ def build_dispatcher(
 
 
 __all__ = [
+    "AckProcessor",
     "AdminProcessor",
     "ClientManageProcessor",
     "EndTransactionProcessor",
+    "PopProcessor",
     "PullProcessor",
     "ReplyProcessor",
     "ResetOffsetProcessor",
