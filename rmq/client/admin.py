@@ -49,7 +49,7 @@ from rmq.protocol import properties as P
 from rmq.protocol.bodies.clients import Connection as ClientConnection
 from rmq.protocol.bodies.clients import ProducerConnection
 from rmq.protocol.bodies.clients import ProducerTableInfo as ProducerTableInfo
-from rmq.protocol.bodies.configs import DataVersion, TopicConfigSerializeWrapper
+from rmq.protocol.bodies.configs import DataVersion, SubscriptionGroupWrapper, TopicConfigSerializeWrapper
 from rmq.protocol.bodies.configs import SubscriptionGroupConfig as SubscriptionGroupConfig
 from rmq.protocol.bodies.configs import TopicConfig as TopicConfig
 from rmq.protocol.bodies.lists import GroupList, KVTable, TopicList
@@ -849,10 +849,15 @@ class MQAdmin:
         response = await self._request(addr, RequestCode.GET_ALL_PRODUCER_INFO)
         return self._read(response, addr, "producer table", ProducerTableInfo.from_json)
 
-    async def topic_configs(self, addr: str) -> dict[str, TopicConfig]:
+    async def topic_configs(self, addr: str) -> TopicConfigSerializeWrapper:
         """GET_ALL_TOPIC_CONFIG: every topic of one broker, system topics included."""
         response = await self._request(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
-        return self._read(response, addr, "topic configs", TopicConfigSerializeWrapper.from_json).topic_config_table
+        return self._read(response, addr, "topic configs", TopicConfigSerializeWrapper.from_json)
+
+    async def subscription_group_configs(self, addr: str) -> SubscriptionGroupWrapper:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG read as SubscriptionGroupWrapper (its data version too)."""
+        response = await self._request(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        return self._read(response, addr, "subscription groups", SubscriptionGroupWrapper.from_json)
 
     async def system_topics_on(self, addr: str) -> list[str]:
         """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: the topics the broker counts as the system's."""

@@ -1,15 +1,21 @@
 """mqadmin commands of Apache 4.9.8 that rmq lacked: updateTopicPerm, producer,
-exportConfigs, exportMetadata, against an in-process broker."""
+exportMetadata, exportConfigs, exportMetrics, against an in-process broker."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
+from pathlib import Path
+from typing import Any
 
-from rmq.client import Message, Producer
+import trio
+
+from rmq.admin import export
+from rmq.client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
 from rmq.client.admin import MQAdmin
 
-from .test_admin import CLUSTER, LIMIT, Servers, admin, create_topic, one_line_error, servers, wait_for
+from .test_admin import CLUSTER, FAST, LIMIT, Servers, admin, create_topic, one_line_error, servers, wait_for
 
 __all__ = ["servers"]  # the fixture, imported for pytest
 
@@ -63,3 +69,111 @@ async def test_producer(servers: Servers) -> None:
         assert match, line
         assert abs(int(match[2]) - time.time() * 1000) < LIMIT * 1000
     one_line_error(await admin(s, "producer", "-b", "127.0.0.1:1"), "127.0.0.1:1")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+async def test_export_metadata(servers: Servers, tmp_path: Path) -> None:
+    s, folder = servers, tmp_path / "export"
+    await create_topic(s, "Meta", queues=3)
+    await create_topic(s, "%RETRY%cg_meta", queues=1)
+    r = await admin(s, "updateSubGroup", "-c", CLUSTER, "-g", "cg_meta", "-r", "5")
+    assert r.code == 0, r.err
+
+    before = int(time.time() * 1000)
+    r = await admin(s, "exportMetadata", "-c", CLUSTER, "-f", str(folder))
+    assert r.code == 0, r.err
+    assert r.lines == [f"export {folder / 'metadata.json'} success"]
+    doc = _read(folder / "metadata.json")
+    assert set(doc) == {"topicConfigTable", "subscriptionGroupTable", "exportTime"}
+    assert before <= doc["exportTime"] <= time.time() * 1000
+    topics = doc["topicConfigTable"]
+    assert topics["Meta"] == {
+        "order": False,
+        "perm": 6,
+        "readQueueNums": 3,
+        "topicFilterType": "SINGLE_TAG",
+        "topicName": "Meta",
+        "topicSysFlag": 0,
+        "writeQueueNums": 3,
+    }
+    # no system topic (TBW102, the cluster's and the broker's own), no retry topic without -s
+    assert not {"TBW102", CLUSTER, "broker-a", "SCHEDULE_TOPIC_XXXX", "%RETRY%cg_meta"} & set(topics)
+    groups = doc["subscriptionGroupTable"]
+    assert groups["cg_meta"]["groupName"] == "cg_meta" and groups["cg_meta"]["retryMaxTimes"] == 5
+    assert "TOOLS_CONSUMER" not in groups and "SELF_TEST_C_GROUP" not in groups
+
+    r = await admin(s, "exportMetadata", "-c", CLUSTER, "-f", str(folder), "-t", "-s")
+    assert r.lines == [f"export {folder / 'topic.json'} success"], r.err
+    doc = _read(folder / "topic.json")
+    assert set(doc) == {"topicConfigTable", "exportTime"} and "%RETRY%cg_meta" in doc["topicConfigTable"]
+
+    r = await admin(s, "exportMetadata", "-b", s.addr, "-f", str(folder), "--subscriptionGroup")
+    assert r.lines == [f"export {folder / 'subscriptionGroup.json'} success"], r.err
+    doc = _read(folder / "subscriptionGroup.json")  # the broker's wrapper, data version included
+    assert set(doc) == {"dataVersion", "subscriptionGroupTable"} and "cg_meta" in doc["subscriptionGroupTable"]
+    assert doc["dataVersion"]["counter"] >= 1
+
+    r = await admin(s, "exportMetadata", "-b", s.addr, "-f", str(folder), "-t")
+    assert set(_read(folder / "topic.json")) == {"dataVersion", "topicConfigTable"}, r.err
+
+    one_line_error(await admin(s, "exportMetadata", "-f", str(folder)), "-b", "-c")
+    one_line_error(await admin(s, "exportMetadata", "-c", "NoSuchCluster", "-f", str(folder)), "NoSuchCluster")
+
+
+async def test_export_configs(servers: Servers, tmp_path: Path) -> None:
+    s, folder = servers, tmp_path / "export"
+    r = await admin(s, "exportConfigs", "-c", CLUSTER, "-f", str(folder))
+    assert r.code == 0, r.err
+    assert r.lines == [f"export {folder / 'configs.json'} success"]
+    doc = _read(folder / "configs.json")
+    assert doc["clusterScale"] == {"namesrvSize": 1, "masterBrokerSize": 1, "slaveBrokerSize": 0}
+    config = doc["brokerConfigs"]["broker-a"]
+    assert config["brokerClusterName"] == CLUSTER and config["brokerId"] == "0"
+    assert config["brokerRole"] == "ASYNC_MASTER" and config["flushDiskType"] == "ASYNC_FLUSH"
+    assert config["messageDelayLevel"].startswith("1s 5s 10s")
+    assert set(config) <= set(export.EXPORTED_BROKER_KEYS) and len(config) >= 12
+    assert (await admin(s, "exportConfigs", "-f", str(folder))).code == 2  # -c is required
+
+
+async def test_export_metrics(servers: Servers, tmp_path: Path) -> None:
+    s, folder = servers, tmp_path / "export"
+    await create_topic(s, "Counted", queues=2)
+    got: list[MessageExt] = []
+
+    async def handler(msg: MessageExt) -> None:
+        got.append(msg)
+
+    consumer = PushConsumer(
+        "cg_counted", s.ns, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST
+    )
+    consumer.subscribe("Counted", "*")
+    async with Producer("pg_counted", s.ns) as producer, consumer:
+        for i in range(5):
+            await producer.send(Message("Counted", f"m{i}".encode()))
+        with trio.fail_after(LIMIT):
+            while len(got) < 5:
+                await trio.sleep(0.05)
+        r = await admin(s, "exportMetrics", "--clusterName", CLUSTER, "--filePath", str(folder))
+        assert r.code == 0, r.err
+        assert r.lines == [f"export {folder / 'metrics.json'} success"]
+    doc = _read(folder / "metrics.json")
+    report = doc["evaluateReport"]["broker-a"]
+    quota = report["runtimeQuota"]
+    assert set(quota["tps"]) == {"normalInTps", "normalOutTps", "transInTps", "scheduleInTps"}
+    assert set(quota["oneDayNum"]) == {
+        "normalOneDayInNum",
+        "normalOneDayOutNum",
+        "transOneDayInNum",
+        "scheduleOneDayInNum",
+    }
+    assert quota["topicSize"] >= 1 and quota["groupSize"] >= 1  # Counted; cg_counted (auto-created)
+    assert float(quota["diskRatio"]["commitLogDiskRatio"]) >= 0 and float(quota["messageAverageSize"]) > 0
+    assert report["runtimeVersion"]["rocketmqVersion"] == "V4_9_8"
+    assert report["runtimeVersion"]["clientInfo"] == ["PYTHON%V4_9_8"]
+    totals = doc["totalData"]
+    assert totals["totalTps"]["totalNormalInTps"] == quota["tps"]["normalInTps"]
+    assert totals["totalOneDayNum"]["normalOneDayInNum"] == quota["oneDayNum"]["normalOneDayInNum"]

@@ -33,7 +33,7 @@ from rmq.client import MQAdmin, MQClientError
 
 from ..aclopts import acl_credentials, add_acl_arguments
 from ..tlsopts import add_tls_arguments, tls_option
-from . import acl, brokers, groups, messages, namesrv, offsets, probes, producers, topics
+from . import acl, brokers, export, groups, messages, namesrv, offsets, probes, producers, topics
 from .options import Commands, Parser
 from .output import Out
 from .output import human_ms as human_ms
@@ -50,14 +50,14 @@ ORDER = (
     "addWritePerm", "updateKvConfig", "deleteKvConfig", "updateOrderConf", "topicClusterList", "allocateMQ",
     "producerConnection", "consumerStatus", "getConsumerConfig", "cloneGroupOffset", "skipAccumulatedMessage",
     "queryMsgByOffset", "printMsg", "printMsgByQueue", "queryCq", "queryMsgTraceById", "sendMsgStatus",
-    "checkMsgSendRT", "clusterRT", "statsAll",
+    "checkMsgSendRT", "clusterRT", "statsAll", "exportMetadata", "exportConfigs", "exportMetrics",
 )  # fmt: skip
 ALIASES = {"deleteAclConfig": "deleteAccessConfig"}  # RocketMQ's command name; deleteAccessConfig is its alias
 
 
 def all_commands() -> Commands:
     found: Commands = {}
-    for group in (topics, brokers, namesrv, groups, offsets, messages, probes, acl, producers):
+    for group in (topics, brokers, namesrv, groups, offsets, messages, probes, acl, producers, export):
         found.update(group.COMMANDS)
     return {name: found[name] for name in ORDER}
 
