@@ -1,5 +1,5 @@
 """mqadmin commands of Apache 4.9.8 that rmq lacked: updateTopicPerm, producer,
-exportMetadata, exportConfigs, exportMetrics, against an in-process broker."""
+consumeMessage, exportMetadata, exportConfigs, exportMetrics, against an in-process broker."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from typing import Any
 import trio
 
 from rmq.admin import export
-from rmq.client import ConsumeFromWhere, Message, MessageExt, Producer, PushConsumer
+from rmq.client import ConsumeFromWhere, Message, MessageExt, MessageQueue, Producer, PushConsumer
 from rmq.client.admin import MQAdmin
 
-from .test_admin import CLUSTER, FAST, LIMIT, Servers, admin, create_topic, one_line_error, servers, wait_for
+from .test_admin import CLUSTER, FAST, LIMIT, Result, Servers, admin, create_topic, one_line_error, servers, wait_for
 
 __all__ = ["servers"]  # the fixture, imported for pytest
 
@@ -177,3 +177,58 @@ async def test_export_metrics(servers: Servers, tmp_path: Path) -> None:
     totals = doc["totalData"]
     assert totals["totalTps"]["totalNormalInTps"] == quota["tps"]["normalInTps"]
     assert totals["totalOneDayNum"]["normalOneDayInNum"] == quota["oneDayNum"]["normalOneDayInNum"]
+
+
+async def test_consume_message(servers: Servers) -> None:
+    s = servers
+    await create_topic(s, "Eat", queues=2)
+    q0 = MessageQueue("Eat", "broker-a", 0)
+    async with Producer("pg_eat", s.ns) as producer:
+        for i in range(5):
+            await producer.send(Message("Eat", f"m{i}".encode(), tags="T"), queue=q0)
+            await trio.sleep(0.005)  # a store time of its own for each
+        await producer.send(Message("Eat", b"other"), queue=MessageQueue("Eat", "broker-a", 1))
+    async with MQAdmin(s.ns) as a:
+        stored = await a.pull_queue(q0, 0, 5)
+    finished = (
+        "MessageQueue [topic=Eat, brokerName=broker-a, queueId={}] print msg finished. status=NO_NEW_MSG, offset={}"
+    )
+
+    def bodies(r: Result) -> list[str]:
+        return [line.rsplit(" BODY: ", 1)[1] for line in r.lines if line.startswith("MSGID: ")]
+
+    r = await admin(s, "consumeMessage", "-t", "Eat")
+    assert r.code == 0, r.err
+    assert r.lines[0] == "Consume ok" and bodies(r) == ["m0", "m1", "m2", "m3", "m4", "other"]
+    assert r.lines[6] == finished.format(0, 5) and r.lines[-1] == finished.format(1, 1)
+    first = r.lines[1]
+    assert first.startswith(f"MSGID: {stored[0].msg_id} MessageExt [brokerName=broker-a, queueId=0, storeSize=")
+    assert f", queueOffset=0, sysFlag=0, bornTimestamp={stored[0].born_timestamp}, bornHost=/127.0.0.1:" in first
+    assert f", storeTimestamp={stored[0].store_timestamp}, storeHost=/127.0.0.1:" in first
+    assert re.search(r"toString\(\)=Message\{topic='Eat', flag=0, properties=\{.*TAGS=T.*\}, body=\[109, 48\]", first)
+
+    r = await admin(s, "consumeMessage", "-t", "Eat", "-c", "3")
+    assert r.lines[0] == "The older 3 message of the 0 queue will be provided", r.out
+    assert bodies(r) == ["m0", "m1", "m2"] and not any("finished" in line for line in r.lines)
+
+    r = await admin(s, "consumeMessage", "-t", "Eat", "-b", "broker-a", "-i", "0", "-o", "3", "-g", "cg_eat")
+    assert bodies(r) == ["m3", "m4"] and r.lines[-1] == finished.format(0, 5), r.out
+    r = await admin(s, "consumeMessage", "-t", "Eat", "-b", "broker-a", "-i", "0", "-c", "2")
+    assert r.lines[0] == "The oldler 2 message will be provided" and bodies(r) == ["m0", "m1"], r.out
+    r = await admin(s, "consumeMessage", "-t", "Eat", "-b", "broker-a", "-i", "0", "-o", "9")
+    assert r.lines == ["MessageQueue [topic=Eat, brokerName=broker-a, queueId=0] no matched msg, offset=9"]
+
+    begin, end = str(stored[3].store_timestamp), str(stored[1].store_timestamp)
+    r = await admin(s, "consumeMessage", "-t", "Eat", "-b", "broker-a", "-i", "0", "-s", begin)
+    assert bodies(r) == ["m3", "m4"], r.out
+    r = await admin(s, "consumeMessage", "-t", "Eat", "-b", "broker-a", "-i", "0", "-e", end)
+    assert bodies(r)[:2] == ["m0", "m1"] and "m3" not in bodies(r), r.out
+
+    one_line_error(
+        await admin(s, "consumeMessage", "-t", "Eat", "-i", "0"), "Please set the brokerName before queueId!"
+    )
+    one_line_error(await admin(s, "consumeMessage", "-t", "Eat", "-b", "broker-a", "-o", "1"), "queueId before offset")
+    one_line_error(await admin(s, "consumeMessage", "-t", "Eat", "-c", "0"), "positive messageNumber")
+    later = str(int(time.time() * 1000) + 3_600_000)
+    one_line_error(await admin(s, "consumeMessage", "-t", "Eat", "-s", later), "beginTimestamp before now")
+    one_line_error(await admin(s, "consumeMessage", "-t", "Eat", "-s", begin, "-e", end), "less than or equal")

@@ -33,7 +33,7 @@ from rmq.client import MQAdmin, MQClientError
 
 from ..aclopts import acl_credentials, add_acl_arguments
 from ..tlsopts import add_tls_arguments, tls_option
-from . import acl, brokers, export, groups, messages, namesrv, offsets, probes, producers, topics
+from . import acl, brokers, consume, export, groups, messages, namesrv, offsets, probes, producers, topics
 from .options import Commands, Parser
 from .output import Out
 from .output import human_ms as human_ms
@@ -44,7 +44,8 @@ ORDER = (
     "brokerStatus", "haStatus", "leadershipTransfer", "updateSubGroup", "deleteSubGroup", "consumerProgress",
     "consumerConnection", "producer",
     "queryMsgByKey", "queryMsgById", "queryMsgByUniqueKey", "resetOffsetByTime", "resetOffsetByTimeOld",
-    "sendMessage", "dlqList", "dlqResend", "updateAclConfig", "deleteAccessConfig", "updateGlobalWhiteAddr",
+    "sendMessage", "consumeMessage", "dlqList", "dlqResend", "updateAclConfig", "deleteAccessConfig",
+    "updateGlobalWhiteAddr",
     "clusterAclConfigVersion", "getBrokerConfig", "updateBrokerConfig", "brokerConsumeStats", "cleanExpiredCQ",
     "cleanUnusedTopic", "deleteExpiredCommitLog", "getNamesrvConfig", "updateNamesrvConfig", "wipeWritePerm",
     "addWritePerm", "updateKvConfig", "deleteKvConfig", "updateOrderConf", "topicClusterList", "allocateMQ",
@@ -57,7 +58,7 @@ ALIASES = {"deleteAclConfig": "deleteAccessConfig"}  # RocketMQ's command name; 
 
 def all_commands() -> Commands:
     found: Commands = {}
-    for group in (topics, brokers, namesrv, groups, offsets, messages, probes, acl, producers, export):
+    for group in (topics, brokers, namesrv, groups, offsets, messages, probes, acl, producers, consume, export):
         found.update(group.COMMANDS)
     return {name: found[name] for name in ORDER}
 
