@@ -1,5 +1,6 @@
 """mqadmin commands of Apache 4.9.8 that rmq lacked: updateTopicPerm, producer,
-consumeMessage, exportMetadata, exportConfigs, exportMetrics, against an in-process broker."""
+consumeMessage, startMonitoring, exportMetadata, exportConfigs, exportMetrics, against an
+in-process broker."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 import trio
 
-from rmq.admin import export
+from rmq.admin import export, monitoring
 from rmq.client import ConsumeFromWhere, Message, MessageExt, MessageQueue, Producer, PushConsumer
 from rmq.client.admin import MQAdmin
 
@@ -232,3 +233,67 @@ async def test_consume_message(servers: Servers) -> None:
     later = str(int(time.time() * 1000) + 3_600_000)
     one_line_error(await admin(s, "consumeMessage", "-t", "Eat", "-s", later), "beginTimestamp before now")
     one_line_error(await admin(s, "consumeMessage", "-t", "Eat", "-s", begin, "-e", end), "less than or equal")
+
+
+async def test_start_monitoring(servers: Servers) -> None:
+    s = servers
+    await create_topic(s, "Watch", queues=1)
+    release, got = trio.Event(), []
+
+    async def handler(msg: MessageExt) -> None:
+        if msg.body.startswith(b"held"):
+            await release.wait()  # the group falls behind while it is online
+        got.append(msg)
+
+    consumer = PushConsumer("cg_mon", s.ns, handler=handler, consume_from_where=ConsumeFromWhere.FIRST_OFFSET, **FAST)
+    consumer.subscribe("Watch", "*")
+    async with Producer("pg_mon", s.ns) as producer, consumer:
+        for body in (b"m0", b"m1"):
+            await producer.send(Message("Watch", body))
+
+        async def caught_up() -> bool:
+            async with MQAdmin(s.ns) as a:
+                stats = await a.consume_stats("cg_mon", "Watch")
+            return len(got) == 2 and stats.diff_total == 0
+
+        await wait_for(caught_up)
+        for i in range(3):
+            await producer.send(Message("Watch", f"held{i}".encode()))
+        try:
+            r = await admin(s, "startMonitoring", "--rounds", "2", "--interval", "1")
+        finally:
+            release.set()
+    assert r.code == 0, r.err
+    rule = "[MONITOR] ========================================="
+    assert r.lines.count(rule + "beginRound") == 2 and r.lines.count(rule + "endRound") == 2, r.out
+    assert r.lines[0] == rule + "beginRound"
+    pattern = (
+        r"\[MONITOR\] reportUndoneMsgs: UndoneMsgs \[consumerGroup=cg_mon, topic=Watch, undoneMsgsTotal=3, "
+        r"undoneMsgsSingleMQ=3, undoneMsgsDelayTimeMills=(\d+)\]"
+    )
+    assert len([x for x in r.lines if re.fullmatch(pattern, x)]) == 2, r.out
+    assert sum(x.startswith("Execute one round monitor work, spent timemills: ") for x in r.lines) == 2
+    assert "[NOTIFY]" not in r.out  # one client, not blocked for a minute
+    assert (await admin(s, "startMonitoring", "--interval", "0")).code == 2
+
+
+def test_monitor_notices() -> None:
+    """DefaultMonitorListener's notices from running infos as rmq's and Java's clients answer them."""
+    now = 10_000_000
+    mq = MessageQueue("Watch", "broker-a", 0)
+
+    def info(orderly: bool, sub: str, **pq: Any) -> dict[str, Any]:
+        props = {"PROP_CONSUME_TYPE": "CONSUME_PASSIVELY", "PROP_CONSUMEORDERLY": str(orderly).lower()}
+        props["PROP_CONSUMER_START_TIMESTAMP"] = str(now - 300_000)
+        return {"properties": props, "mqTable": {mq: pq}, "subscriptionSet": [{"topic": "Watch", "subString": sub}]}
+
+    blocked = info(False, "*", cachedMsgCount=2, lastConsumeTimestamp=now - 61_000)
+    assert monitoring.queue_notes("c1", blocked, now) == (
+        "c1 MessageQueue [topic=Watch, brokerName=broker-a, queueId=0] "
+        "can't consume for a while, maybe blocked, 61000ms\n"
+    )
+    assert monitoring.queue_notes("c1", info(False, "*", cachedMsgCount=0, lastConsumeTimestamp=0), now) == ""
+    unlocked = info(True, "*", locked=False, lastLockTimestamp=now - 5)
+    assert monitoring.queue_notes("c2", unlocked, now).endswith("queueId=0] can't lock for a while, 5ms\n")
+    assert monitoring.subscription_differs({"c1": blocked, "c2": info(False, "TagA")}, now)
+    assert not monitoring.subscription_differs({"c1": blocked, "c2": info(False, "*")}, now)

@@ -33,7 +33,7 @@ from rmq.client import MQAdmin, MQClientError
 
 from ..aclopts import acl_credentials, add_acl_arguments
 from ..tlsopts import add_tls_arguments, tls_option
-from . import acl, brokers, consume, export, groups, messages, namesrv, offsets, probes, producers, topics
+from . import acl, brokers, consume, export, groups, messages, monitoring, namesrv, offsets, probes, producers, topics
 from .options import Commands, Parser
 from .output import Out
 from .output import human_ms as human_ms
@@ -42,7 +42,7 @@ from .output import human_ms as human_ms
 ORDER = (
     "updateTopic", "updateTopicPerm", "deleteTopic", "topicList", "topicRoute", "topicStatus", "clusterList",
     "brokerStatus", "haStatus", "leadershipTransfer", "updateSubGroup", "deleteSubGroup", "consumerProgress",
-    "consumerConnection", "producer",
+    "consumerConnection", "producer", "startMonitoring",
     "queryMsgByKey", "queryMsgById", "queryMsgByUniqueKey", "resetOffsetByTime", "resetOffsetByTimeOld",
     "sendMessage", "consumeMessage", "dlqList", "dlqResend", "updateAclConfig", "deleteAccessConfig",
     "updateGlobalWhiteAddr",
@@ -58,7 +58,20 @@ ALIASES = {"deleteAclConfig": "deleteAccessConfig"}  # RocketMQ's command name; 
 
 def all_commands() -> Commands:
     found: Commands = {}
-    for group in (topics, brokers, namesrv, groups, offsets, messages, probes, acl, producers, consume, export):
+    for group in (
+        topics,
+        brokers,
+        namesrv,
+        groups,
+        offsets,
+        messages,
+        probes,
+        acl,
+        producers,
+        consume,
+        monitoring,
+        export,
+    ):
         found.update(group.COMMANDS)
     return {name: found[name] for name in ORDER}
 
