@@ -32,7 +32,7 @@ from rmq.protocol.constants import (
 from .brokers import item_on_masters
 from .common import AdminError, now_ms
 
-# Java's default folder, /tmp/rocketmq/export on Unix
+# Java's default folder: rocketmq/export in the system's temporary folder
 DEFAULT_DIR = os.path.join(tempfile.gettempdir(), "rocketmq", "export")
 
 # DefaultMQAdminExtImpl.SYSTEM_GROUP_SET, and MixAll.isSysConsumerGroup's prefix

@@ -87,7 +87,7 @@ def queue_notes(client_id: str, info: dict[Any, Any], now: int) -> str:
     for mq, pq in sorted((info.get("mqTable") or {}).items()):
         if not isinstance(pq, dict):
             continue
-        text = f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
+        text = str(mq)  # MessageQueue's toString
         if orderly and not pq.get("locked"):
             lines.append(f"{client_id} {text} can't lock for a while, {now - int(pq.get('lastLockTimestamp') or 0)}ms")
         elif orderly and pq.get("droped") and int(pq.get("tryUnlockTimes") or 0) > 0:

@@ -4,6 +4,8 @@ in-process broker."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import time
@@ -15,6 +17,7 @@ import trio
 from rmq.admin import export, monitoring
 from rmq.client import ConsumeFromWhere, Message, MessageExt, MessageQueue, Producer, PushConsumer
 from rmq.client.admin import MQAdmin
+from rmq.tools.admin import run
 
 from .test_admin import CLUSTER, FAST, LIMIT, Result, Servers, admin, create_topic, one_line_error, servers, wait_for
 
@@ -297,3 +300,16 @@ def test_monitor_notices() -> None:
     assert monitoring.queue_notes("c2", unlocked, now).endswith("queueId=0] can't lock for a while, 5ms\n")
     assert monitoring.subscription_differs({"c1": blocked, "c2": info(False, "TagA")}, now)
     assert not monitoring.subscription_differs({"c1": blocked, "c2": info(False, "*")}, now)
+
+
+async def test_help_lists_them() -> None:
+    out = io.StringIO()
+    assert await run(["help"], out, io.StringIO()) == 0
+    names = {line.split()[0] for line in out.getvalue().splitlines() if line.startswith("  ")}
+    new = {"producer", "consumeMessage", "startMonitoring", "exportMetadata", "exportConfigs", "exportMetrics"}
+    assert new <= names
+    help_out = io.StringIO()
+    with contextlib.redirect_stdout(help_out):
+        assert await run(["help", "exportMetadata"], io.StringIO(), io.StringIO()) == 0
+    for option in ("--clusterName", "--brokerAddr", "--filePath", "--topic", "--subscriptionGroup", "--specialTopic"):
+        assert option in help_out.getvalue()

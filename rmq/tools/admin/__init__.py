@@ -14,8 +14,8 @@ updateGlobalWhiteAddr and clusterAclConfigVersion manage brokers' ACL (docs/secu
 
 The commands are thin: each parses its options, calls the admin operations of rmq.admin
 (the dashboard's too) or MQAdmin, and prints. One module per command group, as in rmq.admin:
-topics, groups, brokers, offsets, messages, probes, acl, and namesrv and producers (single
-MQAdmin calls).
+topics, groups, brokers, offsets, messages, consume, monitoring, export, probes, acl, and
+namesrv and producers (single MQAdmin calls).
 
 A failure prints one line on stderr ("error: <command>: <what failed>") and exits 1;
 bad usage exits 2.

@@ -10,33 +10,10 @@ from rmq.client import MessageQueue
 from rmq.client.admin import MQAdmin
 from rmq.client.api import PullStatus
 from rmq.protocol.constants import TOOLS_CONSUMER_GROUP
-from rmq.protocol.message import MessageExt
 
+from ..quickstart import format_message_ext
 from .options import Args, Commands, Parser
 from .output import Out
-
-
-def queue_text(mq: MessageQueue) -> str:
-    return f"MessageQueue [topic={mq.topic}, brokerName={mq.broker_name}, queueId={mq.queue_id}]"
-
-
-def _java_bytes(body: bytes) -> str:
-    """Arrays.toString(byte[]): signed bytes."""
-    return "[" + ", ".join(str(b - 256 if b > 127 else b) for b in body) + "]"
-
-
-def message_text(msg: MessageExt, broker_name: str) -> str:
-    """MessageExt.toString of 4.9.8 (hosts as InetSocketAddress prints them)."""
-    props = "{" + ", ".join(f"{k}={v}" for k, v in msg.properties.items()) + "}"
-    return (
-        f"MessageExt [brokerName={broker_name}, queueId={msg.queue_id}, storeSize={msg.store_size}, "
-        f"queueOffset={msg.queue_offset}, sysFlag={msg.sys_flag}, bornTimestamp={msg.born_timestamp}, "
-        f"bornHost=/{msg.born_host[0]}:{msg.born_host[1]}, storeTimestamp={msg.store_timestamp}, "
-        f"storeHost=/{msg.store_host[0]}:{msg.store_host[1]}, msgId={msg.msg_id}, "
-        f"commitLogOffset={msg.commitlog_offset}, bodyCRC={msg.body_crc}, reconsumeTimes={msg.reconsume_times}, "
-        f"preparedTransactionOffset={msg.prepared_transaction_offset}, toString()=Message{{topic='{msg.topic}', "
-        f"flag={msg.flag}, properties={props}, body={_java_bytes(msg.body)}, transactionId='null'}}]"
-    )
 
 
 async def _print_range(admin: MQAdmin, r: consume.QueueRange, group: str, out: Out) -> None:
@@ -46,15 +23,15 @@ async def _print_range(admin: MQAdmin, r: consume.QueueRange, group: str, out: O
             print("Consume ok", file=out)
             for msg in result.messages:
                 body = msg.body.decode("utf-8", "replace")
-                print(f"MSGID: {msg.msg_id} {message_text(msg, r.mq.broker_name)} BODY: {body}", file=out)
+                print(f"MSGID: {msg.msg_id} {format_message_ext(msg, r.mq.broker_name)} BODY: {body}", file=out)
         elif result.status == PullStatus.NO_MATCHED_MSG:
             print(
-                f"{queue_text(r.mq)} no matched msg. status={result.status}, offset={result.next_begin_offset}",
+                f"{r.mq} no matched msg. status={result.status}, offset={result.next_begin_offset}",
                 file=out,
             )
         else:
             status, offset = result.status, result.next_begin_offset
-            print(f"{queue_text(r.mq)} print msg finished. status={status}, offset={offset}", file=out)
+            print(f"{r.mq} print msg finished. status={status}, offset={offset}", file=out)
 
 
 def _times(args: Args) -> tuple[int, int]:
@@ -98,7 +75,7 @@ async def consume_message(admin: MQAdmin, args: Args, out: Out) -> int:
     r = await consume.queue_range(admin, mq, begin, end)
     offset = args.offset or 0
     if offset > r.last:
-        print(f"{queue_text(mq)} no matched msg, offset={offset}", file=out)
+        print(f"{mq} no matched msg, offset={offset}", file=out)
         return 0
     first = max(r.first, offset)
     r = consume.QueueRange(mq, r.addr, first, r.last)

@@ -1,6 +1,6 @@
 """mqadmin's exports: exportMetadata, exportConfigs, exportMetrics write a cluster's
-topics and groups, settings or figures as JSON files in `-f` (Java's /tmp/rocketmq/export
-by default)."""
+topics and groups, settings or figures as JSON files in `-f` (Java's default: rocketmq/export
+in the system's temporary folder)."""
 
 from __future__ import annotations
 
