@@ -132,6 +132,8 @@ PUBLIC: dict[str, list[str]] = {
         "OffsetWrapper",
         "ProducerConnection",
         "ProducerData",
+        "ProducerInfo",
+        "ProducerTableInfo",
         "QueueData",
         "RegisterBrokerBody",
         "ResetOffsetBody",

@@ -106,12 +106,12 @@ async def traffic(admin: MQAdmin, topic: str) -> list[Traffic]:
     except MQClientError:
         return []  # as Java: a topic whose details cannot be read is left out
     masters = [bd.master_addr for bd in route.broker_datas if bd.master_addr is not None]
-    in_tps, in_day = await _item_on_masters(admin, masters, "TOPIC_PUT_NUMS", topic)
+    in_tps, in_day = await item_on_masters(admin, masters, "TOPIC_PUT_NUMS", topic)
     if not groups:
         return [Traffic(topic, None, in_tps, in_day)]
     out = []
     for group in groups:
-        out_tps, out_day = await _item_on_masters(admin, masters, "GROUP_GET_NUMS", f"{topic}@{group}")
+        out_tps, out_day = await item_on_masters(admin, masters, "GROUP_GET_NUMS", f"{topic}@{group}")
         try:
             backlog = max((await admin.consume_stats(group, topic)).diff_total, 0)
         except MQClientError:
@@ -120,7 +120,7 @@ async def traffic(admin: MQAdmin, topic: str) -> list[Traffic]:
     return out
 
 
-def _day_sum(data: dict[str, dict[str, float]]) -> int:
+def day_sum(data: dict[str, dict[str, float]]) -> int:
     """StatsAllSubCommand.compute24HourSum: the day's sum, else the hour's, else the minute's."""
     for window in ("statsDay", "statsHour", "statsMinute"):
         total = int((data.get(window) or {}).get("sum") or 0)
@@ -129,7 +129,7 @@ def _day_sum(data: dict[str, dict[str, float]]) -> int:
     return 0
 
 
-async def _item_on_masters(admin: MQAdmin, masters: list[str], name: str, key: str) -> tuple[float, int]:
+async def item_on_masters(admin: MQAdmin, masters: list[str], name: str, key: str) -> tuple[float, int]:
     """(minute TPS, 24-hour count) of one stats item summed over `masters`; a master that
     never counted it adds nothing, as in Java."""
     tps, day = 0.0, 0
@@ -139,5 +139,5 @@ async def _item_on_masters(admin: MQAdmin, masters: list[str], name: str, key: s
         except MQClientError:  # AdminResponseError too: the item does not exist there
             continue
         tps += float((data.get("statsMinute") or {}).get("tps") or 0)
-        day += _day_sum(data)
+        day += day_sum(data)
     return tps, day

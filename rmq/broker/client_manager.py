@@ -194,3 +194,7 @@ class ClientManager:
 
     def producer_groups(self) -> list[str]:
         return sorted(self._producers)
+
+    def seconds_since_update(self, channel: ClientChannel) -> float:
+        """How long ago `channel` last heartbeat (or joined), on this manager's clock."""
+        return self._clock() - channel.last_update

@@ -169,6 +169,9 @@ class TopicConfigManager:
     def is_system_topic(self, topic: str) -> bool:
         return topic in self._system_topics
 
+    def system_topics(self) -> tuple[str, ...]:
+        return tuple(sorted(self._system_topics))
+
     # -- changes --------------------------------------------------------------------------
 
     def create_in_send(

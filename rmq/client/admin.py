@@ -48,7 +48,8 @@ from rmq.protocol import headers as H
 from rmq.protocol import properties as P
 from rmq.protocol.bodies.clients import Connection as ClientConnection
 from rmq.protocol.bodies.clients import ProducerConnection
-from rmq.protocol.bodies.configs import DataVersion
+from rmq.protocol.bodies.clients import ProducerTableInfo as ProducerTableInfo
+from rmq.protocol.bodies.configs import DataVersion, SubscriptionGroupWrapper, TopicConfigSerializeWrapper
 from rmq.protocol.bodies.configs import SubscriptionGroupConfig as SubscriptionGroupConfig
 from rmq.protocol.bodies.configs import TopicConfig as TopicConfig
 from rmq.protocol.bodies.lists import GroupList, KVTable, TopicList
@@ -99,6 +100,7 @@ __all__ = [
     "ConsumerConnection",
     "MQAdmin",
     "OffsetWrapper",
+    "ProducerTableInfo",
     "RollbackStats",
     "SubscriptionGroupConfig",
     "TopicConfig",
@@ -841,6 +843,26 @@ class MQAdmin:
         """GET_PRODUCER_CONNECTION_LIST on one broker."""
         response = await self._request(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
         return list(self._read(response, addr, "producer connections", ProducerConnection.from_json).connections)
+
+    async def all_producer_info(self, addr: str) -> ProducerTableInfo:
+        """GET_ALL_PRODUCER_INFO: every producer group the broker knows, with its connections."""
+        response = await self._request(addr, RequestCode.GET_ALL_PRODUCER_INFO)
+        return self._read(response, addr, "producer table", ProducerTableInfo.from_json)
+
+    async def topic_configs(self, addr: str) -> TopicConfigSerializeWrapper:
+        """GET_ALL_TOPIC_CONFIG: every topic of one broker, system topics included."""
+        response = await self._request(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+        return self._read(response, addr, "topic configs", TopicConfigSerializeWrapper.from_json)
+
+    async def subscription_group_configs(self, addr: str) -> SubscriptionGroupWrapper:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG read as SubscriptionGroupWrapper (its data version too)."""
+        response = await self._request(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        return self._read(response, addr, "subscription groups", SubscriptionGroupWrapper.from_json)
+
+    async def system_topics_on(self, addr: str) -> list[str]:
+        """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: the topics the broker counts as the system's."""
+        response = await self._request(addr, RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER)
+        return list(self._read(response, addr, "system topics", TopicList.from_json).topics)
 
     async def _call_consumer(self, group: str, code: int, header: H.Header, addr: str | None = None) -> dict[Any, Any]:
         """A request the broker relays to one client of `group` (307, 309); the client's answer."""

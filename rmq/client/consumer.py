@@ -601,6 +601,7 @@ class PushConsumer(ConsumerBase):
         if state.pq.dropped:
             return
         offset = state.pq.remove([msg])
+        state.pq.last_consume_time = trio.current_time()  # ProcessQueue.removeMessage's lastConsumeTimestamp
         if offset >= 0:
             self.offsets.update(state.mq, offset, increase_only=True)
 
@@ -673,6 +674,7 @@ class PushConsumer(ConsumerBase):
                     await trio.sleep(LOCK_RETRY_DELAY)
                 continue
             msgs = pq.take(1)
+            pq.last_consume_time = trio.current_time()  # as Java's takeMessages
             if not msgs:
                 state.wakeup = trio.Event()
                 await state.wakeup.wait()

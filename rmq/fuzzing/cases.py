@@ -158,6 +158,8 @@ BROKER_CODES: tuple[CodeSpec, ...] = (
     CodeSpec(R.GET_CONSUME_STATS, H.GetConsumeStatsRequestHeader),
     CodeSpec(R.GET_CONSUMER_CONNECTION_LIST, H.GroupRequestHeader),
     CodeSpec(R.GET_PRODUCER_CONNECTION_LIST, ProducerGroupRequestHeader),
+    CodeSpec(R.GET_ALL_PRODUCER_INFO),
+    CodeSpec(R.GET_SYSTEM_TOPIC_LIST_FROM_BROKER),
     CodeSpec(R.GET_ALL_CONSUMER_OFFSET),
     CodeSpec(R.GET_ALL_DELAY_OFFSET),
     CodeSpec(R.GET_ALL_SUBSCRIPTIONGROUP_CONFIG),

@@ -4,7 +4,7 @@ Captured (tests/vectors/cpp-client): the C++ client's LOCK_BATCH_MQ and UNLOCK_B
 bodies (jsoncpp, keys sorted, ending in a newline) and the answers it accepted to them and to
 GET_CONSUMER_LIST_BY_GROUP. Java-written: what a 4.9.8 broker or name server's fastjson
 writes for TopicStatsTable, TopicOffset, ConsumeStats, OffsetWrapper, ConsumeStatsList,
-ConsumerConnection, ProducerConnection, Connection, GroupList, TopicList, KVTable,
+ConsumerConnection, ProducerConnection, Connection, ProducerTableInfo, ProducerInfo, GroupList, TopicList, KVTable,
 ConsumerOffsetSerializeWrapper, ResetOffsetBody and CheckClientRequestBody (rocketmq-common): getters in
 alphabetical order, enums by name, MessageQueue map keys as objects, Integer keys unquoted.
 """
@@ -29,6 +29,8 @@ from rmq.protocol.bodies import (
     OffsetSerializeWrapper,
     OffsetWrapper,
     ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
     ResetOffsetBody,
     SubscriptionData,
     TopicList,
@@ -89,6 +91,8 @@ JAVA = {
     b'"topic":"T"}}}',
     "producer connection": b'{"connectionSet":[{"clientAddr":"10.0.0.3:50001","clientId":"10.0.0.3@9",'
     b'"language":"CPP","version":63}]}',
+    "producer table": b'{"data":{"PG":[{"clientId":"10.0.0.3@9","language":"JAVA","lastUpdateTimestamp":1700000000000,'
+    b'"remoteIP":"/10.0.0.3:50001","version":409}],"PG2":[]}}',
     "group list": b'{"groupList":["CG","CG2"]}',
     "topic list": b'{"brokerAddr":"10.0.0.1:10911","topicList":["DefaultCluster","broker-a"]}',
     "kv table": b'{"table":{"brokerVersion":"409","commitLogMaxOffset":"1024"}}',
@@ -112,6 +116,9 @@ VALUES = {
         "CONSUME_FROM_LAST_OFFSET",
     ),
     "producer connection": ProducerConnection((Connection("10.0.0.3@9", "10.0.0.3:50001", "CPP", 63),)),
+    "producer table": ProducerTableInfo(
+        {"PG": (ProducerInfo("10.0.0.3@9", "/10.0.0.3:50001", "JAVA", 409, 1700000000000),), "PG2": ()}
+    ),
     "group list": GroupList(("CG", "CG2")),
     "topic list": TopicList(("DefaultCluster", "broker-a"), "10.0.0.1:10911"),
     "kv table": KVTable({"brokerVersion": "409", "commitLogMaxOffset": "1024"}),

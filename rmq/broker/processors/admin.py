@@ -22,9 +22,15 @@ from rmq.protocol import (
     ResponseCode,
 )
 from rmq.protocol import body as json_body
-from rmq.protocol.bodies.clients import Connection, ConsumerConnection, ProducerConnection
+from rmq.protocol.bodies.clients import (
+    Connection,
+    ConsumerConnection,
+    ProducerConnection,
+    ProducerInfo,
+    ProducerTableInfo,
+)
 from rmq.protocol.bodies.configs import SubscriptionGroupConfig, TopicConfig
-from rmq.protocol.bodies.lists import GroupList, KVTable
+from rmq.protocol.bodies.lists import GroupList, KVTable, TopicList
 from rmq.protocol.bodies.stats import ConsumeStats, OffsetWrapper, TopicOffset, TopicStatsTable
 from rmq.protocol.body import MessageQueue
 from rmq.protocol.constants import SCHEDULE_TOPIC, topic_error
@@ -81,6 +87,8 @@ class AdminProcessor:
             RequestCode.GET_CONSUME_STATS: self.consume_stats,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.consumer_connections,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.producer_connections,
+            RequestCode.GET_ALL_PRODUCER_INFO: self.all_producers,
+            RequestCode.GET_SYSTEM_TOPIC_LIST_FROM_BROKER: self.system_topics,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.consumed_by,
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
@@ -284,6 +292,30 @@ class AdminProcessor:
             return fail(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{group}] not exist")
         body = ProducerConnection(tuple(_connection(ch) for ch in channels))
         return ok(request, body=json_body.dumps(body.to_json()))
+
+    def all_producers(self, request: RemotingCommand) -> RemotingCommand:
+        """GET_ALL_PRODUCER_INFO (ProducerManager.getProducerTable): every producer group's
+        connections, with when each last heartbeat as wall-clock ms."""
+        clients, now_ms = self.broker.clients, self.broker.clock_ms()
+        table = {
+            group: tuple(
+                ProducerInfo(
+                    ch.client_id,
+                    "/" + ch.address,  # Netty's remoteAddress().toString()
+                    ch.language,
+                    ch.version,
+                    now_ms - int(clients.seconds_since_update(ch) * 1000),
+                )
+                for ch in clients.producer_channels(group)
+            )
+            for group in clients.producer_groups()
+        }
+        return ok(request, body=json_body.dumps(ProducerTableInfo(table).to_json()))
+
+    def system_topics(self, request: RemotingCommand) -> RemotingCommand:
+        """GET_SYSTEM_TOPIC_LIST_FROM_BROKER: TopicValidator's system topics and the broker's
+        cluster and own name (what exportMetadata leaves out)."""
+        return ok(request, body=json_body.dumps(TopicList(self.broker.topics.system_topics()).to_json()))
 
     def consumed_by(self, request: RemotingCommand) -> RemotingCommand:
         topic = TopicRequestHeader.from_ext(request.ext_fields).topic

@@ -5,7 +5,7 @@
   SubscriptionGroupWrapper, and DataVersion
 - register: RegisterBrokerBody, in its JSON, compressed and pre-3.0.11 forms
 - heartbeat: HeartbeatData with ConsumerData, ProducerData and SubscriptionData
-- clients: ConsumerConnection, ProducerConnection (with Connection),
+- clients: ConsumerConnection, ProducerConnection (with Connection), ProducerTableInfo (ProducerInfo),
   GetConsumerListByGroupResponseBody, the lock bodies LockBatchRequestBody,
   UnlockBatchRequestBody and LockBatchResponseBody, CheckClientRequestBody
 - stats: TopicStatsTable (TopicOffset), ConsumeStats (OffsetWrapper), ConsumeStatsList
@@ -26,6 +26,8 @@ from .clients import GetConsumerListByGroupResponseBody as GetConsumerListByGrou
 from .clients import LockBatchRequestBody as LockBatchRequestBody
 from .clients import LockBatchResponseBody as LockBatchResponseBody
 from .clients import ProducerConnection as ProducerConnection
+from .clients import ProducerInfo as ProducerInfo
+from .clients import ProducerTableInfo as ProducerTableInfo
 from .clients import UnlockBatchRequestBody as UnlockBatchRequestBody
 from .configs import DataVersion as DataVersion
 from .configs import SubscriptionGroupConfig as SubscriptionGroupConfig
@@ -74,6 +76,8 @@ __all__ = [
     "OffsetWrapper",
     "ProducerConnection",
     "ProducerData",
+    "ProducerInfo",
+    "ProducerTableInfo",
     "QueueData",
     "RegisterBrokerBody",
     "ResetOffsetBody",

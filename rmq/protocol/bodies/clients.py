@@ -2,6 +2,7 @@
 
 - ConsumerConnection (GET_CONSUMER_CONNECTION_LIST) and ProducerConnection
   (GET_PRODUCER_CONNECTION_LIST), each with the Connections of a group
+- ProducerTableInfo (GET_ALL_PRODUCER_INFO): every producer group's ProducerInfos
 - GetConsumerListByGroupResponseBody (GET_CONSUMER_LIST_BY_GROUP): the group's client ids
 - LockBatchRequestBody and UnlockBatchRequestBody (LOCK_BATCH_MQ, UNLOCK_BATCH_MQ), and
   LockBatchResponseBody: the queues a client now holds
@@ -96,6 +97,58 @@ class ProducerConnection:
     @classmethod
     def from_json(cls, obj: Any) -> ProducerConnection:
         return cls(_connections(F.obj(obj, "ProducerConnection")))
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerInfo:
+    """One producer connection as GET_ALL_PRODUCER_INFO tells it: `remote_ip` is Netty's
+    remoteAddress() text ("/10.0.0.3:50001"), `last_update_timestamp` wall-clock ms."""
+
+    client_id: str
+    remote_ip: str
+    language: str
+    version: int
+    last_update_timestamp: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "clientId": self.client_id,
+            "language": self.language,
+            "lastUpdateTimestamp": self.last_update_timestamp,
+            "remoteIP": self.remote_ip,
+            "version": self.version,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ProducerInfo:
+        obj = F.obj(obj, "ProducerInfo")
+        return cls(
+            F.text(obj.get("clientId", ""), "clientId"),
+            F.text(obj.get("remoteIP", ""), "remoteIP"),
+            F.text(obj.get("language", ""), "language"),
+            F.integer(obj.get("version", 0), "version"),
+            F.integer(obj.get("lastUpdateTimestamp", 0), "lastUpdateTimestamp"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerTableInfo:
+    """Every producer group a broker knows, with its connections (group → ProducerInfos)."""
+
+    data: dict[str, tuple[ProducerInfo, ...]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"data": {group: [p.to_json() for p in infos] for group, infos in self.data.items()}}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ProducerTableInfo:
+        table = F.table(F.obj(obj, "ProducerTableInfo").get("data"), "data")
+        return cls(
+            {
+                F.text(group, "data"): tuple(ProducerInfo.from_json(p) for p in F.array(infos, group))
+                for group, infos in table.items()
+            }
+        )
 
 
 @dataclass(frozen=True, slots=True)

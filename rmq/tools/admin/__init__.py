@@ -14,7 +14,8 @@ updateGlobalWhiteAddr and clusterAclConfigVersion manage brokers' ACL (docs/secu
 
 The commands are thin: each parses its options, calls the admin operations of rmq.admin
 (the dashboard's too) or MQAdmin, and prints. One module per command group, as in rmq.admin:
-topics, groups, brokers, offsets, messages, probes, acl, and namesrv (single MQAdmin calls).
+topics, groups, brokers, offsets, messages, consume, monitoring, export, probes, acl, and
+namesrv and producers (single MQAdmin calls).
 
 A failure prints one line on stderr ("error: <command>: <what failed>") and exits 1;
 bad usage exits 2.
@@ -32,7 +33,7 @@ from rmq.client import MQAdmin, MQClientError
 
 from ..aclopts import acl_credentials, add_acl_arguments
 from ..tlsopts import add_tls_arguments, tls_option
-from . import acl, brokers, groups, messages, namesrv, offsets, probes, topics
+from . import acl, brokers, consume, export, groups, messages, monitoring, namesrv, offsets, probes, producers, topics
 from .options import Commands, Parser
 from .output import Out
 from .output import human_ms as human_ms
@@ -41,22 +42,36 @@ from .output import human_ms as human_ms
 ORDER = (
     "updateTopic", "updateTopicPerm", "deleteTopic", "topicList", "topicRoute", "topicStatus", "clusterList",
     "brokerStatus", "haStatus", "leadershipTransfer", "updateSubGroup", "deleteSubGroup", "consumerProgress",
-    "consumerConnection",
+    "consumerConnection", "producer", "startMonitoring",
     "queryMsgByKey", "queryMsgById", "queryMsgByUniqueKey", "resetOffsetByTime", "resetOffsetByTimeOld",
-    "sendMessage", "dlqList", "dlqResend", "updateAclConfig", "deleteAccessConfig", "updateGlobalWhiteAddr",
+    "sendMessage", "consumeMessage", "dlqList", "dlqResend", "updateAclConfig", "deleteAccessConfig",
+    "updateGlobalWhiteAddr",
     "clusterAclConfigVersion", "getBrokerConfig", "updateBrokerConfig", "brokerConsumeStats", "cleanExpiredCQ",
     "cleanUnusedTopic", "deleteExpiredCommitLog", "getNamesrvConfig", "updateNamesrvConfig", "wipeWritePerm",
     "addWritePerm", "updateKvConfig", "deleteKvConfig", "updateOrderConf", "topicClusterList", "allocateMQ",
     "producerConnection", "consumerStatus", "getConsumerConfig", "cloneGroupOffset", "skipAccumulatedMessage",
     "queryMsgByOffset", "queryMsgByTime", "printMsg", "printMsgByQueue", "queryCq", "queryMsgTraceById",
-    "sendMsgStatus", "checkMsgSendRT", "clusterRT", "statsAll",
+    "sendMsgStatus", "checkMsgSendRT", "clusterRT", "statsAll", "exportMetadata", "exportConfigs", "exportMetrics",
 )  # fmt: skip
 ALIASES = {"deleteAclConfig": "deleteAccessConfig"}  # RocketMQ's command name; deleteAccessConfig is its alias
 
 
 def all_commands() -> Commands:
     found: Commands = {}
-    for group in (topics, brokers, namesrv, groups, offsets, messages, probes, acl):
+    for group in (
+        topics,
+        brokers,
+        namesrv,
+        groups,
+        offsets,
+        messages,
+        probes,
+        acl,
+        producers,
+        consume,
+        monitoring,
+        export,
+    ):
         found.update(group.COMMANDS)
     return {name: found[name] for name in ORDER}
 
