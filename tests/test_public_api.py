@@ -88,7 +88,7 @@ PUBLIC: dict[str, list[str]] = {
         "QueueReader",
         "TransactionProducer",
     ],
-    "rmq.controller": ["BrokerHeartbeatManager", "ReplicasInfoManager"],
+    "rmq.controller": ["BrokerHeartbeatManager", "ControllerConfig", "ControllerServer", "ReplicasInfoManager"],
     "rmq.metrics": ["install", "install_broker", "install_namesrv"],
     "rmq.namesrv": ["NamesrvConfig", "NamesrvServer", "RouteInfoManager"],
     "rmq.protocol": [

@@ -4,10 +4,13 @@ SyncStateSet when the master's heartbeats stop.
 
 Sans-IO: `replicas` (the state and its events' requests), `elect` (DefaultElectPolicy),
 `heartbeat` (which brokers are alive), `events` (their log codec). The state is replicated
-by a DLedger group of its own (rmq.dledger).
+by a DLedger group of its own (rmq.dledger): `server.ControllerServer` is one member on Trio,
+`rmq controller` / `mqcontroller` (`startup`) runs one. See docs/controller.md.
 """
 
+from .config import ControllerConfig as ControllerConfig
 from .heartbeat import BrokerHeartbeatManager as BrokerHeartbeatManager
 from .replicas import ReplicasInfoManager as ReplicasInfoManager
+from .server import ControllerServer as ControllerServer
 
-__all__ = ["BrokerHeartbeatManager", "ReplicasInfoManager"]
+__all__ = ["BrokerHeartbeatManager", "ControllerConfig", "ControllerServer", "ReplicasInfoManager"]
