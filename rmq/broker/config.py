@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from rmq import rocketmq_keys
+from rmq.dledger.peers import parse_peers
 from rmq.protocol import javaprops
 from rmq.protocol.constants import MASTER_ID, TRACE_TOPIC
 from rmq.remoting.tlsconfig import INERT_KEYS as TLS_INERT_KEYS
@@ -54,17 +55,10 @@ def slave_id(self_id: str, peers: list[str]) -> int:
 
 def parse_dledger_peers(text: str) -> dict[str, str]:
     """RocketMQ's dLegerPeers, "n0-127.0.0.1:40911;n1-127.0.0.1:40912" → {id: "host:port"}."""
-    peers: dict[str, str] = {}
-    for part in text.split(";"):
-        part = part.strip()
-        if not part:
-            continue
-        ident, sep, addr = part.partition("-")
-        host, colon, port = addr.rpartition(":")
-        if not sep or not ident or not colon or not host or not port.isdigit() or not 0 < int(port) <= 65535:
-            raise ConfigError(f"broker config dLegerPeers: bad item {part!r}, want id-host:port")
-        peers[ident] = addr
-    return peers
+    try:
+        return parse_peers(text)
+    except ValueError as exc:
+        raise ConfigError(f"broker config dLegerPeers: {exc}") from None
 
 
 class BrokerRole(enum.Enum):

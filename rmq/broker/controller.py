@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 
 import trio
 
+from rmq.dledger.node import NodeConfig
 from rmq.lifetime import Service
 from rmq.protocol import LanguageCode, RemotingCommand, RequestCode
 from rmq.protocol.constants import MASTER_ID, PERM_READ, PERM_WRITE
@@ -55,7 +56,6 @@ from .acl import PlainAcl
 from .client_manager import ClientManager
 from .config import BrokerConfig, BrokerRole, ConfigError, slave_id
 from .dledger.commitlog import DLedgerCommitLog, member_commitlog
-from .dledger.node import NodeConfig
 from .ha.master import HAService
 from .ha.slave import HAClient
 from .ha.sync import SlaveSynchronize

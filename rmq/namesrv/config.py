@@ -4,7 +4,8 @@ Built from keyword arguments, or from RocketMQ-style properties (a `-c` file or 
 UPDATE_NAMESRV_CONFIG body) with RocketMQ's key names. Durations are seconds here and
 milliseconds in properties, as in RocketMQ. A file RocketMQ's mqnamesrv starts with starts
 this one: RocketMQ's keys that rmq does not act on are named in one INFO line
-(`report_unused`); only the controller inside the name server is refused, as not supported.
+(`report_unused`); only the controller inside the name server is refused, as not supported
+(the controller runs as its own process: rmq.controller).
 """
 
 from __future__ import annotations
@@ -129,9 +130,9 @@ class NamesrvConfig:
             if props.get("enableControllerInNamesrv", "").strip().lower() == "true":
                 raise ConfigError(
                     "enableControllerInNamesrv",
-                    "controller mode (RocketMQ 5's controller electing each group's master) is not supported "
-                    "yet; drop this key to run a plain name server, and use enableDLegerCommitLog=true on "
-                    "brokers for elected masters",
+                    "controller mode inside the name server is not supported yet; run the controller as "
+                    "its own process instead: rmq controller -c controller.conf (mqcontroller), with the same "
+                    "controllerDLeger* keys",
                 )
             try:
                 props = with_tls_config_file(props, _KEYS)

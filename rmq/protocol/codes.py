@@ -1,7 +1,8 @@
 """Request, response and language codes of the RocketMQ remoting protocol.
 
 Numbers are RocketMQ 4.9.8's (common/protocol/RequestCode.java, ResponseCode.java,
-remoting/protocol/LanguageCode.java). They are wire facts, so they never change.
+remoting/protocol/LanguageCode.java), and 5.3.3's for the controller's. They are wire facts,
+so they never change.
 """
 
 from __future__ import annotations
@@ -135,6 +136,7 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    BROKER_HEARTBEAT = 904  # RocketMQ 5.x: a broker's heartbeat to the controller
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5.x: HARuntimeInfo of a master or slave
     # RocketMQ 5.x POP consumption (RIP-19, docs/pop.md)
     POP_MESSAGE = 200050
@@ -144,6 +146,21 @@ class RequestCode(enum.IntEnum):
     NOTIFICATION = 200054
     POLLING_INFO = 200055
     BATCH_ACK_MESSAGE = 200151
+    # RocketMQ 5.x controller (RIP-44)
+    CONTROLLER_ALTER_SYNC_STATE_SET = 1001
+    CONTROLLER_ELECT_MASTER = 1002
+    CONTROLLER_REGISTER_BROKER = 1003
+    CONTROLLER_GET_REPLICA_INFO = 1004
+    CONTROLLER_GET_METADATA_INFO = 1005
+    CONTROLLER_GET_SYNC_STATE_DATA = 1006
+    GET_BROKER_EPOCH_CACHE = 1007
+    NOTIFY_BROKER_ROLE_CHANGED = 1008
+    UPDATE_CONTROLLER_CONFIG = 1009
+    GET_CONTROLLER_CONFIG = 1010
+    CLEAN_BROKER_DATA = 1011
+    CONTROLLER_GET_NEXT_BROKER_ID = 1012
+    CONTROLLER_APPLY_BROKER_ID = 1013
+    BROKER_CLOSE_CHANNEL_REQUEST = 1014
 
 
 class ResponseCode(enum.IntEnum):
@@ -189,6 +206,24 @@ class ResponseCode(enum.IntEnum):
     INVALID_PARAMETER = 29
     POLLING_FULL = 209
     POLLING_TIMEOUT = 210
+    # RocketMQ 5.x controller (RIP-44)
+    CONTROLLER_FENCED_MASTER_EPOCH = 2000
+    CONTROLLER_FENCED_SYNC_STATE_SET_EPOCH = 2001
+    CONTROLLER_INVALID_MASTER = 2002
+    CONTROLLER_INVALID_REPLICAS = 2003
+    CONTROLLER_MASTER_NOT_AVAILABLE = 2004
+    CONTROLLER_INVALID_REQUEST = 2005
+    CONTROLLER_BROKER_NOT_ALIVE = 2006
+    CONTROLLER_NOT_LEADER = 2007
+    CONTROLLER_BROKER_METADATA_NOT_EXIST = 2008
+    CONTROLLER_INVALID_CLEAN_BROKER_METADATA = 2009
+    CONTROLLER_BROKER_NEED_TO_BE_REGISTERED = 2010
+    CONTROLLER_MASTER_STILL_EXIST = 2011
+    CONTROLLER_ELECT_MASTER_FAILED = 2012
+    CONTROLLER_ALTER_SYNC_STATE_SET_FAILED = 2013
+    CONTROLLER_BROKER_ID_INVALID = 2014
+    CONTROLLER_JRAFT_INTERNAL_ERROR = 2015
+    CONTROLLER_BROKER_LIVE_INFO_NOT_EXISTS = 2016
 
 
 def code_name(code: int, *, response: bool) -> str:

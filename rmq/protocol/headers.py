@@ -9,7 +9,8 @@ SYSTEM_ERROR answer naming the field instead of failing later with a null.
 Values arrive as text (the command codec already stringified JSON numbers); booleans
 accept "true" and "1" (the C++ client sends "1"), case-insensitively. Numbers must fit the
 Java type of the field, as in RocketMQ: a long for offsets, timestamps, millisecond
-durations (POP's times too), broker ids and subVersion, an int for everything else.
+durations (POP's times too, the controller's ``...Mills``), broker ids, subVersion and
+invokeTime, an int for everything else.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ _LONG_MARKS = (
     "offset",
     "timestamp",
     "millis",
+    "mills",  # the controller's ...Mills (RocketMQ's spelling)
     "broker_id",
     "sub_version",
+    "invoke_time",
     # POP (RocketMQ 5.x): epoch and duration milliseconds, the rest of a queue
     "pop_time",
     "born_time",
@@ -628,3 +631,153 @@ class BrokerNameRequestHeader(Header):
 @dataclass(slots=True)
 class ClusterRequestHeader(Header):
     cluster: str
+
+
+# --- controller (RocketMQ 5.x, RIP-44) ---------------------------------------------------
+
+
+@dataclass(slots=True)
+class AlterSyncStateSetRequestHeader(Header):
+    """CONTROLLER_ALTER_SYNC_STATE_SET; the body is the SyncStateSet asked for."""
+
+    broker_name: str
+    master_broker_id: int
+    master_epoch: int
+    invoke_time: int | None = None
+
+
+@dataclass(slots=True)
+class AlterSyncStateSetResponseHeader(Header):
+    new_sync_state_set_epoch: int | None = None
+
+
+@dataclass(slots=True)
+class ElectMasterRequestHeader(Header):
+    """CONTROLLER_ELECT_MASTER; brokerId -1: the controller's own trigger (no broker asks)."""
+
+    broker_name: str
+    cluster_name: str = ""
+    broker_id: int = -1
+    designate_elect: bool = False
+    invoke_time: int | None = None
+
+
+@dataclass(slots=True)
+class ElectMasterResponseHeader(Header):
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_epoch: int | None = None
+    sync_state_set_epoch: int | None = None
+
+
+@dataclass(slots=True)
+class GetReplicaInfoRequestHeader(Header):
+    broker_name: str
+
+
+@dataclass(slots=True)
+class GetReplicaInfoResponseHeader(Header):
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_epoch: int | None = None
+
+
+@dataclass(slots=True)
+class GetMetaDataResponseHeader(Header):
+    """CONTROLLER_GET_METADATA_INFO: the controller group, its leader and peers ("id:addr;")."""
+
+    _WIRE: ClassVar[dict[str, str]] = {"is_leader": "isLeader"}
+
+    group: str | None = None
+    controller_leader_id: str | None = None
+    controller_leader_address: str | None = None
+    is_leader: bool = False
+    peers: str | None = None
+
+
+@dataclass(slots=True)
+class CleanControllerBrokerDataRequestHeader(Header):
+    """CLEAN_BROKER_DATA: brokerControllerIdsToClean is ids joined by ";" (none: the group)."""
+
+    _WIRE: ClassVar[dict[str, str]] = {"is_clean_living_broker": "isCleanLivingBroker"}
+
+    broker_name: str
+    cluster_name: str | None = None
+    broker_controller_ids_to_clean: str | None = None
+    is_clean_living_broker: bool = False
+    invoke_time: int | None = None
+
+
+@dataclass(slots=True)
+class GetNextBrokerIdRequestHeader(Header):
+    cluster_name: str
+    broker_name: str
+
+
+@dataclass(slots=True)
+class GetNextBrokerIdResponseHeader(Header):
+    cluster_name: str | None = None
+    broker_name: str | None = None
+    next_broker_id: int | None = None
+
+
+@dataclass(slots=True)
+class ApplyBrokerIdRequestHeader(Header):
+    """CONTROLLER_APPLY_BROKER_ID; registerCheckCode is "address;timestamp"."""
+
+    cluster_name: str
+    broker_name: str
+    applied_broker_id: int
+    register_check_code: str
+
+
+@dataclass(slots=True)
+class ClusterBrokerResponseHeader(Header):
+    """ApplyBrokerIdResponseHeader."""
+
+    cluster_name: str | None = None
+    broker_name: str | None = None
+
+
+@dataclass(slots=True)
+class RegisterBrokerToControllerRequestHeader(Header):
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    broker_address: str
+    invoke_time: int | None = None
+
+
+@dataclass(slots=True)
+class RegisterBrokerToControllerResponseHeader(Header):
+    cluster_name: str | None = None
+    broker_name: str | None = None
+    master_broker_id: int | None = None
+    master_address: str | None = None
+    master_epoch: int | None = None
+    sync_state_set_epoch: int | None = None
+
+
+@dataclass(slots=True)
+class BrokerHeartbeatRequestHeader(Header):
+    """BROKER_HEARTBEAT (to a controller)."""
+
+    cluster_name: str
+    broker_addr: str
+    broker_name: str
+    broker_id: int | None = None
+    epoch: int | None = None
+    max_offset: int | None = None
+    confirm_offset: int | None = None
+    heartbeat_timeout_mills: int | None = None
+    election_priority: int | None = None
+
+
+@dataclass(slots=True)
+class NotifyBrokerRoleChangedRequestHeader(Header):
+    """NOTIFY_BROKER_ROLE_CHANGED (controller to broker, oneway); the body is the SyncStateSet."""
+
+    master_address: str | None = None
+    master_epoch: int | None = None
+    sync_state_set_epoch: int | None = None
+    master_broker_id: int | None = None

@@ -20,6 +20,7 @@ import sys
 _COMMANDS: dict[str, tuple[str, str, str]] = {
     "namesrv": ("rmq.tools.cli", "_namesrv", "run a name server (like mqnamesrv)"),
     "broker": ("rmq.tools.cli", "_broker", "run a broker (like mqbroker)"),
+    "controller": ("rmq.controller.startup", "main", "run a controller member (like mqcontroller)"),
     "dev": ("rmq.tools.dev", "main", "run a name server and a broker in one process, for a first minute"),
     "admin": ("rmq.tools.admin", "main", "administer topics, groups, offsets and messages (like mqadmin)"),
     "shutdown": ("rmq.tools.shutdown", "main", "stop a running name server or broker (like mqshutdown)"),
@@ -137,6 +138,10 @@ def mqnamesrv() -> int:
 
 def mqbroker() -> int:
     return _script("broker")
+
+
+def mqcontroller() -> int:
+    return _script("controller")
 
 
 def mqadmin() -> int:

@@ -194,7 +194,7 @@ def test_a_new_entry_drops_what_a_deposed_leader_was_filling(member: Member) -> 
 
 def test_a_former_plain_brokers_store_is_refused(tmp_path: Path) -> None:
     from rmq.broker.dledger.commitlog import member_commitlog
-    from rmq.broker.dledger.node import NodeConfig
+    from rmq.dledger.node import NodeConfig
 
     (tmp_path / "commitlog").mkdir()
     (tmp_path / "commitlog" / "00000000000000000000").write_bytes(b"\0" * 16)

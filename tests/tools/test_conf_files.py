@@ -15,7 +15,8 @@ from rmq.broker.config import BrokerConfig, BrokerRole
 
 ROOT = Path(__file__).resolve().parents[2]
 CONF = ROOT / "conf"
-FILES = sorted(p for p in CONF.rglob("*") if p.suffix in (".conf", ".properties"))
+# (conf/controller/ holds controllers' files: tests/controller/test_config.py loads them)
+FILES = sorted(p for p in CONF.rglob("*") if p.suffix in (".conf", ".properties") and p.parent.name != "controller")
 # master/slave deployments (conf/dledger/ holds .conf files: its own test is in test_ha_cluster.py)
 DEPLOYMENTS = sorted({p.parent for p in FILES if p.parent != CONF and p.suffix == ".properties"})
 

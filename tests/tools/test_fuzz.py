@@ -18,8 +18,8 @@ import pytest
 import trio
 
 from rmq.broker.controller import BrokerController
-from rmq.broker.dledger.node import DLedgerNode, NodeConfig
 from rmq.client import ConsumeFromWhere, Message, Producer, PullConsumer
+from rmq.dledger.node import DLedgerNode, NodeConfig
 from rmq.fuzzing import cases as F
 from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.server import NamesrvServer

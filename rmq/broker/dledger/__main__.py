@@ -14,10 +14,9 @@ import sys
 import trio
 
 from rmq.broker.config import parse_dledger_peers as parse_peers
+from rmq.dledger.node import DLedgerNode, NodeConfig
 from rmq.lifetime import until_signalled
 from rmq.raft.core import RaftConfig
-
-from .node import DLedgerNode, NodeConfig
 
 log = logging.getLogger("rmq.broker.dledger")
 

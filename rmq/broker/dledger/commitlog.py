@@ -27,13 +27,12 @@ from typing import TYPE_CHECKING
 
 import trio
 
+from rmq.dledger.node import DLedgerNode, NodeConfig
 from rmq.raft.core import NotLeader
 from rmq.store.aio import Replication
 from rmq.store.dledger_view import DLedgerView
 from rmq.store.errors import StoreError
 from rmq.store.formats import file_name_to_offset
-
-from .node import DLedgerNode, NodeConfig
 
 if TYPE_CHECKING:
     from rmq.store.aio import AsyncMessageStore

@@ -11,6 +11,8 @@
 - stats: TopicStatsTable (TopicOffset), ConsumeStats (OffsetWrapper), ConsumeStatsList
 - offsets: ConsumerOffsetSerializeWrapper, OffsetSerializeWrapper, ResetOffsetBody
 - lists: TopicList, GroupList, KVTable
+- controller: SyncStateSet, ElectMasterResponseBody (BrokerMemberGroup), BrokerReplicasInfo
+  (ReplicasInfo, ReplicaIdentity), RocketMQ 5.x's controller's
 
 Each class has `from_json(obj)`, reading the object `rmq.protocol.body.loads` parsed in any
 dialect peers write (Java's fastjson, Go's and C++'s clients: quoted or unquoted keys,
@@ -34,6 +36,12 @@ from .configs import SubscriptionGroupConfig as SubscriptionGroupConfig
 from .configs import SubscriptionGroupWrapper as SubscriptionGroupWrapper
 from .configs import TopicConfig as TopicConfig
 from .configs import TopicConfigSerializeWrapper as TopicConfigSerializeWrapper
+from .controller import BrokerMemberGroup as BrokerMemberGroup
+from .controller import BrokerReplicasInfo as BrokerReplicasInfo
+from .controller import ElectMasterResponseBody as ElectMasterResponseBody
+from .controller import ReplicaIdentity as ReplicaIdentity
+from .controller import ReplicasInfo as ReplicasInfo
+from .controller import SyncStateSet as SyncStateSet
 from .heartbeat import ConsumerData as ConsumerData
 from .heartbeat import HeartbeatData as HeartbeatData
 from .heartbeat import ProducerData as ProducerData
@@ -57,6 +65,8 @@ from .stats import TopicStatsTable as TopicStatsTable
 
 __all__ = [
     "BrokerData",
+    "BrokerMemberGroup",
+    "BrokerReplicasInfo",
     "CheckClientRequestBody",
     "ClusterInfo",
     "Connection",
@@ -66,6 +76,7 @@ __all__ = [
     "ConsumerData",
     "ConsumerOffsetSerializeWrapper",
     "DataVersion",
+    "ElectMasterResponseBody",
     "GetConsumerListByGroupResponseBody",
     "GroupList",
     "HeartbeatData",
@@ -80,10 +91,13 @@ __all__ = [
     "ProducerTableInfo",
     "QueueData",
     "RegisterBrokerBody",
+    "ReplicaIdentity",
+    "ReplicasInfo",
     "ResetOffsetBody",
     "SubscriptionData",
     "SubscriptionGroupConfig",
     "SubscriptionGroupWrapper",
+    "SyncStateSet",
     "TopicConfig",
     "TopicConfigSerializeWrapper",
     "TopicList",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import trio
 
-from rmq.broker.dledger.node import DLedgerNode, NodeConfig
+from rmq.dledger.node import DLedgerNode, NodeConfig
 from rmq.raft.core import RaftConfig
 from rmq.store.dledger_log import DLedgerLog
 from rmq.store.kernel_sync import KernelSync

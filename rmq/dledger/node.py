@@ -57,7 +57,7 @@ from rmq.store.aio import sync_files
 from rmq.store.dledger_log import DLedgerLog
 from rmq.store.kernel_sync import KernelSync
 
-log = logging.getLogger("rmq.broker.dledger")
+log = logging.getLogger("rmq.dledger")
 
 TICK = 0.02  # seconds between ticks of the core while it has work in hand (a leader's pushes)
 NOT_LEADER = 404  # DLedgerResponseCode.NOT_LEADER
@@ -110,6 +110,7 @@ class _LogView:
 
 
 @dataclass
+@dataclass
 class NodeConfig:
     self_id: str
     peers: dict[str, str]  # id -> "host:port"
@@ -138,6 +139,7 @@ class DLedgerNode:
         on_rebuild: Callable[[], None] | None = None,
         dlog: DLedgerLog | None = None,
         serve_appends: bool = True,
+        dispatcher: Dispatcher | None = None,
     ) -> None:
         if config.self_id not in config.peers:
             raise ValueError(f"dLegerSelfId {config.self_id} is not in dLegerPeers")
@@ -148,6 +150,9 @@ class DLedgerNode:
         # APPEND from clients. A broker's member says no: its entries are the broker's message
         # records, and a body appended from outside would be one its dispatch cannot read.
         self.serve_appends = serve_appends
+        # Requests of others served on the member's port too (the controller's, as RocketMQ's
+        # controller serves on its DLedger server's port); the member adds its own codes.
+        self.dispatcher = dispatcher or Dispatcher()
         self._owns_dlog = dlog is None  # a log passed in is closed by whoever opened it
         self.dlog = dlog or config.open_log()
         self._sealing: int | None = None  # index of the entry propose_pending is sealing
@@ -479,7 +484,7 @@ class DLedgerNode:
     # -- lifetime ----------------------------------------------------------------------------
 
     async def serve(self, *, task_status: trio.TaskStatus[DLedgerNode] = trio.TASK_STATUS_IGNORED) -> None:
-        dispatcher = Dispatcher()
+        dispatcher = self.dispatcher
         dispatcher.register((M.VOTE, M.HEART_BEAT, M.PUSH), self._on_peer, inline=True)
         dispatcher.register(M.LEADERSHIP_TRANSFER, self._on_transfer, concurrency=16)
         dispatcher.register(M.APPEND, self._on_append, concurrency=4096)

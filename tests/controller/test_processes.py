@@ -1,0 +1,192 @@
+"""Three `rmq controller` processes: a broker group registers through raw remoting requests
+with the controller's headers, the controller leader is SIGKILLed, another member takes over
+knowing the group, and a new master is elected there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import trio
+
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol.headers import (
+    AlterSyncStateSetRequestHeader,
+    ApplyBrokerIdRequestHeader,
+    BrokerHeartbeatRequestHeader,
+    ElectMasterRequestHeader,
+    GetNextBrokerIdRequestHeader,
+    GetReplicaInfoRequestHeader,
+    Header,
+    RegisterBrokerToControllerRequestHeader,
+)
+from rmq.remoting import RemotingClient, RemotingError
+
+from ..ports import free_ports
+
+ROOT = Path(__file__).resolve().parents[2]
+C, G = "ProcCluster", "broker-p"
+TIMEOUT = 3.0
+
+
+class Member:
+    def __init__(self, tmp: Path, self_id: str, peers: str, address: str) -> None:
+        self.id, self.address = self_id, address
+        self.conf = tmp / f"{self_id}.conf"
+        self.log_path = tmp / f"{self_id}.log"
+        props = {
+            "controllerDLegerGroup": "pgroup", "controllerDLegerPeers": peers, "controllerDLegerSelfId": self_id,
+            "controllerStorePath": str(tmp / self_id), "mappedFileSize": str(1024 * 1024),
+            "bindAddress": "127.0.0.1", "controllerDLegerElectionTimeoutMs": "600",
+            "controllerDLegerHeartbeatIntervalMs": "100",
+            # the test elects by request: no election of the controller's own gets there first
+            "scanNotActiveBrokerInterval": "600000", "scanInactiveMasterInterval": "600000",
+        }  # fmt: skip
+        self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the process's lifetime
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rmq", "controller", "-c", str(self.conf)],
+            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        log.close()
+        assert self.proc.stdout is not None
+        for _ in range(50):
+            line = self.proc.stdout.readline()
+            if "boot success" in line:
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        raise RuntimeError(f"controller {self.id} did not start:\n{self.log_path.read_text()[-4000:]}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+async def call(
+    client: RemotingClient, addr: str, code: int, header: Header | None = None, body: bytes = b""
+) -> RemotingCommand:
+    return await client.invoke(addr, RemotingCommand.request(code, header.to_ext() if header else None, body), TIMEOUT)
+
+
+async def leader_of(client: RemotingClient, members: list[Member]) -> Member:
+    """The member that says it leads (and is caught up), polled for at most 20 s."""
+    with trio.fail_after(20):
+        while True:
+            for m in members:
+                try:
+                    r = await call(client, m.address, RequestCode.CONTROLLER_GET_METADATA_INFO)
+                except RemotingError:
+                    continue
+                if r.ext_fields.get("isLeader") == "true":
+                    assert r.ext_fields["controllerLeaderAddress"] == m.address
+                    assert r.ext_fields["group"] == "pgroup"
+                    return m
+            await trio.sleep(0.1)
+
+
+async def beat(client: RemotingClient, members: list[Member], broker_id: int, timeout_ms: int) -> None:
+    header = BrokerHeartbeatRequestHeader(
+        cluster_name=C, broker_addr=f"127.0.0.1:{20000 + broker_id}", broker_name=G, broker_id=broker_id,
+        epoch=1, max_offset=100, heartbeat_timeout_mills=timeout_ms,
+    )  # fmt: skip
+    for m in members:
+        try:
+            r = await call(client, m.address, RequestCode.BROKER_HEARTBEAT, header)
+            assert r.code == ResponseCode.SUCCESS
+        except RemotingError:
+            pass
+
+
+async def test_the_group_survives_its_leader(tmp_path: Path) -> None:
+    ports = [free_ports() for _ in range(3)]
+    peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
+    members = [Member(tmp_path, f"n{i}", peers, f"127.0.0.1:{p}") for i, p in enumerate(ports)]
+    try:
+        for m in members:
+            m.start()
+        async with RemotingClient() as client:
+            leader = await leader_of(client, members)
+            other = next(m for m in members if m is not leader)
+            # a follower refuses and names the leader
+            r = await call(
+                client, other.address, RequestCode.CONTROLLER_GET_REPLICA_INFO, GetReplicaInfoRequestHeader(G)
+            )
+            assert r.code == ResponseCode.CONTROLLER_NOT_LEADER and leader.address in (r.remark or "")
+
+            # two brokers register: an id each, then heartbeats and registration
+            for broker_id in (1, 2):
+                r = await call(client, leader.address, RequestCode.CONTROLLER_GET_NEXT_BROKER_ID,
+                               GetNextBrokerIdRequestHeader(C, G))  # fmt: skip
+                assert r.code == ResponseCode.SUCCESS and r.ext_fields["nextBrokerId"] == str(broker_id)
+                addr = f"127.0.0.1:{20000 + broker_id}"
+                r = await call(client, leader.address, RequestCode.CONTROLLER_APPLY_BROKER_ID,
+                               ApplyBrokerIdRequestHeader(C, G, broker_id, f"{addr};{broker_id}"))  # fmt: skip
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                await beat(client, members, broker_id, 60_000 if broker_id == 2 else 1500)
+                r = await call(client, leader.address, RequestCode.CONTROLLER_REGISTER_BROKER,
+                               RegisterBrokerToControllerRequestHeader(C, G, broker_id, addr))  # fmt: skip
+                assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await call(client, leader.address, RequestCode.CONTROLLER_ELECT_MASTER,
+                           ElectMasterRequestHeader(G, C, 1))  # fmt: skip
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert (r.ext_fields["masterBrokerId"], r.ext_fields["masterEpoch"]) == ("1", "1")
+            body = json.dumps({"syncStateSet": [1, 2], "syncStateSetEpoch": 1}).encode()
+            r = await call(client, leader.address, RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
+                           AlterSyncStateSetRequestHeader(G, 1, 1), body)  # fmt: skip
+            assert r.code == ResponseCode.SUCCESS and r.ext_fields["newSyncStateSetEpoch"] == "2", r.remark
+
+            leader.kill()
+            survivors = [m for m in members if m is not leader]
+            new = await leader_of(client, survivors)
+            r = await call(client, new.address, RequestCode.CONTROLLER_GET_REPLICA_INFO, GetReplicaInfoRequestHeader(G))
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert (r.ext_fields["masterBrokerId"], r.ext_fields["masterEpoch"]) == ("1", "1")
+            assert json.loads(r.body) == {"syncStateSet": [1, 2], "syncStateSetEpoch": 2}
+
+            # broker 1 has stopped beating: broker 2, in the SyncStateSet, is elected
+            with trio.fail_after(20):
+                while True:
+                    await beat(client, survivors, 2, 60_000)
+                    r = await call(client, new.address, RequestCode.CONTROLLER_ELECT_MASTER,
+                                   ElectMasterRequestHeader(G, C, 2))  # fmt: skip
+                    if r.code != ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
+                        break
+                    await trio.sleep(0.2)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert (r.ext_fields["masterBrokerId"], r.ext_fields["masterEpoch"]) == ("2", "2")
+            assert json.loads(r.body)["brokerMemberGroup"]["brokerAddrs"] == {
+                "1": "127.0.0.1:20001",
+                "2": "127.0.0.1:20002",
+            }
+            # the old leader comes back (its state from its log, the rest from the leader);
+            # then the new leader dies too, and the two left elect one that knows it all
+            leader.start()
+            await trio.sleep(1.0)
+            new.kill()
+            third = await leader_of(client, [m for m in members if m is not new])
+            r = await call(
+                client, third.address, RequestCode.CONTROLLER_GET_REPLICA_INFO, GetReplicaInfoRequestHeader(G)
+            )
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert (r.ext_fields["masterBrokerId"], r.ext_fields["masterEpoch"]) == ("2", "2")
+    finally:
+        for m in members:
+            m.stop()
