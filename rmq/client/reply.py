@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
@@ -33,12 +33,24 @@ from .errors import MQClientError, MQTimeoutError
 from .ids import wall_clock_ms
 
 if TYPE_CHECKING:
+    from rmq.protocol.body import MessageQueue
     from rmq.remoting import Dispatcher, RequestContext
 
     from .members import Instance
-    from .producer import Producer
+    from .message import SendResult
 
 log = logging.getLogger("rmq.client.reply")
+
+
+class Requester(Protocol):
+    """What a request needs of its producer (Producer), so this module does not import it."""
+
+    @property
+    def instance(self) -> Instance: ...
+
+    async def fetch_publish_queues(self, topic: str) -> list[MessageQueue]: ...
+
+    async def send(self, msg: Message, *, timeout: float | None = None) -> SendResult: ...  # noqa: ASYNC109  Producer.send
 
 
 def prepare_request(msg: Message, client_id: str, timeout: float) -> str:
@@ -139,7 +151,7 @@ class ReplyRouter:
         return request.make_response(ResponseCode.SUCCESS)
 
 
-async def introduce(producer: Producer, router: ReplyRouter, topic: str) -> None:
+async def introduce(producer: Requester, router: ReplyRouter, topic: str) -> None:
     """Before the first request to `topic`: the brokers its replies may come through learn
     this client's connection from a heartbeat (see the module docstring)."""
     if topic in router.introduced:
@@ -157,7 +169,7 @@ async def introduce(producer: Producer, router: ReplyRouter, topic: str) -> None
     router.introduced.add(topic)
 
 
-async def request(producer: Producer, msg: Message, timeout: float) -> MessageExt:  # noqa: ASYNC109  also the request's TTL property
+async def request(producer: Requester, msg: Message, timeout: float) -> MessageExt:  # noqa: ASYNC109  also the request's TTL property
     """`Producer.request`: send `msg` as a request and wait up to `timeout` seconds in all
     for its reply."""
     start = trio.current_time()
