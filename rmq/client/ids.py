@@ -88,8 +88,8 @@ class UniqueIdGenerator:
         diff = now - self._start
         if -1_000_000 < diff < 0:  # the clock stepped back a little (NTP)
             diff = 0
-        diff = ((diff + 2**31) % 2**32) - 2**31
-        return self._fixed + _SUFFIX.pack(diff, next(self._counter) % 2**16).hex().upper()
+        # _SUFFIX's bytes in hex: the int32 diff's two's complement, the counter mod 2**16
+        return f"{self._fixed}{diff & 0xFFFFFFFF:08X}{next(self._counter) & 0xFFFF:04X}"
 
 
 def default_instance_name() -> str:
