@@ -31,6 +31,7 @@ _SEND_STATUS = {
 }
 _INT = (-(2**31), 2**31 - 1)  # queueId is a Java int, queueOffset a long (headers.py)
 _LONG = (-(2**63), 2**63 - 1)
+_new, _set = object.__new__, object.__setattr__
 
 
 def _json_value(value: int | str) -> str:
@@ -139,13 +140,15 @@ def send_result(response: RemotingCommand, addr: str, mq: MessageQueue, msg_id: 
         except ProtocolError as exc:
             raise MQClientError(f"malformed response from {addr}: {exc}") from None
         offset_msg_id, queue_id, queue_offset = h.msg_id, h.queue_id, h.queue_offset
-    return SendResult(
-        status=status,
-        msg_id=msg_id,
-        offset_msg_id=offset_msg_id,
-        message_queue=mq if queue_id == mq.queue_id else MessageQueue(mq.topic, mq.broker_name, queue_id),
-        queue_offset=queue_offset,
-        transaction_id=ext.get("transactionId"),
-        region_id=ext.get("MSG_REGION") or "DefaultRegion",
-        trace_on=ext.get("TRACE_ON") != "false",
-    )
+    # SendResult's fields set as its generated __init__ sets them (it is frozen), without
+    # the call: this runs once per message
+    result = _new(SendResult)
+    _set(result, "status", status)
+    _set(result, "msg_id", msg_id)
+    _set(result, "offset_msg_id", offset_msg_id)
+    _set(result, "message_queue", mq if queue_id == mq.queue_id else MessageQueue(mq.topic, mq.broker_name, queue_id))
+    _set(result, "queue_offset", queue_offset)
+    _set(result, "transaction_id", ext.get("transactionId"))
+    _set(result, "region_id", ext.get("MSG_REGION") or "DefaultRegion")
+    _set(result, "trace_on", ext.get("TRACE_ON") != "false")
+    return result

@@ -564,7 +564,9 @@ class Producer(AsyncService):
             error = MQClientError(f"cannot send {request.code} to {addr}: {exc}")
         except MQClientError as exc:
             error = exc
-        self._record_latency(mq.broker_name, start, failed=error is not None)
+        if faults is not None:  # _record_latency, inline
+            end = trio.current_time()
+            faults.update(mq.broker_name, end - start, isolation=error is not None, now=end)
         if result is not None and (
             result.status is SendStatus.SEND_OK or not config.retry_another_broker_when_not_store_ok
         ):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import itertools
 import struct
@@ -123,6 +124,20 @@ def general_result(resp: RemotingCommand, mq: MessageQueue, msg_id: str) -> Send
         region_id=h.msg_region or "DefaultRegion",
         trace_on=h.trace_on != "false",
     )
+
+
+def test_send_result_fields_are_the_ones_send_result_sets() -> None:
+    names = [f.name for f in dataclasses.fields(SendResult)]
+    assert names == [
+        "status",
+        "msg_id",
+        "offset_msg_id",
+        "message_queue",
+        "queue_offset",
+        "transaction_id",
+        "region_id",
+        "trace_on",
+    ]
 
 
 numbers = st.one_of(st.integers(-(2**64), 2**64).map(str), st.sampled_from(["", "x", " 5", "1_0", "+3"]))
