@@ -51,7 +51,15 @@ BROKER_PHASES: list[tuple[str, tuple[str, ...]]] = [
     ("scheduler", ("trio/_core/",)),
 ]
 CLIENT_PHASES: list[tuple[str, tuple[str, ...]]] = [
-    ("encode", ("rmq/protocol/headers.py", "rmq/protocol/header_codec.py", "rmq/protocol/properties.py")),
+    (
+        "encode",
+        (
+            "rmq/protocol/headers.py",
+            "rmq/protocol/header_codec.py",
+            "rmq/protocol/properties.py",
+            "rmq/client/plain_send.py",  # a plain send's request and answer (the fast path)
+        ),
+    ),
     ("frames", ("rmq/protocol/frame.py", "rmq/protocol/command.py", "rmq/remoting/stages/", "send_all")),
     ("connection", ("rmq/remoting/connection.py", "rmq/remoting/outbox.py", "rmq/remoting/client.py")),
     ("send path", ("rmq/client/",)),
