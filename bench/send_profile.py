@@ -51,7 +51,15 @@ BROKER_PHASES: list[tuple[str, tuple[str, ...]]] = [
     ("scheduler", ("trio/_core/",)),
 ]
 CLIENT_PHASES: list[tuple[str, tuple[str, ...]]] = [
-    ("encode", ("rmq/protocol/headers.py", "rmq/protocol/header_codec.py", "rmq/protocol/properties.py")),
+    (
+        "encode",
+        (
+            "rmq/protocol/headers.py",
+            "rmq/protocol/header_codec.py",
+            "rmq/protocol/properties.py",
+            "rmq/client/plain_send.py",  # a plain send's request and answer (the fast path)
+        ),
+    ),
     ("frames", ("rmq/protocol/frame.py", "rmq/protocol/command.py", "rmq/remoting/stages/", "send_all")),
     ("connection", ("rmq/remoting/connection.py", "rmq/remoting/outbox.py", "rmq/remoting/client.py")),
     ("send path", ("rmq/client/",)),
@@ -150,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
     p.add_argument("--sample-rate", type=int, default=400, help="py-spy samples per second")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a broker.conf line")
+    p.add_argument("--keep", type=Path, metavar="DIR", help="copy py-spy's raw samples (broker.txt, producer.txt) here")
     args = p.parse_args(argv)
     py_spy = shutil.which("py-spy")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -223,6 +232,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{sent} messages in {args.seconds:.0f} s ({sent / args.seconds:,.0f} msg/s), window {args.window}, "
               f"{args.size} B, {args.flush}; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
         results = {name: out for name, out, _ in spies}
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for out in results.values():
+                if out.exists():
+                    shutil.copy(out, args.keep / out.name)
         for name, pid, rules in (("broker", broker.pid, BROKER_PHASES), ("producer", loader.pid, CLIENT_PHASES)):
             cpu_us = (cpu1[pid] - cpu0[pid]) / sent * 1e6
             counts = read_samples(results[name], rules) if name in results and results[name].exists() else {}

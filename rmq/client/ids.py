@@ -75,6 +75,8 @@ class UniqueIdGenerator:
         self._clock = clock
         self._counter = itertools.count()
         self._start, self._next_start = _month_bounds(clock())
+        self._last_ms: int | None = None  # the clock at the last id, and the id's part up to the counter
+        self._head = ""
 
     @property
     def length(self) -> int:
@@ -83,13 +85,16 @@ class UniqueIdGenerator:
 
     def next_id(self) -> str:
         now = self._clock()
-        if now >= self._next_start:
-            self._start, self._next_start = _month_bounds(now)
-        diff = now - self._start
-        if -1_000_000 < diff < 0:  # the clock stepped back a little (NTP)
-            diff = 0
-        diff = ((diff + 2**31) % 2**32) - 2**31
-        return self._fixed + _SUFFIX.pack(diff, next(self._counter) % 2**16).hex().upper()
+        if now != self._last_ms:  # the time part changes once a millisecond, not per id
+            if now >= self._next_start:
+                self._start, self._next_start = _month_bounds(now)
+            diff = now - self._start
+            if -1_000_000 < diff < 0:  # the clock stepped back a little (NTP)
+                diff = 0
+            # _SUFFIX's bytes in hex: the int32 diff's two's complement, then the counter's
+            self._head = f"{self._fixed}{diff & 0xFFFFFFFF:08X}"
+            self._last_ms = now
+        return f"{self._head}{next(self._counter) & 0xFFFF:04X}"
 
 
 def default_instance_name() -> str:

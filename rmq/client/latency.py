@@ -34,6 +34,8 @@ ISOLATION_LATENCY = 30.0
 
 def not_available_duration(latency: float) -> float:
     """How long (s) to avoid a broker that answered in `latency` seconds."""
+    if latency < _STEPS[-1][0]:  # the usual answer, without the walk
+        return 0.0
     for threshold, duration in _STEPS:
         if latency >= threshold:
             return duration
@@ -63,7 +65,12 @@ class LatencyFaultTolerance:
         `now` (read from the clock when not given)."""
         duration = not_available_duration(ISOLATION_LATENCY if isolation else latency)
         end = self._clock() if now is None else now
-        self._items[broker_name] = _FaultItem(broker_name, latency, end + duration)
+        item = self._items.get(broker_name)
+        if item is None:
+            self._items[broker_name] = _FaultItem(broker_name, latency, end + duration)
+        else:  # changed in place: this runs after every send
+            item.latency = latency
+            item.available_from = end + duration
         if duration and end + duration > self.unavailable_until:
             self.unavailable_until = end + duration
 

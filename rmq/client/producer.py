@@ -26,6 +26,12 @@ broker.
   master) the route is fetched every second; should it name another master, or a broker
   that has not failed, the send is given up there and retried on it.
 * Ordered sends pick the queue with a selector and are never moved to another queue.
+* A plain send (no queue or selector, no tracing, auto batching or signing, a body below
+  `compress_over`, not a reply nor a resend to a retry topic) makes its first attempt in
+  `_send_plain`, one coroutine down to the connection, its header written from a template
+  (plain_send.py). It chooses the queue as `PublishInfo.select` would while no broker is
+  marked unavailable; otherwise, and after a failed attempt, the general path takes over
+  with the same retries and fault avoidance.
 
 `send_async` runs the send in the producer's nursery and reports through a callback;
 leaving `async with` waits for those sends, then unregisters the producer from the
@@ -42,16 +48,25 @@ from typing import Any, Unpack
 
 import trio
 
-from rmq.protocol import RequestCode
+from rmq.protocol import ProtocolError, RequestCode
 from rmq.protocol import properties as P
 from rmq.protocol.constants import DEFAULT_PRODUCER_GROUP, RETRY_PREFIX
 from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.protocol.message import Message as ProtocolMessage
 from rmq.protocol.message import encode_batch_body
+from rmq.remoting import RemotingError, RemotingSendRequestError
 
 from .batcher import AutoBatcher, batchable
 from .config import ProducerConfig, ProducerOptions
-from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRouteError, MQTimeoutError, is_retriable
+from .errors import (
+    MQClientError,
+    MQClientStateError,
+    MQConnectError,
+    MQNoRouteError,
+    MQTimeoutError,
+    is_retriable,
+    translate_remoting_error,
+)
 from .ids import UniqueIdGenerator, wall_clock_ms
 from .instance import ROUTE_RETRY_INTERVAL, ClientInstance
 from .latency import LatencyFaultTolerance
@@ -67,6 +82,7 @@ from .message import (
     compress_body,
     split_batch,
 )
+from .plain_send import SendRequest, SendTemplate, send_result
 from .reply import is_reply, reply_message
 from .reply import request as _request
 from .route import PublishInfo, TopicRoute
@@ -171,10 +187,13 @@ class Producer(AsyncService):
         self.instance: Instance = instance if instance is not None else ClientInstance(self.config)
         self._ids = UniqueIdGenerator(self.instance.ip)
         self._publish: dict[str, PublishInfo] = {}
+        # plain sends' header templates per topic, by queue index; rebuilt with the PublishInfo
+        self._templates: dict[str, tuple[PublishInfo, list[SendTemplate | None]]] = {}
         self._faults = LatencyFaultTolerance(trio.current_time) if self.config.send_latency_fault_enable else None
         self._route_lock = trio.Lock()
         self._async_slots = trio.Semaphore(self.config.max_async_in_flight)
         self._nursery: trio.Nursery | None = None
+        self._clock: Callable[[], float] = trio.current_time
         # Pub records to the trace topic (trace.py), sent in the background
         self.tracer = (
             TraceDispatcher(
@@ -206,6 +225,8 @@ class Producer(AsyncService):
             try:
                 async with trio.open_nursery() as nursery:
                     self._nursery = nursery
+                    # trio.current_time's clock, read without its three calls (plain sends)
+                    self._clock = trio.lowlevel.current_clock().current_time
                     if self.tracer is not None:
                         await nursery.start(self.tracer.run)
                     try:
@@ -277,6 +298,8 @@ class Producer(AsyncService):
         check_message(msg, self.config.max_message_size)
         if self.tracer is not None:
             return await self._traced_send(msg, timeout, queue, selector, arg)
+        if queue is None and selector is None and self._batcher is None:
+            return await self._send_plain(msg, timeout)
         return await self._send_one(msg, timeout, queue, selector, arg)
 
     async def _send_one(
@@ -288,9 +311,12 @@ class Producer(AsyncService):
         arg: Any,
     ) -> SendResult:
         """A sync send: through the auto batcher when it is on and the message may be batched."""
-        batcher = self._batcher
-        if batcher is not None and queue is None and selector is None and batchable(msg, self.config.compress_over):
-            return await batcher.send(msg, self.config.send_timeout if timeout is None else timeout)
+        if queue is None and selector is None:
+            batcher = self._batcher
+            if batcher is not None and batchable(msg, self.config.compress_over):
+                return await batcher.send(msg, self.config.send_timeout if timeout is None else timeout)
+            if self.tracer is None:
+                return await self._send_plain(msg, timeout)
         result = await self._send(msg, timeout, queue, selector, arg, oneway=False)
         assert result is not None
         return result
@@ -474,6 +500,92 @@ class Producer(AsyncService):
         out = _Outgoing(msg, self.config.compress_over, self._ids, self.config.compress_type)
         return await self._send_outgoing(out, timeout, queue, selector, arg, msg, oneway=oneway)
 
+    async def _send_plain(
+        self,
+        msg: ProtocolMessage,
+        timeout: float | None,  # noqa: ASYNC109  retry budget, see _send_outgoing
+    ) -> SendResult:
+        """A sync send with no queue or selector: its first attempt made here, flat, when the
+        message is plain (see the module docstring); anything else, and what follows a failed
+        attempt, goes through `_send_outgoing`."""
+        config = self.config
+        topic, props = msg.topic, msg.properties
+        limit = config.send_timeout if timeout is None else timeout
+        info = self._publish.get(topic)
+        api = self.instance.api
+        if (
+            info is None
+            or not info.queues
+            or limit <= 0
+            or api.credentials is not None
+            or len(msg.body) >= config.compress_over
+            or type(msg.flag) is not int
+            or P.MSG_TYPE in props  # a reply, perhaps
+            or topic.startswith(RETRY_PREFIX)
+        ):
+            return await self._send_general(msg, timeout)
+        start = self._clock()
+        faults = self._faults
+        if faults is not None and faults.unavailable_until > start:
+            return await self._send_general(msg, timeout)
+        # PublishInfo.select's choice while every broker is available
+        queues = info.queues
+        index = info.next_index() % len(queues)
+        mq = queues[index]
+        addr = self.instance.master_addr(mq.broker_name)
+        if addr is None:
+            return await self._send_general(msg, timeout)
+        entry = self._templates.get(topic)
+        if entry is None or entry[0] is not info:
+            entry = self._templates[topic] = (info, [None] * len(queues))
+        template = entry[1][index]
+        if template is None:
+            template = entry[1][index] = SendTemplate(
+                self.group, mq, config.create_topic_key, config.default_topic_queue_nums
+            )
+        msg_id = props.get(P.UNIQ_KEY)
+        if not msg_id:
+            msg_id = props[P.UNIQ_KEY] = self._ids.next_id()
+        request = SendRequest(template, wall_clock_ms(), msg.flag, P.encode_properties(props), msg.body)
+        # what ClientAPI.invoke and RemotingClient.invoke do, on the open connection if any
+        remoting = api.remoting
+        conn = remoting.connected(addr)
+        error: MQClientError | None = None
+        result: SendResult | None = None
+        try:
+            if conn is None:
+                response = await remoting.invoke(addr, request, limit)
+            else:
+                try:
+                    response = await conn.invoke(request, limit)
+                except RemotingSendRequestError:  # closed meanwhile; nothing went out
+                    response = await remoting.invoke(addr, request, limit)
+            result = send_result(response, addr, mq, msg_id)
+        except RemotingError as exc:
+            error = translate_remoting_error(exc, trio.current_time() - start)
+        except ProtocolError as exc:
+            error = MQClientError(f"cannot send {request.code} to {addr}: {exc}")
+        except MQClientError as exc:
+            error = exc
+        if faults is not None:  # _record_latency, inline
+            end = self._clock()
+            faults.update(mq.broker_name, end - start, isolation=error is not None, now=end)
+        if result is not None and (
+            result.status is SendStatus.SEND_OK or not config.retry_another_broker_when_not_store_ok
+        ):
+            return result
+        out = _Outgoing(msg, config.compress_over, self._ids, config.compress_type)
+        retried = await self._send_outgoing(
+            out, timeout, None, None, None, msg, oneway=False, made=(start, mq, result, error)
+        )
+        assert retried is not None
+        return retried
+
+    async def _send_general(self, msg: ProtocolMessage, timeout: float | None) -> SendResult:  # noqa: ASYNC109  retry budget, see _send_outgoing
+        result = await self._send(msg, timeout, None, None, None, oneway=False)
+        assert result is not None
+        return result
+
     async def _send_outgoing(
         self,
         out: _Outgoing,
@@ -486,13 +598,16 @@ class Producer(AsyncService):
         msg: ProtocolMessage,
         *,
         oneway: bool,
+        made: tuple[float, MessageQueue, SendResult | None, MQClientError | None] | None = None,
     ) -> SendResult | None:
+        """`made`: (start, queue, result, error) of the first attempt, made by `_send_plain`;
+        the retries go on from there."""
         limit = self.config.send_timeout if timeout is None else timeout
-        start = trio.current_time()
+        start = trio.current_time() if made is None else made[0]
         deadline = start + limit
         # one clock reading serves the first attempt's checks too (a reading costs about
         # 0.3 µs, and a send used to take ten)
-        now: float | None = start
+        now: float | None = start if made is None else None
         info = self._publish.get(out.topic)
         if info is None or not info.queues:  # first send to the topic: ask the name servers
             info = await self._publish_info(out.topic, deadline)
@@ -516,41 +631,54 @@ class Producer(AsyncService):
         last_error: MQClientError | None = None
         not_ok: SendResult | None = None
         for _ in range(attempts):
-            if now is None:
-                now = trio.current_time()
-            if now >= deadline:
-                break
-            # a route refresh during the last attempt may have taken queues away (a master
-            # gone): choose among the current ones
-            info = self._publish.get(out.topic, info)
-            try:
-                mq = info.select(last_broker, self._faults, now)
-            except IndexError:
-                raise MQNoRouteError(out.topic, self.instance.namesrv, "no writable queue") from None
-            watched = False
-            faults = self._faults
-            if faults is not None and faults.unavailable_until > now and not faults.is_available(mq.broker_name, now):
-                # only brokers that failed lately are left (a hung master, its group's election
-                # under way): see what the route says first, and while waiting for the answer
-                refresh = self.instance.refreshes.get(out.topic)
-                if refresh is not None:
-                    with trio.move_on_at(deadline):
-                        await refresh.wait()
+            result: SendResult | None = None
+            error: MQClientError | None = None
+            if made is not None:  # the first attempt's outcome
+                _, mq, result, error = made
+                made = None
+            else:
+                if now is None:
                     now = trio.current_time()
-                    info = self._publish.get(out.topic, info)
-                    mq = self._select(info, last_broker, now)
-                watched = not faults.is_available(mq.broker_name, now)
+                if now >= deadline:
+                    break
+                # a route refresh during the last attempt may have taken queues away (a master
+                # gone): choose among the current ones
+                info = self._publish.get(out.topic, info)
+                try:
+                    mq = info.select(last_broker, self._faults, now)
+                except IndexError:
+                    raise MQNoRouteError(out.topic, self.instance.namesrv, "no writable queue") from None
+                watched = False
+                faults = self._faults
+                if (
+                    faults is not None
+                    and faults.unavailable_until > now
+                    and not faults.is_available(mq.broker_name, now)
+                ):
+                    # only brokers that failed lately are left (a hung master, its group's
+                    # election under way): see what the route says first, and while waiting
+                    # for the answer
+                    refresh = self.instance.refreshes.get(out.topic)
+                    if refresh is not None:
+                        with trio.move_on_at(deadline):
+                            await refresh.wait()
+                        now = trio.current_time()
+                        info = self._publish.get(out.topic, info)
+                        mq = self._select(info, last_broker, now)
+                    watched = not faults.is_available(mq.broker_name, now)
+                try:
+                    if watched:
+                        result = await self._attempt_watching_route(out, mq, deadline, start, oneway, now)
+                    else:
+                        result = await self._attempt(out, mq, deadline, start, oneway, now)
+                except MQClientError as exc:
+                    error = exc
             last_broker = mq.broker_name
-            try:
-                if watched:
-                    result = await self._attempt_watching_route(out, mq, deadline, start, oneway, now)
-                else:
-                    result = await self._attempt(out, mq, deadline, start, oneway, now)
-            except MQClientError as exc:
-                if not is_retriable(exc):
-                    raise
-                log.info("send to %s failed, %s", mq, exc)
-                last_error = exc
+            if error is not None:
+                if not is_retriable(error):
+                    raise error
+                log.info("send to %s failed, %s", mq, error)
+                last_error = error
                 # the master may have moved (a DLedger group elected another): ask again now
                 # rather than at the next periodic refresh. The refresh runs in the instance's
                 # nursery: when this send's time is up (a timeout uses all of it) it still
