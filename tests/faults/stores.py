@@ -126,16 +126,26 @@ def attempts_in(records: Iterable[tuple[int, bytes]], prop: str) -> dict[str, li
 # -- agreement between members ---------------------------------------------------------------
 
 
-def dledger_divergence(logs: dict[str, list[Entry]], committed: int) -> list[str]:
-    """Members whose entries differ from the longest log's at an index both hold, or that
-    hold fewer entries than the group ``committed``."""
+def dledger_divergence(logs: dict[str, list[Entry]], committed: int, held_by_all: int | None = None) -> list[str]:
+    """Members whose entries differ from the longest log's at an index both hold, that hold
+    fewer entries than ``held_by_all`` (default ``committed``), or a ``committed`` index that
+    no majority holds.
+
+    ``held_by_all`` is what the group had committed while every member ran. Members stopped
+    one after another: the ones still running may elect a leader whose first (no-op) entry
+    they commit without the member already stopped, so such entries need only a majority.
+    """
     problems = []
     longest = max(logs.values(), key=len)
     by_index = {e.index: e for e in longest}
+    everyone = committed if held_by_all is None else held_by_all
+    holders = sum(1 for log in logs.values() if log and log[-1].index >= committed)
+    if holders <= len(logs) // 2:
+        problems.append(f"only {holders} of {len(logs)} members hold the committed index {committed}")
     for name, log in logs.items():
         end = log[-1].index if log else -1
-        if end < committed:
-            problems.append(f"{name} holds entries to {end}, the group committed to {committed}")
+        if end < everyone:
+            problems.append(f"{name} holds entries to {end}, the group committed to {everyone}")
         for e in log:
             other = by_index.get(e.index)
             if other is not None and other != e:
