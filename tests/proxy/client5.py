@@ -51,6 +51,41 @@ def main() -> None:
             out(error=type(exc).__name__, code=getattr(exc, "code", None), text=str(exc))
         finally:
             producer.shutdown()
+    elif scenario == "query_route":
+        # the client's own stub, to see the Status the client library checks
+        import grpc
+        from rocketmq.grpc_protocol import MessagingServiceStub, QueryRouteRequest, Resource
+
+        with grpc.insecure_channel(endpoint) as channel:
+            request = QueryRouteRequest(topic=Resource(name=topic))
+            response = MessagingServiceStub(channel).QueryRoute(request, metadata=[("x-mq-client-id", "probe")])
+            out(code=response.status.code, message=response.status.message, queues=len(response.message_queues))
+    elif scenario == "unknown_method":
+        import grpc
+
+        with grpc.insecure_channel(endpoint) as channel:
+            try:
+                channel.unary_unary("/apache.rocketmq.v2.MessagingService/NoSuchMethod")(b"", timeout=5)
+                out(code=None)
+            except grpc.RpcError as exc:
+                out(code=exc.code().name, details=exc.details())
+    elif scenario == "extend_then_ack":
+        # receive one, extend its invisible time, ack it with the handle the change gave
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+        consumer.startup()
+        try:
+            messages: list = []
+            deadline = time.monotonic() + 30
+            while not messages and time.monotonic() < deadline:
+                messages = consumer.receive(1, 2)
+            msg = messages[0]
+            before = msg.receipt_handle
+            consumer.change_invisible_duration(msg, 30)
+            out(body=msg.body.decode(), changed=msg.receipt_handle != before)
+            consumer.ack(msg)
+            out(acked=True)
+        finally:
+            consumer.shutdown()
     elif scenario in ("receive", "receive_no_ack"):
         consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
         consumer.startup()
