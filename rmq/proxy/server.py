@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import trio
@@ -13,6 +14,8 @@ from rmq.lifetime import Service
 from .config import ProxyConfig
 from .grpc import GrpcServer
 from .service import MessagingService
+
+log = logging.getLogger("rmq.proxy")
 
 
 class ProxyServer(Service):
@@ -36,6 +39,7 @@ class ProxyServer(Service):
         with self._scope:
             async with self.instance.running():
                 async with self.grpc:
+                    log.info("gRPC proxy (%s mode) on port %d", self.config.proxy_mode.lower(), self.grpc.port)
                     task_status.started(self.grpc.port)
                     await trio.sleep_forever()
 

@@ -320,14 +320,14 @@ class MessagingService:
 
     def _poll_ms(self, call: Call, request: s.ReceiveMessageRequest) -> int:
         """ReceiveMessageActivity's polling time: the asked one within the configured bounds,
-        and within what is left of the call's deadline."""
+        and within what is left of the call's deadline; then, rmq's own, less the reserve the
+        answer needs to reach the client before that deadline."""
         c = self.config
         remaining = (call.deadline - trio.current_time()) * 1000 if call.deadline != float("inf") else 1e12
-        remaining -= c.grpc_client_consumer_long_polling_reserve_time_millis
         if request.HasField("long_polling_timeout"):
-            poll = millis(request.long_polling_timeout)
+            poll = float(millis(request.long_polling_timeout))
         else:
-            poll = int(remaining)
+            poll = remaining
         poll = max(poll, c.grpc_client_consumer_min_long_polling_timeout_millis)
         poll = min(poll, c.grpc_client_consumer_max_long_polling_timeout_millis)
         if poll > remaining:
@@ -336,8 +336,8 @@ class MessagingService:
                     Code.ILLEGAL_POLLING_TIME,
                     "The deadline time remaining is not enough for polling, please check network condition",
                 )
-            poll = int(remaining)
-        return int(poll)
+            poll = remaining
+        return max(0, int(min(poll, remaining - c.grpc_client_consumer_long_polling_reserve_time_millis)))
 
     async def receive_message(self, call: Call, request: s.ReceiveMessageRequest, send: Send) -> None:
         try:

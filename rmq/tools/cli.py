@@ -64,6 +64,8 @@ def _broker(argv: list[str]) -> int:
     from rmq import metrics
 
     metrics.install_broker()
+    if any(a in ("--enable-proxy", "--enableProxy") for a in argv):
+        return _call("rmq.proxy.local", "main", argv)  # local mode: the gRPC proxy in the broker's process
     return _call("rmq.broker.startup", "main", argv)
 
 
