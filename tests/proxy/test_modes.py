@@ -14,7 +14,7 @@ from pathlib import Path
 import trio
 
 from rmq.namesrv import NamesrvConfig, NamesrvServer
-from tests.client.conftest import create_topic
+from tests.client.conftest import Cluster, create_topic
 
 from ..ports import free_ports
 from .conftest import run_client
@@ -97,3 +97,14 @@ async def test_mqbroker_enable_proxy(tmp_path: Path) -> None:
             await wait_for_line(proc, "The store path", tmp_path / "broker.log")
             await create_topic(f"127.0.0.1:{broker_port}", ns.address, TOPIC)
             await send_and_receive(f"127.0.0.1:{proxy_port}")
+
+
+async def test_rmq_proxy_process(tmp_path: Path, cluster: Cluster) -> None:
+    """`rmq proxy -n NAMESRV` (cluster mode) as its own process."""
+    await cluster.create_topic(TOPIC)
+    port = free_ports()
+    args = ["proxy", "-n", cluster.namesrv_addr, "--port", str(port), "--host", "127.0.0.1", "--log-level", "WARNING"]
+    with started(args, tmp_path / "proxy.log") as proc:
+        await wait_for_line(proc, "rmq proxy boot success", tmp_path / "proxy.log")
+        [route] = await run_client(f"127.0.0.1:{port}", "query_route", TOPIC, GROUP)
+        assert route == {"code": 20000, "message": "OK", "queues": 4}
