@@ -65,3 +65,9 @@ if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
 fi
 
 "$PY" -m pip install --disable-pip-version-check -q --only-binary rocketmq -e ".[test,spark]"
+
+# The official RocketMQ 5.x Python client for the gRPC proxy's tests (tests/proxy), in a
+# directory of its own: its import name `rocketmq` is the C++ client's (rocketmq 0.4.4) too.
+if [ ! -d .cache/rocketmq5/rocketmq/v5 ]; then
+    "$PY" -m pip install --disable-pip-version-check -q --target .cache/rocketmq5 rocketmq-python-client==5.1.2
+fi

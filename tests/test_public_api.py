@@ -93,6 +93,7 @@ PUBLIC: dict[str, list[str]] = {
     "rmq.controller": ["BrokerHeartbeatManager", "ControllerConfig", "ControllerServer", "ReplicasInfoManager"],
     "rmq.metrics": ["install", "install_broker", "install_namesrv"],
     "rmq.namesrv": ["NamesrvConfig", "NamesrvServer", "RouteInfoManager"],
+    "rmq.proxy": ["ProxyConfig", "ProxyServer"],
     "rmq.protocol": [
         "CURRENT_VERSION",
         "DEFAULT_MAX_FRAME_SIZE",

@@ -17,6 +17,8 @@ import contextlib
 import gc
 import logging
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import trio
 
@@ -28,6 +30,10 @@ from .config import BrokerConfig, ConfigError
 from .controller import BrokerController
 
 log = logging.getLogger("rmq.broker")
+
+# A server that runs beside the broker in its process (the gRPC proxy in local mode): made
+# from the running broker, started after it, stopped before it. Given by the layer above.
+Companion = Callable[[BrokerController], Any]
 
 # What `-m` prints: the settings RocketMQ marks @ImportantField (BrokerConfig, then
 # MessageStoreConfig, in RocketMQ's order; listenPort as in 5.x) that this broker has.
@@ -100,10 +106,13 @@ def load_config(args: argparse.Namespace) -> BrokerConfig:
     return BrokerConfig.load(args.configFile, overrides)
 
 
-async def serve_until_signalled(config: BrokerConfig) -> None:
+async def serve_until_signalled(config: BrokerConfig, companions: Sequence[Companion] = ()) -> None:
     async with until_signalled(log) as run:
         broker = BrokerController(config)
         await run.nursery.start(broker.serve)
+        beside = [make(broker) for make in companions]
+        for server in beside:
+            await run.nursery.start(server.serve)
         with contextlib.ExitStack() as stack:
             try:
                 stack.enter_context(pid_file("broker", broker.port))
@@ -120,11 +129,13 @@ async def serve_until_signalled(config: BrokerConfig) -> None:
             gc.collect()
             gc.freeze()
             await run.wait()
+            for server in beside:
+                server.shutdown()
             broker.shutdown()
             await run.stop(broker.wait_stopped)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, companions: Sequence[Companion] = ()) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s - %(message)s", stream=sys.stderr
@@ -141,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{key}={props[key]}")
         return 0
     return exit_status(
-        "mqbroker", lambda: trio.run(serve_until_signalled, config), cannot_start=(OSError, StoreError, ValueError)
+        "mqbroker",
+        lambda: trio.run(serve_until_signalled, config, companions),
+        cannot_start=(OSError, StoreError, ValueError),
     )
 
 

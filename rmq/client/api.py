@@ -26,6 +26,13 @@ from rmq.protocol.bodies.clients import (
 )
 from rmq.protocol.bodies.heartbeat import HeartbeatData
 from rmq.protocol.message import MessageExt, decompress_body, iter_records
+from rmq.protocol.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ChangeInvisibleTimeResponseHeader,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
 from rmq.remoting import RemotingClient, RemotingError, Sent
 
 from .errors import MQBrokerError, MQClientError, translate_remoting_error
@@ -91,6 +98,19 @@ class RawPull:
     min_offset: int
     max_offset: int
     body: bytes
+
+
+@dataclass(frozen=True)
+class PopResult:
+    """A POP_MESSAGE answer: SUCCESS with its header and messages, else POLLING_TIMEOUT,
+    POLLING_FULL or NO_MESSAGE with no header."""
+
+    code: int
+    header: PopMessageResponseHeader | None
+    messages: list[MessageExt]
+
+
+_POP_ANSWERS = (ResponseCode.SUCCESS, ResponseCode.POLLING_TIMEOUT, ResponseCode.POLLING_FULL, ResponseCode.NO_MESSAGE)
 
 
 class ClientAPI:
@@ -404,6 +424,39 @@ class ClientAPI:
         await self._call(
             addr, RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext()), timeout=timeout
         )
+
+    # -- POP consumption (RocketMQ 5, docs/pop.md) ---------------------------------------
+
+    async def pop(self, addr: str, header: PopMessageRequestHeader, timeout: float) -> PopResult:
+        """POP_MESSAGE; the broker's answer code with the messages (empty unless SUCCESS).
+        `timeout` covers the long poll: the header's pollTime plus the network's share."""
+        request = RemotingCommand.request(RequestCode.POP_MESSAGE, header.to_ext())
+        response = await self.invoke(addr, request, timeout)
+        if response.code not in _POP_ANSWERS:
+            raise MQBrokerError(response.code, response.remark, address=addr)
+        if response.code != ResponseCode.SUCCESS:
+            return PopResult(response.code, None, [])
+        h = self._header(PopMessageResponseHeader, response, addr)
+        messages: list[MessageExt] = []
+        try:
+            for msg in iter_records(response.body or b""):
+                msg.body = decompress_body(msg.body, msg.sys_flag)
+                messages.append(msg)
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed pop body from {addr}: {exc}") from None
+        return PopResult(response.code, h, messages)
+
+    async def ack(self, addr: str, header: AckMessageRequestHeader, timeout: float | None = None) -> None:
+        """ACK_MESSAGE; MQBrokerError unless SUCCESS."""
+        await self._call(addr, RemotingCommand.request(RequestCode.ACK_MESSAGE, header.to_ext()), timeout=timeout)
+
+    async def change_invisible_time(
+        self, addr: str, header: ChangeInvisibleTimeRequestHeader, timeout: float | None = None
+    ) -> ChangeInvisibleTimeResponseHeader:
+        """CHANGE_MESSAGE_INVISIBLETIME: the new handle's popTime, invisibleTime, reviveQid."""
+        request = RemotingCommand.request(RequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext())
+        response = await self._call(addr, request, timeout=timeout)
+        return self._header(ChangeInvisibleTimeResponseHeader, response, addr)
 
     # -- orderly locks --------------------------------------------------------------------
 

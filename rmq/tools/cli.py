@@ -21,6 +21,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "namesrv": ("rmq.tools.cli", "_namesrv", "run a name server (like mqnamesrv)"),
     "broker": ("rmq.tools.cli", "_broker", "run a broker (like mqbroker)"),
     "controller": ("rmq.controller.startup", "main", "run a controller member (like mqcontroller)"),
+    "proxy": ("rmq.proxy.startup", "main", "run a gRPC proxy for RocketMQ 5.x clients (like mqproxy)"),
     "dev": ("rmq.tools.dev", "main", "run a name server and a broker in one process, for a first minute"),
     "admin": ("rmq.tools.admin", "main", "administer topics, groups, offsets and messages (like mqadmin)"),
     "shutdown": ("rmq.tools.shutdown", "main", "stop a running name server or broker (like mqshutdown)"),
@@ -63,6 +64,8 @@ def _broker(argv: list[str]) -> int:
     from rmq import metrics
 
     metrics.install_broker()
+    if any(a in ("--enable-proxy", "--enableProxy") for a in argv):
+        return _call("rmq.proxy.local", "main", argv)  # local mode: the gRPC proxy in the broker's process
     return _call("rmq.broker.startup", "main", argv)
 
 
@@ -142,6 +145,10 @@ def mqbroker() -> int:
 
 def mqcontroller() -> int:
     return _script("controller")
+
+
+def mqproxy() -> int:
+    return _script("proxy")
 
 
 def mqadmin() -> int:

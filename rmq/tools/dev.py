@@ -14,6 +14,9 @@ a second and stops cleanly with Ctrl-C, which is what a first look needs; to see
 die for real, start the same conf files as separate `mqbroker -c` processes and kill one.
 Replication still goes over real sockets (the HA ports), as between processes.
 
+A gRPC proxy for RocketMQ 5.x clients serves on --proxy-port (8081, the proxy's default) in
+front of the broker(s); `--no-proxy` leaves it out.
+
 `--metrics` turns on the Prometheus endpoints (metricsExporterType=PROM): the broker on
 --metrics-port (default 5557, RocketMQ's), the name server on the next port, further brokers
 of a --cluster on the ports after that; 0 takes free ports. Each URL is printed at start.
@@ -37,6 +40,7 @@ from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.controller import BrokerController
 from rmq.lifetime import SignalledRun, exit_status, until_signalled
 from rmq.namesrv import NamesrvConfig, NamesrvServer
+from rmq.proxy import ProxyConfig, ProxyServer
 
 log = logging.getLogger("rmq.tools.dev")
 
@@ -68,8 +72,23 @@ def _parser() -> argparse.ArgumentParser:
         help="the broker's metrics port (default 5557); the name server takes the next one, further brokers the ones "
         "after; 0 = free ports",
     )
+    parser.add_argument(
+        "--proxy-port", type=int, default=8081, help="the gRPC proxy's port for 5.x clients (default 8081; 0 = free)"
+    )
+    parser.add_argument("--no-proxy", action="store_true", help="no gRPC proxy")
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     return parser
+
+
+async def start_proxy(args: argparse.Namespace, namesrv: NamesrvServer, run: SignalledRun) -> ProxyServer | None:
+    """The gRPC proxy (cluster mode, in this process) in front of the brokers, for 5.x clients."""
+    if args.no_proxy:
+        return None
+    config = ProxyConfig.from_mapping({"namesrvAddr": namesrv.address, "grpcServerPort": args.proxy_port})
+    proxy = ProxyServer(config, host=args.host)
+    await run.nursery.start(proxy.serve)
+    print(f"The gRPC proxy boot success. 5.x clients: endpoints {args.host}:{proxy.port}", flush=True)
+    return proxy
 
 
 def metrics_props(args: argparse.Namespace, index: int) -> dict[str, str]:
@@ -206,9 +225,10 @@ async def run(args: argparse.Namespace) -> None:
             print(f"The broker[{config.broker_name}, {broker.address}] boot success. store: {store}", flush=True)
             _print_metrics("name server", namesrv)
             _print_metrics(f"broker {config.broker_name}", broker)
+            proxy = await start_proxy(args, namesrv, run)
             print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
             await run.wait()
-            await run.stop(lambda: _stop([broker]))
+            await run.stop(lambda: _stop([broker], proxy))
 
 
 async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: Path, run: SignalledRun) -> None:
@@ -231,12 +251,15 @@ async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: 
             flush=True,
         )
         _print_metrics(f"broker {config.broker_name}/{config.broker_id}", broker)
+    proxy = await start_proxy(args, namesrv, run)
     print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
     await run.wait()
-    await run.stop(lambda: _stop(brokers))
+    await run.stop(lambda: _stop(brokers, proxy))
 
 
-async def _stop(brokers: list[BrokerController]) -> None:
+async def _stop(brokers: list[BrokerController], proxy: ProxyServer | None = None) -> None:
+    if proxy is not None:
+        proxy.shutdown()
     for broker in brokers:
         broker.shutdown()
     for broker in brokers:

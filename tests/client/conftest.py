@@ -53,20 +53,26 @@ class Cluster:
         return self.broker.config.broker_name
 
     async def create_topic(self, topic: str, queues: int = 4, *, order: bool = False) -> None:
-        """UPDATE_AND_CREATE_TOPIC on the broker, then wait until the name server has the route."""
-        header = CreateTopicRequestHeader(topic, read_queue_nums=queues, write_queue_nums=queues, perm=6, order=order)
-        async with RemotingClient() as client:
-            response = await client.invoke(
-                self.broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext()), 3.0
-            )
-            assert response.code == ResponseCode.SUCCESS, response
-            with trio.fail_after(10):
-                while True:
-                    request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-                    response = await client.invoke(self.namesrv_addr, request, 3.0)
-                    if response.code == ResponseCode.SUCCESS:
-                        return
-                    await trio.sleep(0.05)
+        await create_topic(self.broker_addr, self.namesrv_addr, topic, queues, order=order)
+
+
+async def create_topic(
+    broker_addr: str, namesrv_addr: str, topic: str, queues: int = 4, *, order: bool = False
+) -> None:
+    """UPDATE_AND_CREATE_TOPIC on the broker, then wait until the name server has the route."""
+    header = CreateTopicRequestHeader(topic, read_queue_nums=queues, write_queue_nums=queues, perm=6, order=order)
+    async with RemotingClient() as client:
+        response = await client.invoke(
+            broker_addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext()), 3.0
+        )
+        assert response.code == ResponseCode.SUCCESS, response
+        with trio.fail_after(10):
+            while True:
+                request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+                response = await client.invoke(namesrv_addr, request, 3.0)
+                if response.code == ResponseCode.SUCCESS:
+                    return
+                await trio.sleep(0.05)
 
 
 @pytest.fixture

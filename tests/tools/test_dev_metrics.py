@@ -26,7 +26,8 @@ async def test_dev_with_metrics_serves_both_endpoints(tmp_path: Path) -> None:
     with open(tmp_path / "dev.log", "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rmq", "dev", "--store", str(tmp_path / "store"), "--namesrv-port", str(ns_port),
-             "--broker-port", str(broker_port), "--metrics", "--metrics-port", "0", "--log-level", "WARNING"],
+             "--broker-port", str(broker_port), "--metrics", "--metrics-port", "0", "--no-proxy",
+             "--log-level", "WARNING"],
             stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
         )  # fmt: skip
     try:

@@ -50,7 +50,7 @@ async def test_dev_cluster_starts_four_brokers_that_replicate(tmp_path: Path) ->
     with open(tmp_path / "dev.log", "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rmq", "dev", "--cluster", "2m-2s-sync", "--store", str(tmp_path / "store"),
-             "--namesrv-port", str(ns_port), "--broker-port", str(base), "--log-level", "WARNING"],
+             "--namesrv-port", str(ns_port), "--broker-port", str(base), "--no-proxy", "--log-level", "WARNING"],
             stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
         )  # fmt: skip
     try:
@@ -116,7 +116,7 @@ async def test_dev_dledger_group_elects_a_master_that_takes_sends(tmp_path: Path
     with open(tmp_path / "dev.log", "w") as log:
         proc = subprocess.Popen(
             [sys.executable, "-m", "rmq", "dev", "--cluster", "dledger", "--store", str(tmp_path / "store"),
-             "--namesrv-port", str(ns_port), "--broker-port", str(base), "--log-level", "WARNING"],
+             "--namesrv-port", str(ns_port), "--broker-port", str(base), "--no-proxy", "--log-level", "WARNING"],
             stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
         )  # fmt: skip
     try:

@@ -1,0 +1,344 @@
+"""A gRPC server on Trio over h2: unary, server-streaming and bidirectional methods.
+
+Chosen over grpcio's asyncio server in a thread so that the proxy stays one Trio program:
+its calls to brokers, its cancel scopes and its shutdown are the same as everywhere else in
+rmq, and no thread hands messages across event loops.
+
+gRPC over HTTP/2: a call is a stream, POST `/<service>/<method>`, `content-type:
+application/grpc`; each message is a 5-byte prefix (compressed flag, big-endian length) and
+the encoded protobuf; the answer is headers (`:status 200`), messages and trailers with
+`grpc-status` and `grpc-message`. An error before any message goes out as trailers only.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import urllib.parse
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
+import trio
+from google.protobuf.message import DecodeError
+from google.protobuf.message import Message as Proto
+
+from rmq.lifetime import Service
+
+log = logging.getLogger("rmq.proxy.grpc")
+
+# grpc status codes (grpc/status.h)
+OK, CANCELLED, UNKNOWN, INVALID_ARGUMENT, DEADLINE_EXCEEDED = 0, 1, 2, 3, 4
+RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 8, 12, 13, 14
+
+MAX_MESSAGE = 64 * 1024 * 1024  # a larger request is refused with RESOURCE_EXHAUSTED
+_PREFIX = struct.Struct(">BI")
+_TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
+
+Send = Callable[[Proto], Awaitable[None]]
+
+
+class GrpcError(Exception):
+    """Ends a call with this grpc-status (not the proxy's own `Status`, which is data)."""
+
+    def __init__(self, code: int, message: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class Call:
+    """What a handler knows of its call: the method, the request headers, the peer."""
+
+    method: str
+    headers: dict[str, str]
+    peer: tuple[str, int]
+    deadline: float = float("inf")  # trio time; from grpc-timeout
+
+    def metadata(self, key: str) -> str:
+        return self.headers.get(key, "")
+
+
+Kind = Literal["unary", "server_stream", "bidi"]
+
+
+@dataclass(frozen=True)
+class Method:
+    """`handler` by kind: unary (call, request) -> response; server_stream (call, request,
+    send); bidi (call, requests, send), `requests` a receive channel of decoded requests."""
+
+    request_type: type[Proto]
+    kind: Kind
+    handler: Callable[..., Awaitable[Any]]
+
+
+def parse_timeout(value: str) -> float | None:
+    try:
+        return int(value[:-1]) * _TIMEOUT_UNITS[value[-1]]
+    except (ValueError, KeyError, IndexError):
+        return None
+
+
+def frame(message: Proto) -> bytes:
+    body: bytes = message.SerializeToString()
+    return _PREFIX.pack(0, len(body)) + body
+
+
+@dataclass
+class _Stream:
+    call: Call
+    method: Method
+    inbox: trio.MemorySendChannel[Proto]
+    outbox_receive: trio.MemoryReceiveChannel[Proto]
+    buffer: bytearray = field(default_factory=bytearray)
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    headers_sent: bool = False
+    closed: bool = False
+
+
+class _Connection:
+    """One HTTP/2 connection: a reader task and a task per call, writes under one lock."""
+
+    def __init__(self, server: GrpcServer, stream: trio.SocketStream) -> None:
+        self.server = server
+        self.sock = stream
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
+        self.lock = trio.Lock()
+        self.window = trio.Event()  # set (and replaced) when the peer opens its windows
+        self.streams: dict[int, _Stream] = {}
+        peer = stream.socket.getpeername()
+        self.peer = (str(peer[0]), int(peer[1]))
+
+    async def flush(self) -> None:
+        data = self.h2.data_to_send()
+        if data:
+            await self.sock.send_all(data)
+
+    async def run(self) -> None:
+        async with self.lock:
+            self.h2.initiate_connection()
+            await self.flush()
+        async with trio.open_nursery() as nursery:
+            try:
+                while True:
+                    data = await self.sock.receive_some(65536)
+                    if not data:
+                        break
+                    async with self.lock:
+                        try:
+                            events = self.h2.receive_data(data)
+                        except h2.exceptions.ProtocolError as exc:
+                            log.info("gRPC connection from %s: %s", self.peer, exc)
+                            await self.flush()
+                            break
+                        for event in events:
+                            self._event(event, nursery)
+                        await self.flush()
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass
+            finally:
+                nursery.cancel_scope.cancel()
+                self._wake()
+
+    def _wake(self) -> None:
+        self.window.set()
+        self.window = trio.Event()
+
+    def _event(self, event: h2.events.Event, nursery: trio.Nursery) -> None:
+        if isinstance(event, h2.events.RequestReceived):
+            self._start(event, nursery)
+        elif isinstance(event, h2.events.DataReceived):
+            assert event.stream_id is not None and event.data is not None
+            self.h2.acknowledge_received_data(event.flow_controlled_length or 0, event.stream_id)
+            s = self.streams.get(event.stream_id)
+            if s is not None:
+                s.buffer += event.data
+                self._deliver(s)
+        elif isinstance(event, h2.events.StreamEnded):
+            s = self.streams.get(event.stream_id or 0)
+            if s is not None:
+                s.inbox.close()
+        elif isinstance(event, h2.events.StreamReset):
+            s = self.streams.pop(event.stream_id or 0, None)
+            if s is not None:
+                s.closed = True
+                s.scope.cancel()
+        elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
+            self._wake()
+        elif isinstance(event, h2.events.ConnectionTerminated):
+            for s in self.streams.values():
+                s.closed = True
+                s.scope.cancel()
+
+    def _deliver(self, s: _Stream) -> None:
+        buf = s.buffer
+        while len(buf) >= 5:
+            flag, size = _PREFIX.unpack_from(buf)
+            if size > MAX_MESSAGE or flag:
+                s.scope.cancel()  # the handler's task ends the call; see _serve_call
+                s.inbox.close()
+                return
+            if len(buf) < 5 + size:
+                return
+            body = bytes(buf[5 : 5 + size])
+            del buf[: 5 + size]
+            message = s.method.request_type()
+            try:
+                message.ParseFromString(body)
+            except DecodeError:
+                s.scope.cancel()
+                return
+            try:
+                s.inbox.send_nowait(message)
+            except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                s.scope.cancel()  # a client that floods a stream loses it
+
+    def _start(self, event: h2.events.RequestReceived, nursery: trio.Nursery) -> None:
+        stream_id = event.stream_id
+        assert stream_id is not None
+        headers = {str(k): str(v) for k, v in (event.headers or [])}
+        path = headers.get(":path", "")
+        method = self.server.methods.get(path)
+        call = Call(path.rsplit("/", 1)[-1], headers, self.peer)
+        timeout = parse_timeout(headers.get("grpc-timeout", ""))
+        if timeout is not None:
+            call.deadline = trio.current_time() + timeout
+        if method is None:
+            self._trailers_only(stream_id, UNIMPLEMENTED, f"unknown method {path}")
+            return
+        inbox, inbox_receive = trio.open_memory_channel[Proto](64)
+        outbox, outbox_receive = trio.open_memory_channel[Proto](0)
+        s = _Stream(call, method, inbox, outbox_receive)
+        self.streams[stream_id] = s
+        nursery.start_soon(self._serve_call, stream_id, s, inbox_receive)
+
+    def _trailers_only(self, stream_id: int, code: int, message: str) -> None:
+        self.h2.send_headers(
+            stream_id,
+            [
+                (":status", "200"),
+                ("content-type", "application/grpc"),
+                ("grpc-status", str(code)),
+                ("grpc-message", urllib.parse.quote(message, safe=" !#$&'()*+,/:;=?@[]~")),
+            ],
+            end_stream=True,
+        )
+
+    async def _send_message(self, stream_id: int, s: _Stream, message: Proto) -> None:
+        data = frame(message)
+        async with self.lock:
+            if s.closed:
+                raise trio.ClosedResourceError
+            if not s.headers_sent:
+                self.h2.send_headers(stream_id, [(":status", "200"), ("content-type", "application/grpc")])
+                s.headers_sent = True
+                await self.flush()
+        while data:
+            async with self.lock:
+                if s.closed:
+                    raise trio.ClosedResourceError
+                room = min(self.h2.local_flow_control_window(stream_id), self.h2.max_outbound_frame_size)
+                if room > 0:
+                    self.h2.send_data(stream_id, data[:room])
+                    data = data[room:]
+                    await self.flush()
+                    continue
+                waiter = self.window
+            await waiter.wait()
+
+    async def _end(self, stream_id: int, s: _Stream, code: int, message: str) -> None:
+        async with self.lock:
+            if s.closed:
+                return
+            s.closed = True
+            self.streams.pop(stream_id, None)
+            try:
+                if not s.headers_sent:
+                    self._trailers_only(stream_id, code, message)
+                else:
+                    trailers = [("grpc-status", str(code))]
+                    if message:
+                        trailers.append(("grpc-message", urllib.parse.quote(message, safe=" !#$&'()*+,/:;=?@[]~")))
+                    self.h2.send_headers(stream_id, trailers, end_stream=True)
+                await self.flush()
+            except (h2.exceptions.StreamClosedError, h2.exceptions.ProtocolError):
+                pass
+
+    async def _serve_call(self, stream_id: int, s: _Stream, requests: trio.MemoryReceiveChannel[Proto]) -> None:
+        code, message = OK, ""
+
+        async def send(response: Proto) -> None:
+            await self._send_message(stream_id, s, response)
+
+        try:
+            with s.scope:
+                s.scope.deadline = s.call.deadline
+                code, message = await self._dispatch(s, requests, send)
+            if s.scope.cancelled_caught and not s.closed:
+                code, message = (
+                    (DEADLINE_EXCEEDED, "deadline exceeded")
+                    if trio.current_time() >= s.call.deadline
+                    else (
+                        INVALID_ARGUMENT,
+                        "malformed request message",
+                    )
+                )
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            return
+        except Exception as exc:  # a handler's bug ends its call, not the connection
+            log.exception("gRPC %s failed", s.call.method)
+            code, message = UNKNOWN, f"{type(exc).__name__}: {exc}"
+        await self._end(stream_id, s, code, message)
+
+    async def _dispatch(self, s: _Stream, requests: trio.MemoryReceiveChannel[Proto], send: Send) -> tuple[int, str]:
+        m = s.method
+        try:
+            if m.kind == "bidi":
+                await m.handler(s.call, requests, send)
+                return OK, ""
+            try:
+                request = await requests.receive()
+            except trio.EndOfChannel:
+                return INVALID_ARGUMENT, "no request message"
+            if m.kind == "unary":
+                response = await m.handler(s.call, request)
+                await send(response)
+            else:
+                await m.handler(s.call, request, send)
+            return OK, ""
+        except GrpcError as exc:
+            return exc.code, exc.message
+
+
+class GrpcServer(Service):
+    """Serves `methods` (path `/<service>/<method>` → Method) on host:port; port 0 picks one."""
+
+    def __init__(self, methods: dict[str, Method], host: str = "0.0.0.0", port: int = 8081) -> None:
+        self.methods = methods
+        self.host = host
+        self.port = port
+        self._scope = trio.CancelScope()
+
+    async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        listeners = await trio.open_tcp_listeners(self.port, host=self.host)
+        self.port = listeners[0].socket.getsockname()[1]
+        with self._scope:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(trio.serve_listeners, self._handle, listeners)
+                task_status.started(self.port)
+        for listener in listeners:
+            await listener.aclose()
+
+    def shutdown(self) -> None:
+        self._scope.cancel()
+
+    async def _handle(self, stream: trio.SocketStream) -> None:
+        try:
+            await _Connection(self, stream).run()
+        finally:
+            await stream.aclose()

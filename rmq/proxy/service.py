@@ -1,0 +1,536 @@
+"""apache.rocketmq.v2.MessagingService over brokers, as RocketMQ's proxy in cluster mode.
+
+The proxy is a client of the brokers (rmq.client's ClientInstance: routes from the name
+servers, one connection per broker): sends go out as SEND_MESSAGE_V2, receives as
+POP_MESSAGE from every queue of the broker the client names, acks and invisible-time changes
+as ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME with the receipt handle, the message's POP
+extraInfo. Failures answer inside the response's Status, as Java's proxy does (the gRPC call
+itself ends OK); see rmq.proxy.convert for the codes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+from google.protobuf.duration_pb2 import Duration
+from google.protobuf.message import Message as Proto
+
+from rmq.client.errors import MQClientError
+from rmq.client.instance import ClientInstance
+from rmq.client.route import TopicRoute
+from rmq.protocol import RequestCode, ResponseCode
+from rmq.protocol import headers as H
+from rmq.protocol import properties as P
+from rmq.protocol.constants import MASTER_ID, PERM_READ, PERM_WRITE
+from rmq.protocol.errors import ProtocolError
+from rmq.protocol.message import TRANSACTION_PREPARED_TYPE
+from rmq.protocol.pop import (
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ExtraInfo,
+    PopMessageRequestHeader,
+    real_topic,
+    receipt_handles,
+)
+
+from .config import ProxyConfig
+from .convert import OK_STATUS, Code, ProxyError, millis, received, send_properties, status, status_of
+from .grpc import Call, Method, Send
+from .v2 import definition_pb2 as d
+from .v2 import service_pb2 as s
+
+log = logging.getLogger("rmq.proxy")
+
+SERVICE = "/apache.rocketmq.v2.MessagingService/"
+PRODUCER_GROUP = "PROXY_PRODUCER"  # the group sends through the proxy carry (PGROUP)
+# RocketMQ's default retry policy of a group (CustomizedRetryPolicy): the delay levels 1s..2h
+_CUSTOMIZED_BACKOFF = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
+_DEFAULT_RETRY_MAX_TIMES = 16
+
+
+class MessagingService:
+    """The handlers; `methods()` maps them to their gRPC paths."""
+
+    def __init__(self, config: ProxyConfig, instance: ClientInstance) -> None:
+        self.config = config
+        self.instance = instance
+        self.settings: dict[str, d.Settings] = {}  # by client id, from each client's Telemetry
+        self._round_robin = itertools.count()
+
+    def methods(self) -> dict[str, Method]:
+        unary: dict[str, tuple[type[Proto], Callable[..., Awaitable[Any]]]] = {
+            "QueryRoute": (s.QueryRouteRequest, self.query_route),
+            "Heartbeat": (s.HeartbeatRequest, self.heartbeat),
+            "SendMessage": (s.SendMessageRequest, self.send_message),
+            "QueryAssignment": (s.QueryAssignmentRequest, self.query_assignment),
+            "AckMessage": (s.AckMessageRequest, self.ack_message),
+            "ChangeInvisibleDuration": (s.ChangeInvisibleDurationRequest, self.change_invisible_duration),
+            "NotifyClientTermination": (s.NotifyClientTerminationRequest, self.notify_client_termination),
+        }
+        not_done = {
+            "ForwardMessageToDeadLetterQueue": (
+                s.ForwardMessageToDeadLetterQueueRequest,
+                s.ForwardMessageToDeadLetterQueueResponse,
+            ),
+            "EndTransaction": (s.EndTransactionRequest, s.EndTransactionResponse),
+            "UpdateOffset": (s.UpdateOffsetRequest, s.UpdateOffsetResponse),
+            "GetOffset": (s.GetOffsetRequest, s.GetOffsetResponse),
+            "QueryOffset": (s.QueryOffsetRequest, s.QueryOffsetResponse),
+            "RecallMessage": (s.RecallMessageRequest, s.RecallMessageResponse),
+            "SyncLiteSubscription": (s.SyncLiteSubscriptionRequest, s.SyncLiteSubscriptionResponse),
+        }
+        out = {SERVICE + name: Method(req, "unary", _answering(fn)) for name, (req, fn) in unary.items()}
+        for name, (req, resp) in not_done.items():
+            out[SERVICE + name] = Method(req, "unary", _not_implemented(resp, name))
+        out[SERVICE + "ReceiveMessage"] = Method(s.ReceiveMessageRequest, "server_stream", self.receive_message)
+        out[SERVICE + "PullMessage"] = Method(s.PullMessageRequest, "server_stream", self.pull_message)
+        out[SERVICE + "Telemetry"] = Method(s.TelemetryCommand, "bidi", self.telemetry)
+        return out
+
+    # -- routes -----------------------------------------------------------------------------
+
+    async def route(self, topic: str) -> TopicRoute:
+        """The topic's route, cached by the client instance (refreshed every 30 s)."""
+        route = self.instance.routes.get(topic)
+        if route is None:
+            route = await self.instance.update_route(topic)
+        if route is None:
+            raise ProxyError(Code.TOPIC_NOT_FOUND, f"No topic route info in name server for the topic: {topic}")
+        return route
+
+    def endpoints(self, call: Call, asked: d.Endpoints | None) -> d.Endpoints:
+        """The proxy's own address as the client should dial it (Java answers the proxy's)."""
+        addr = self.config.local_serve_addr or call.metadata(":authority")
+        if not addr and asked is not None and asked.addresses:
+            return asked
+        host, _, port = addr.rpartition(":")
+        scheme = d.IPv6 if ":" in host else d.IPv4
+        if not host.replace(".", "").isdigit() and scheme == d.IPv4:
+            scheme = d.DOMAIN_NAME
+        return d.Endpoints(scheme=scheme, addresses=[d.Address(host=host.strip("[]"), port=int(port or 0))])
+
+    def queues(self, call: Call, topic: d.Resource, route: TopicRoute, endpoints: d.Endpoints) -> list[d.MessageQueue]:
+        """As RouteActivity.genMessageQueueFromQueueData: read-only, write-only, then
+        read-write queue ids, per master. rmq's topics have no message type, so every
+        type is accepted (Java's MIXED)."""
+        out = []
+        masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.addrs}
+        for qd in route.queue_datas:
+            if qd.broker_name not in masters:
+                continue
+            broker = d.Broker(name=qd.broker_name, id=MASTER_ID, endpoints=endpoints)
+            readable, writable = bool(qd.perm & PERM_READ), bool(qd.perm & PERM_WRITE)
+            r = w = rw = n = 0
+            if readable and writable:
+                rw = min(qd.read_queue_nums, qd.write_queue_nums)
+                r, w = qd.read_queue_nums - rw, qd.write_queue_nums - rw
+            elif writable:
+                w = qd.write_queue_nums
+            elif readable:
+                r = qd.read_queue_nums
+            else:
+                n = max(1, qd.read_queue_nums, qd.write_queue_nums)
+            qid = 0
+            for count, perm in ((r, d.READ), (w, d.WRITE), (rw, d.READ_WRITE), (n, d.NONE)):
+                for _ in range(count):
+                    out.append(
+                        d.MessageQueue(
+                            topic=topic, id=qid, permission=perm, broker=broker, accept_message_types=_ALL_TYPES
+                        )
+                    )
+                    qid += 1
+        return out
+
+    async def query_route(self, call: Call, request: s.QueryRouteRequest) -> s.QueryRouteResponse:
+        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        route = await self.route(topic)
+        endpoints = self.endpoints(call, request.endpoints if request.HasField("endpoints") else None)
+        return s.QueryRouteResponse(status=OK_STATUS, message_queues=self.queues(call, request.topic, route, endpoints))
+
+    async def query_assignment(self, call: Call, request: s.QueryAssignmentRequest) -> s.QueryAssignmentResponse:
+        """One assignment per master broker, queue id -1: the broker's POP shares its queues."""
+        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        route = await self.route(topic)
+        endpoints = self.endpoints(call, request.endpoints if request.HasField("endpoints") else None)
+        masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.addrs}
+        assignments = []
+        for qd in route.queue_datas:
+            if qd.broker_name in masters and qd.perm & PERM_READ and qd.read_queue_nums > 0:
+                queue = d.MessageQueue(
+                    topic=request.topic,
+                    id=-1,
+                    permission=d.READ_WRITE if qd.perm & PERM_WRITE else d.READ,
+                    broker=d.Broker(name=qd.broker_name, id=MASTER_ID, endpoints=endpoints),
+                    accept_message_types=_ALL_TYPES,
+                )
+                assignments.append(d.Assignment(message_queue=queue))
+        if not assignments:
+            return s.QueryAssignmentResponse(status=status(Code.FORBIDDEN, "no readable queue"))
+        return s.QueryAssignmentResponse(status=OK_STATUS, assignments=assignments)
+
+    # -- clients ----------------------------------------------------------------------------
+
+    async def heartbeat(self, call: Call, request: s.HeartbeatRequest) -> s.HeartbeatResponse:
+        _client_id(call)
+        return s.HeartbeatResponse(status=OK_STATUS)
+
+    async def notify_client_termination(
+        self, call: Call, request: s.NotifyClientTerminationRequest
+    ) -> s.NotifyClientTerminationResponse:
+        self.settings.pop(_client_id(call), None)
+        return s.NotifyClientTerminationResponse(status=OK_STATUS)
+
+    def merged_settings(self, settings: d.Settings) -> d.Settings:
+        """The client's settings with the proxy's (GrpcClientSettingsManager)."""
+        out = d.Settings()
+        out.CopyFrom(settings)
+        c = self.config
+        if settings.HasField("publishing"):
+            out.backoff_policy.max_attempts = c.grpc_client_producer_max_attempts
+            backoff = out.backoff_policy.exponential_backoff
+            backoff.initial.FromMilliseconds(c.grpc_client_producer_backoff_initial_millis)
+            backoff.max.FromMilliseconds(c.grpc_client_producer_backoff_max_millis)
+            backoff.multiplier = c.grpc_client_producer_backoff_multiplier
+            out.publishing.validate_message_type = c.enable_topic_message_type_check
+            out.publishing.max_body_size = c.max_message_size
+        elif settings.HasField("subscription"):
+            out.subscription.receive_batch_size = c.grpc_client_consumer_long_polling_batch_size
+            out.subscription.long_polling_timeout.FromMilliseconds(
+                c.grpc_client_consumer_max_long_polling_timeout_millis
+            )
+            out.subscription.fifo = False  # rmq does not serve orderly POP yet
+            out.backoff_policy.max_attempts = _DEFAULT_RETRY_MAX_TIMES + 1
+            out.backoff_policy.customized_backoff.next.extend(Duration(seconds=sec) for sec in _CUSTOMIZED_BACKOFF)
+        out.metric.on = False
+        return out
+
+    async def telemetry(self, call: Call, requests: trio.MemoryReceiveChannel[Proto], send: Send) -> None:
+        """Answers each Settings with the merged settings; the stream stays open until the
+        client ends it (Java pushes transaction checks and other commands down it)."""
+        client_id = call.metadata("x-mq-client-id")
+        try:
+            async for command in requests:
+                assert isinstance(command, s.TelemetryCommand)
+                kind = command.WhichOneof("command")
+                if kind == "settings":
+                    if not client_id:
+                        await send(s.TelemetryCommand(status=status(Code.CLIENT_ID_REQUIRED, "client id is required")))
+                        continue
+                    self.settings[client_id] = command.settings
+                    merged = self.merged_settings(command.settings)
+                    await send(s.TelemetryCommand(status=OK_STATUS, settings=merged))
+                elif kind is None:
+                    await send(s.TelemetryCommand(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, "empty command")))
+                # thread stack traces and verify results answer commands rmq never sends
+        finally:
+            if client_id:
+                self.settings.pop(client_id, None)
+
+    # -- sending ----------------------------------------------------------------------------
+
+    async def send_message(self, call: Call, request: s.SendMessageRequest) -> s.SendMessageResponse:
+        if not request.messages:
+            raise ProxyError(Code.BAD_REQUEST, "no message to send")
+        topic = _name(request.messages[0].topic, Code.ILLEGAL_TOPIC, "topic")
+        if any(m.topic.name != topic for m in request.messages):
+            raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "topics of the batch differ")
+        route = await self.route(topic)
+        targets = [
+            (qd.broker_name, qid)
+            for qd in route.queue_datas
+            if qd.perm & PERM_WRITE and self.instance.master_addr(qd.broker_name)
+            for qid in range(qd.write_queue_nums)
+        ]
+        if not targets:
+            raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no writable queue")
+        peer = f"{call.peer[0]}:{call.peer[1]}"
+        entries = []
+        for msg in request.messages:
+            try:
+                entries.append(await self._send_one(topic, msg, targets, peer))
+            except (ProxyError, MQClientError) as exc:
+                entries.append(s.SendResultEntry(status=status_of(exc)))
+        codes = {e.status.code for e in entries}
+        overall = entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS)
+        return s.SendMessageResponse(status=overall, entries=entries)
+
+    async def _send_one(
+        self, topic: str, msg: d.Message, targets: list[tuple[str, int]], peer: str
+    ) -> s.SendResultEntry:
+        if len(msg.body) > self.config.max_message_size:
+            raise ProxyError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {self.config.max_message_size}")
+        props = send_properties(msg, PRODUCER_GROUP, peer, self.config.max_delay_time_mills)
+        group = props.get(P.SHARDING_KEY)
+        if group is not None:  # a message group keeps to one queue (SendMessageQueueSelector)
+            index = abs(_java_int(P.java_string_hash(group))) % len(targets)
+        else:
+            index = next(self._round_robin) % len(targets)
+        broker_name, queue_id = targets[index]
+        addr = self.instance.master_addr(broker_name)
+        if addr is None:
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"no master of {broker_name}")
+        born = props.get("BORN_TIMESTAMP")
+        header = H.SendMessageRequestHeader(
+            producer_group=PRODUCER_GROUP,
+            topic=topic,
+            queue_id=queue_id,
+            sys_flag=TRANSACTION_PREPARED_TYPE if props.get(P.TRAN_MSG) == "true" else 0,
+            born_timestamp=int(born) if born else int(time.time() * 1000),
+            flag=0,
+            properties=P.encode_properties(props),
+            reconsume_times=msg.system_properties.delivery_attempt,
+            unit_mode=False,
+        )
+        result = await self.instance.api.send_message(
+            addr,
+            broker_name,
+            RequestCode.SEND_MESSAGE_V2,
+            header,
+            msg.body,
+            props[P.UNIQ_KEY],
+            self.instance.config.request_timeout,
+        )
+        assert result is not None
+        if result.status.name != "SEND_OK":
+            code = {
+                "FLUSH_DISK_TIMEOUT": Code.MASTER_PERSISTENCE_TIMEOUT,
+                "FLUSH_SLAVE_TIMEOUT": Code.SLAVE_PERSISTENCE_TIMEOUT,
+            }
+            return s.SendResultEntry(
+                status=status(
+                    code.get(result.status.name, Code.HA_NOT_AVAILABLE),
+                    f"send message failed, sendStatus={result.status.name}",
+                )
+            )
+        return s.SendResultEntry(
+            status=OK_STATUS,
+            message_id=result.msg_id,
+            transaction_id=result.transaction_id or "",
+            offset=result.queue_offset,
+        )
+
+    # -- receiving --------------------------------------------------------------------------
+
+    def _poll_ms(self, call: Call, request: s.ReceiveMessageRequest) -> int:
+        """ReceiveMessageActivity's polling time: the asked one within the configured bounds,
+        and within what is left of the call's deadline; then, rmq's own, less the reserve the
+        answer needs to reach the client before that deadline."""
+        c = self.config
+        remaining = (call.deadline - trio.current_time()) * 1000 if call.deadline != float("inf") else 1e12
+        if request.HasField("long_polling_timeout"):
+            poll = float(millis(request.long_polling_timeout))
+        else:
+            poll = remaining
+        poll = max(poll, c.grpc_client_consumer_min_long_polling_timeout_millis)
+        poll = min(poll, c.grpc_client_consumer_max_long_polling_timeout_millis)
+        if poll > remaining:
+            if remaining < c.grpc_client_consumer_min_long_polling_timeout_millis:
+                raise ProxyError(
+                    Code.ILLEGAL_POLLING_TIME,
+                    "The deadline time remaining is not enough for polling, please check network condition",
+                )
+            poll = remaining
+        return max(0, int(min(poll, remaining - c.grpc_client_consumer_long_polling_reserve_time_millis)))
+
+    async def receive_message(self, call: Call, request: s.ReceiveMessageRequest, send: Send) -> None:
+        try:
+            await self._receive(call, request, send)
+        except (ProxyError, MQClientError) as exc:
+            await send(s.ReceiveMessageResponse(status=status_of(exc)))
+
+    async def _receive(self, call: Call, request: s.ReceiveMessageRequest, send: Send) -> None:
+        c = self.config
+        poll_ms = self._poll_ms(call, request)
+        topic = _name(request.message_queue.topic, Code.ILLEGAL_TOPIC, "topic")
+        group = _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        invisible = millis(request.invisible_duration)
+        if request.auto_renew and not request.HasField("invisible_duration"):
+            invisible = c.default_invisible_time_mills
+        low, high = c.min_invisible_time_mills_for_recv, c.max_invisible_time_mills
+        if not low <= invisible <= high:
+            raise ProxyError(Code.ILLEGAL_INVISIBLE_TIME, f"the invisibleTime is out of range [{low}, {high}]")
+        batch = request.batch_size
+        if batch <= 0 or batch > 32:
+            raise ProxyError(Code.BAD_REQUEST, "batch size must be within [1, 32]")
+        f = request.filter_expression
+        exp_type = "SQL92" if f.type == d.SQL else "TAG"
+        exp = f.expression or "*"
+        route = await self.route(topic)
+        names = [
+            qd.broker_name
+            for qd in route.queue_datas
+            if qd.perm & PERM_READ and self.instance.master_addr(qd.broker_name)
+        ]
+        wanted = request.message_queue.broker.name
+        if wanted and wanted in names:
+            broker_name = wanted
+        elif names:
+            broker_name = names[next(self._round_robin) % len(names)]
+        else:
+            raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no readable queue")
+        addr = self.instance.master_addr(broker_name)
+        assert addr is not None
+        header = PopMessageRequestHeader(
+            consumer_group=group,
+            topic=topic,
+            queue_id=-1,
+            max_msg_nums=batch,
+            invisible_time=invisible,
+            poll_time=poll_ms,
+            born_time=int(time.time() * 1000),
+            init_mode=1,  # ConsumeInitMode.MAX: a new group starts at the queues' ends
+            exp_type=exp_type,
+            exp=exp,
+            order=False,
+            attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
+        )
+        timeout = poll_ms / 1000 + self.instance.config.request_timeout
+        result = await self.instance.api.pop(addr, header, timeout)
+        if result.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.NO_MESSAGE):
+            await send(s.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message")))
+            return
+        if result.code == ResponseCode.POLLING_FULL:
+            await send(s.ReceiveMessageResponse(status=status(Code.TOO_MANY_REQUESTS, "polling full")))
+            return
+        if not result.messages or result.header is None:
+            await send(s.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message")))
+            return
+        try:
+            handles = receipt_handles(result.header, result.messages, broker_name, group)
+        except ProtocolError as exc:
+            raise ProxyError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
+        await send(s.ReceiveMessageResponse(status=OK_STATUS))
+        for msg, handle in zip(result.messages, handles, strict=True):
+            if handle.queue_offset < 0:
+                handle = dataclasses.replace(handle, queue_offset=msg.queue_offset)
+            await send(s.ReceiveMessageResponse(message=received(msg, handle.encode(), handle.invisible_time)))
+
+    async def pull_message(self, call: Call, request: s.PullMessageRequest, send: Send) -> None:
+        await send(s.PullMessageResponse(status=status(Code.NOT_IMPLEMENTED, "PullMessage is not served by rmq yet")))
+
+    # -- acks -------------------------------------------------------------------------------
+
+    async def _handle_target(self, topic: str, group: str, handle_text: str) -> tuple[str, ExtraInfo, str]:
+        """(broker address, parsed handle, the topic it was read from)."""
+        try:
+            handle = ExtraInfo.parse(handle_text)
+        except ProtocolError:
+            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is not valid") from None
+        if handle.queue_offset < 0:
+            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle names no queue offset")
+        try:
+            read_topic = real_topic(topic, group, handle.retry)
+        except ProtocolError:
+            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "receipt handle is not valid") from None
+        addr = self.instance.master_addr(handle.broker_name)
+        if addr is None:
+            await self.route(topic)
+            addr = self.instance.master_addr(handle.broker_name)
+        if addr is None:
+            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, f"broker {handle.broker_name} of the receipt handle is gone")
+        return addr, handle, read_topic
+
+    async def ack_message(self, call: Call, request: s.AckMessageRequest) -> s.AckMessageResponse:
+        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        group = _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        entries = []
+        for entry in request.entries:
+            try:
+                addr, handle, read_topic = await self._handle_target(topic, group, entry.receipt_handle)
+                header = AckMessageRequestHeader(
+                    group, read_topic, handle.queue_id, entry.receipt_handle, handle.queue_offset
+                )
+                await self.instance.api.ack(addr, header)
+                result = OK_STATUS
+            except (ProxyError, MQClientError) as exc:
+                result = status_of(exc)
+            entries.append(
+                s.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result)
+            )
+        codes = {e.status.code for e in entries}
+        overall = status(Code.MULTIPLE_RESULTS) if len(codes) > 1 else (entries[0].status if entries else OK_STATUS)
+        return s.AckMessageResponse(status=overall, entries=entries)
+
+    async def change_invisible_duration(
+        self, call: Call, request: s.ChangeInvisibleDurationRequest
+    ) -> s.ChangeInvisibleDurationResponse:
+        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        group = _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        invisible = millis(request.invisible_duration)
+        if invisible < 0 or invisible > self.config.max_invisible_time_mills:
+            raise ProxyError(
+                Code.ILLEGAL_INVISIBLE_TIME,
+                f"the invisibleTime is out of range [0, {self.config.max_invisible_time_mills}]",
+            )
+        addr, handle, read_topic = await self._handle_target(topic, group, request.receipt_handle)
+        header = ChangeInvisibleTimeRequestHeader(
+            group, read_topic, handle.queue_id, request.receipt_handle, handle.queue_offset, invisible
+        )
+        answer = await self.instance.api.change_invisible_time(addr, header)
+        new = dataclasses.replace(
+            handle,
+            ck_queue_offset=handle.queue_offset,
+            pop_time=answer.pop_time,
+            invisible_time=answer.invisible_time,
+            revive_qid=answer.revive_qid,
+        )
+        return s.ChangeInvisibleDurationResponse(status=OK_STATUS, receipt_handle=new.encode())
+
+
+_ALL_TYPES = [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
+
+
+def _java_int(n: int) -> int:
+    n &= 0xFFFFFFFF
+    return n - (1 << 32) if n >= 1 << 31 else n
+
+
+def _name(resource: d.Resource, code: int, what: str) -> str:
+    name = resource.name
+    if not name or len(name) > 255 or any(not (c.isalnum() or c in "%|-_") for c in name):
+        raise ProxyError(code, f"{what} {name!r} is illegal")
+    return name
+
+
+def _client_id(call: Call) -> str:
+    client_id = call.metadata("x-mq-client-id")
+    if not client_id:
+        raise ProxyError(Code.CLIENT_ID_REQUIRED, "client id is required")
+    return client_id
+
+
+def _answering(fn: Callable[[Call, Any], Awaitable[Proto]]) -> Callable[[Call, Any], Awaitable[Proto]]:
+    """A unary handler whose ProxyError or broker failure becomes the response's Status."""
+    response_type = None
+
+    async def handler(call: Call, request: Any) -> Proto:
+        nonlocal response_type
+        try:
+            return await fn(call, request)
+        except (ProxyError, MQClientError) as exc:
+            if response_type is None:
+                response_type = _RESPONSE_OF[type(request).__name__]
+            return response_type(status=status_of(exc))
+
+    return handler
+
+
+def _not_implemented(response_type: type[Proto], name: str) -> Callable[[Call, Any], Awaitable[Proto]]:
+    async def handler(call: Call, request: Any) -> Proto:
+        return response_type(status=status(Code.NOT_IMPLEMENTED, f"{name} is not served by rmq yet"))
+
+    return handler
+
+
+_RESPONSE_OF: dict[str, Any] = {
+    name: getattr(s, name[: -len("Request")] + "Response")
+    for name in dir(s)
+    if name.endswith("Request") and hasattr(s, name[: -len("Request")] + "Response")
+}

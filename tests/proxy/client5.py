@@ -1,0 +1,119 @@
+"""Child process: the official RocketMQ 5.x Python client (rocketmq-python-client) against a
+proxy. Run with PYTHONPATH holding only that client and its dependencies (its import name,
+`rocketmq`, is the C++ client's too). Prints one JSON object per line; the last one ends
+with "done". Usage: client5.py ENDPOINT SCENARIO TOPIC GROUP [N]."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+
+def out(**values: object) -> None:
+    print(json.dumps(values), flush=True)
+
+
+def main() -> None:
+    from rocketmq import ClientConfiguration, Credentials, FilterExpression, Message, Producer, SimpleConsumer
+
+    endpoint, scenario, topic, group = sys.argv[1:5]
+    n = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    config = ClientConfiguration(endpoint, Credentials())
+
+    if scenario == "send":
+        producer = Producer(config, (topic,))
+        producer.startup()
+        try:
+            for i in range(n):
+                msg = Message()
+                msg.topic = topic
+                msg.body = f"body-{i}".encode()
+                msg.tag = "TagA"
+                msg.keys = f"key-{i}"
+                msg.add_property("index", str(i))
+                if i % 2:
+                    msg.message_group = "group-1"  # a FIFO message
+                receipt = producer.send(msg)
+                out(sent=receipt.message_id)
+        finally:
+            producer.shutdown()
+    elif scenario == "send_error":
+        producer = Producer(config)
+        producer.startup()
+        try:
+            msg = Message()
+            msg.topic = topic
+            msg.body = b"x"
+            producer.send(msg)
+            out(error=None)
+        except Exception as exc:
+            out(error=type(exc).__name__, code=getattr(exc, "code", None), text=str(exc))
+        finally:
+            producer.shutdown()
+    elif scenario == "query_route":
+        # the client's own stub, to see the Status the client library checks
+        import grpc
+        from rocketmq.grpc_protocol import MessagingServiceStub, QueryRouteRequest, Resource
+
+        with grpc.insecure_channel(endpoint) as channel:
+            request = QueryRouteRequest(topic=Resource(name=topic))
+            response = MessagingServiceStub(channel).QueryRoute(request, metadata=[("x-mq-client-id", "probe")])
+            out(code=response.status.code, message=response.status.message, queues=len(response.message_queues))
+    elif scenario == "unknown_method":
+        import grpc
+
+        with grpc.insecure_channel(endpoint) as channel:
+            try:
+                channel.unary_unary("/apache.rocketmq.v2.MessagingService/NoSuchMethod")(b"", timeout=5)
+                out(code=None)
+            except grpc.RpcError as exc:
+                out(code=exc.code().name, details=exc.details())
+    elif scenario == "extend_then_ack":
+        # receive one, extend its invisible time, ack it with the handle the change gave
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+        consumer.startup()
+        try:
+            messages: list = []
+            deadline = time.monotonic() + 30
+            while not messages and time.monotonic() < deadline:
+                messages = consumer.receive(1, 2)
+            msg = messages[0]
+            before = msg.receipt_handle
+            consumer.change_invisible_duration(msg, 30)
+            out(body=msg.body.decode(), changed=msg.receipt_handle != before)
+            consumer.ack(msg)
+            out(acked=True)
+        finally:
+            consumer.shutdown()
+    elif scenario in ("receive", "receive_no_ack"):
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+        consumer.startup()
+        try:
+            got = 0
+            deadline = time.monotonic() + 30
+            while got < n and time.monotonic() < deadline:
+                for msg in consumer.receive(16, 2 if scenario == "receive_no_ack" else 10):
+                    got += 1
+                    out(
+                        body=msg.body.decode(),
+                        id=msg.message_id,
+                        tag=msg.tag,
+                        keys=sorted(msg.keys),
+                        props=dict(msg.properties),
+                        group=msg.message_group,
+                        attempt=msg.delivery_attempt,
+                        corrupted=msg.corrupted,
+                    )
+                    if scenario == "receive":
+                        consumer.ack(msg)
+            out(received=got)
+        finally:
+            consumer.shutdown()
+    else:
+        raise SystemExit(f"unknown scenario {scenario}")
+    out(done=True)
+
+
+if __name__ == "__main__":
+    main()
