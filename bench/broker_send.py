@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from rmq.broker.config import BrokerConfig  # noqa: E402
 from rmq.broker.controller import BrokerController  # noqa: E402
 from rmq.broker.processors import build_dispatcher  # noqa: E402
-from rmq.protocol import RequestCode  # noqa: E402
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode  # noqa: E402
 from rmq.protocol import properties as P  # noqa: E402
 from rmq.protocol.headers import V2_WRITERS, HeaderCommand, SendMessageRequestHeader  # noqa: E402
 from rmq.remoting.connection import Connection  # noqa: E402
@@ -59,8 +59,9 @@ def frames(count: int, size: int) -> list[bytes]:
     return out
 
 
-async def count_frames(stream: trio.abc.ReceiveStream, want: int, buf: bytearray) -> None:
-    """Read until `want` whole frames came (what is left of a frame stays in `buf`)."""
+async def count_frames(stream: trio.abc.ReceiveStream, want: int, buf: bytearray, check: bool = False) -> None:
+    """Read until `want` whole frames came (what is left of a frame stays in `buf`); with
+    `check`, each must answer SUCCESS."""
     got = 0
     while got < want:
         data = await stream.receive_some(1 << 20)
@@ -72,6 +73,10 @@ async def count_frames(stream: trio.abc.ReceiveStream, want: int, buf: bytearray
             (length,) = _LENGTH.unpack_from(buf, pos)
             if len(buf) - pos - 4 < length:
                 break
+            if check:
+                answer = RemotingCommand.decode(bytes(buf[pos + 4 : pos + 4 + length]))
+                if answer.code != ResponseCode.SUCCESS:
+                    raise SystemExit(f"a send was answered {answer.code}: {answer.remark}")
             pos += 4 + length
             got += 1
         del buf[:pos]
@@ -108,9 +113,12 @@ async def measure(args: argparse.Namespace, store: str) -> list[float]:
             for at in range(0, len(chunk), window):
                 part = chunk[at : at + window]
                 await left.send_all(b"".join(part))
-                await count_frames(left, len(part), buf)
+                await count_frames(left, len(part), buf, check=not r)
             if r:
                 per_msg.append((time.process_time() - t0) / len(chunk) * 1e6)
+        stored = broker.parts.message_store.get_max_offset_in_queue(TOPIC, 0)
+        if stored != len(todo):
+            raise SystemExit(f"{stored} messages stored for {len(todo)} sent")
         conn.close()
         nursery.cancel_scope.cancel()
     return per_msg
