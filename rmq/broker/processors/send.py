@@ -36,7 +36,7 @@ from rmq.protocol.constants import (
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
-    HeaderCommand,
+    SendAnswer,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
@@ -453,7 +453,7 @@ class SendProcessor:
             msg_region=config.region_id,
             trace_on="true" if config.trace_on else "false",
         )
-        return HeaderCommand.response_to(request, code, header, remark)
+        return SendAnswer.to(request, code, header, remark)
 
     # -- CONSUMER_SEND_MSG_BACK -----------------------------------------------------------
 
