@@ -113,7 +113,51 @@ def _int_value(raw: str, wire: str, kind: str) -> int:
 
 
 def _compile_read(cls: type[Header], rename: dict[str, str]) -> Any:
-    """`ext -> cls(...)`; `rename` maps a wire name to the key read instead (V2's letters)."""
+    """`ext -> cls(...)`; `rename` maps a wire name to the key read instead (V2's letters).
+
+    Straight-line code: each field read into a local (parsed inline, its default where it is
+    missing) and the dataclass called with them in field order. `_int_value` and `parse_bool`
+    say what a field's value means; the inline parse is theirs (tests/protocol/test_headers.py
+    holds the readers to a loop over the field table)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    lines = ["def read(ext):", "    get = ext.get"]
+    args = []
+    scope: dict[str, Any] = {"cls": cls, "_int_value": _int_value, "HeaderError": HeaderError}
+    for n, (attr, wire, kind, required) in enumerate(cls._fields()):
+        key = rename.get(wire, wire)
+        value = f"v{n}"
+        args.append(value)
+        lines.append(f"    raw = get({key!r})")
+        if required:
+            message = f"the header field {wire!r} is missing in {cls.__name__}"
+            lines.append(f"    if raw is None: raise HeaderError({message!r})")
+            pad = "    "
+        else:
+            default = defaults[attr]
+            if default is dataclasses.MISSING:  # a default_factory: let the class make it
+                return _compile_read_kw(cls, rename)
+            scope[f"d{n}"] = default
+            lines += [f"    if raw is None: {value} = d{n}", "    else:"]
+            pad = "        "
+        if kind in ("int", "long"):
+            low, high = _RANGES[kind]
+            lines += [
+                f"{pad}try: {value} = int(raw)",
+                f"{pad}except ValueError: _int_value(raw, {wire!r}, {kind!r})  # raises",
+                f"{pad}if not {low} <= {value} <= {high}: _int_value(raw, {wire!r}, {kind!r})  # raises",
+            ]
+        elif kind == "bool":
+            lines.append(f"{pad}{value} = raw.strip().lower() in ('true', '1')  # parse_bool")
+        else:
+            lines.append(f"{pad}{value} = raw")
+    lines.append(f"    return cls({', '.join(args)})")
+    exec("\n".join(lines), scope)  # noqa: S102 - code built above from the class's own field table
+    return scope["read"]
+
+
+def _compile_read_kw(cls: type[Header], rename: dict[str, str]) -> Any:
+    """`_compile_read` for a class with a default_factory field: keywords, the class fills in
+    what is missing."""
     lines = ["def read(ext):", "    get = ext.get", "    kw = {}"]
     for attr, wire, kind, required in cls._fields():
         key = rename.get(wire, wire)
@@ -130,7 +174,7 @@ def _compile_read(cls: type[Header], rename: dict[str, str]) -> Any:
             lines.append(f"    else: raise HeaderError({message!r})")
     lines.append("    return cls(**kw)")
     scope: dict[str, Any] = {"cls": cls, "_int_value": _int_value, "parse_bool": parse_bool, "HeaderError": HeaderError}
-    exec("\n".join(lines), scope)  # noqa: S102 - code built above from the class's own field table
+    exec("\n".join(lines), scope)  # noqa: S102 - as above
     return scope["read"]
 
 
