@@ -615,13 +615,13 @@ class Connection:
                             answered += 1
                             if not answered % _ANSWER_STEP:
                                 if group:
-                                    group = self._start_group(group_route, group)  # type: ignore[arg-type]
+                                    group = self._start_group(group_route, group)
                                 await trio.lowlevel.checkpoint()
                         continue
                     if group and (
                         self._in_flight >= self._max_in_flight or not (admitted + 1) % _ADMIT_STEP or self._outbox.full
                     ):
-                        group = self._start_group(group_route, group)  # type: ignore[arg-type]
+                        group = self._start_group(group_route, group)
                     while self._in_flight >= self._max_in_flight:
                         await self._wait_in_flight_changed()
                     admitted += 1
@@ -638,12 +638,12 @@ class Connection:
                     if isinstance(decision, Route) and decision.begin_many is not None and many and not ctx.queued:
                         self._in_flight += 1
                         if group and decision is not group_route:
-                            group = self._start_group(group_route, group)  # type: ignore[arg-type]
+                            group = self._start_group(group_route, group)
                         group_route = decision
                         group.append((ctx, command))
                         continue
                     if group:
-                        group = self._start_group(group_route, group)  # type: ignore[arg-type]
+                        group = self._start_group(group_route, group)
                     if isinstance(decision, Route):
                         self._in_flight += 1
                         if decision.begin is not None:
@@ -661,7 +661,7 @@ class Connection:
                     else:
                         await self._queue_response(command, decision)
                 if group:
-                    self._start_group(group_route, group)  # type: ignore[arg-type]
+                    self._start_group(group_route, group)
                 if answered and not pending and self._may_write_now:
                     # The answer to the only request out: its caller goes first (its next
                     # request is often ready), then the reader, whose next read would find
@@ -708,12 +708,13 @@ class Connection:
                 self._done_one()
 
     def _start_group(
-        self, route: Route, group: list[tuple[RequestContext, RemotingCommand]]
+        self, route: Route | None, group: list[tuple[RequestContext, RemotingCommand]]
     ) -> list[tuple[RequestContext, RemotingCommand]]:
         """Start the requests of one ordered route that came in one read together
         (`Route.start_many`) and queue or schedule each one's answer as `_serve_ordered`
         does; returns a new empty group. Past the outbox's bound if need be: the requests
         were admitted, and admitted requests are bounded by `max_in_flight`."""
+        assert route is not None
         outs = route.start_many(group)
         for (ctx, request), rest in zip(group, outs, strict=True):
             if isinstance(rest, Later):
