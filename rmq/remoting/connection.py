@@ -652,12 +652,7 @@ class Connection:
                         if decision.inline and not ctx.queued:
                             await self._serve_inline(decision, ctx, command)
                             continue
-                        idle = self._idle_workers
-                        while idle:
-                            if idle.pop().wake((decision.run, ctx, command, None)):
-                                break
-                        else:
-                            self._nursery.start_soon(self._worker, decision.run, ctx, command)  # type: ignore[union-attr]
+                        self._to_worker((decision.run, ctx, command, None))
                     else:
                         await self._queue_response(command, decision)
                 if group:
@@ -693,12 +688,7 @@ class Connection:
                 rest.then(lambda outcome: self._answer_later(route, ctx, request, outcome))
                 return
             if rest is not None and not isinstance(rest, RemotingCommand):
-                idle = self._idle_workers
-                job = (route.finish, ctx, request, rest)
-                while idle:
-                    if idle.pop().wake(job):
-                        return
-                self._nursery.start_soon(self._worker, *job)  # type: ignore[union-attr]
+                self._to_worker((route.finish, ctx, request, rest))
                 return
             if rest is not None:
                 await self._queue_response(request, rest)
@@ -721,13 +711,7 @@ class Connection:
                 rest.then(functools.partial(self._answer_later, route, ctx, request))
                 continue
             if rest is not None and not isinstance(rest, RemotingCommand):
-                idle = self._idle_workers
-                job = (route.finish, ctx, request, rest)
-                while idle:
-                    if idle.pop().wake(job):
-                        break
-                else:
-                    self._nursery.start_soon(self._worker, *job)  # type: ignore[union-attr]
+                self._to_worker((route.finish, ctx, request, rest))
                 continue
             try:
                 if rest is not None:
@@ -737,6 +721,15 @@ class Connection:
             finally:
                 self._done_one()
         return []
+
+    def _to_worker(self, job: tuple[Any, RequestContext, RemotingCommand, Any]) -> None:
+        """Hand `job` (what to run, its context and request, what is left of it) to a parked
+        worker, or to a new one."""
+        idle = self._idle_workers
+        while idle:
+            if idle.pop().wake(job):
+                return
+        self._nursery.start_soon(self._worker, *job)  # type: ignore[union-attr]
 
     def _answer_later(self, route: Route, ctx: RequestContext, request: RemotingCommand, outcome: Any) -> None:
         """A `Later` from `_serve_ordered` settled: queue its response now, from whichever
