@@ -713,13 +713,7 @@ class Connection:
             if rest is not None and not isinstance(rest, RemotingCommand):
                 self._to_worker((route.finish, ctx, request, rest))
                 continue
-            try:
-                if rest is not None:
-                    frame = self._encode_response(request, rest)
-                    if not self._write_now(frame):
-                        self._outbox.put_nowait(frame, force=True)
-            finally:
-                self._done_one()
+            self._answer_admitted(request, rest)
         return []
 
     def _to_worker(self, job: tuple[Any, RequestContext, RemotingCommand, Any]) -> None:
@@ -737,6 +731,15 @@ class Connection:
         request was admitted, and admitted requests are bounded by `max_in_flight`."""
         try:
             response = route.settled(ctx, request, outcome)
+        except BaseException:
+            self._done_one()
+            raise
+        self._answer_admitted(request, response)
+
+    def _answer_admitted(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        """Queue the answer (None: none) to an admitted request now, past the outbox's bound
+        if need be (admitted requests are bounded by `max_in_flight`), and count it done."""
+        try:
             if response is not None:
                 frame = self._encode_response(request, response)
                 if not self._write_now(frame):
