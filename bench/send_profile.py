@@ -119,6 +119,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def syscalls(pid: int) -> tuple[int, int]:
+    """Read-like and write-like system calls the process made so far (/proc/PID/io)."""
+    fields = dict(line.split(": ") for line in Path(f"/proc/{pid}/io").read_text().splitlines())
+    return int(fields["syscr"]), int(fields["syscw"])
+
+
 def phase_of(stack: list[str], rules: list[tuple[str, tuple[str, ...]]]) -> str:
     for frame in reversed(stack):  # innermost first
         for phase, needles in rules:
@@ -158,7 +164,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flush", choices=("ASYNC_FLUSH", "SYNC_FLUSH"), default="ASYNC_FLUSH")
     p.add_argument("--sample-rate", type=int, default=400, help="py-spy samples per second")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a broker.conf line")
-    p.add_argument("--keep", type=Path, metavar="DIR", help="copy py-spy's raw samples (broker.txt, producer.txt) here")
+    p.add_argument(
+        "--keep",
+        "--raw",
+        dest="keep",
+        type=Path,
+        metavar="DIR",
+        help="copy py-spy's raw samples (broker.txt, producer.txt) here",
+    )
     args = p.parse_args(argv)
     py_spy = shutil.which("py-spy")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -220,10 +233,12 @@ def main(argv: list[str] | None = None) -> int:
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )))  # fmt: skip
         cpu0 = {pid: cpu_seconds(pid) for pid in (broker.pid, loader.pid)}
+        calls0 = syscalls(broker.pid)
         loader.stdin.write("go\n")
         loader.stdin.flush()
         sent = int(loader.stdout.readline().strip() or 0)
         cpu1 = {pid: cpu_seconds(pid) for pid in (broker.pid, loader.pid)}
+        calls1 = syscalls(broker.pid)
         loader.wait(30)
         for _, _, spy in spies:
             spy.wait(60)
@@ -231,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("nothing was sent")
         print(f"{sent} messages in {args.seconds:.0f} s ({sent / args.seconds:,.0f} msg/s), window {args.window}, "
               f"{args.size} B, {args.flush}; load average {os.getloadavg()[0]:.2f}")  # fmt: skip
+        reads, writes = (b - a for a, b in zip(calls0, calls1, strict=True))
+        print(f"broker system calls per message: {reads / sent:.2f} reads, {writes / sent:.2f} writes")
         results = {name: out for name, out, _ in spies}
         if args.keep is not None:
             args.keep.mkdir(parents=True, exist_ok=True)

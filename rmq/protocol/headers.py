@@ -16,14 +16,16 @@ invokeTime, an int for everything else.
 from __future__ import annotations
 
 import dataclasses
+import struct
 import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
-from .codes import RPC_TYPE
+from .codes import CURRENT_VERSION, RPC_TYPE, LanguageCode, SerializeType
 from .command import RemotingCommand
 from .constants import AUTO_CREATE_TOPIC
 from .errors import HeaderError
+from .header_codec import _LANG_NAME
 from .header_codec import _encode_basestring as _enc  # the C escaper encode_ext_json uses
 
 H = TypeVar("H", bound="Header")
@@ -126,7 +128,51 @@ def _int_value(raw: str, wire: str, kind: str) -> int:
 
 
 def _compile_read(cls: type[Header], rename: dict[str, str]) -> Any:
-    """`ext -> cls(...)`; `rename` maps a wire name to the key read instead (V2's letters)."""
+    """`ext -> cls(...)`; `rename` maps a wire name to the key read instead (V2's letters).
+
+    Straight-line code: each field read into a local (parsed inline, its default where it is
+    missing) and the dataclass called with them in field order. `_int_value` and `parse_bool`
+    say what a field's value means; the inline parse is theirs (tests/protocol/test_headers.py
+    holds the readers to a loop over the field table)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    lines = ["def read(ext):", "    get = ext.get"]
+    args = []
+    scope: dict[str, Any] = {"cls": cls, "_int_value": _int_value, "HeaderError": HeaderError}
+    for n, (attr, wire, kind, required) in enumerate(cls._fields()):
+        key = rename.get(wire, wire)
+        value = f"v{n}"
+        args.append(value)
+        lines.append(f"    raw = get({key!r})")
+        if required:
+            message = f"the header field {wire!r} is missing in {cls.__name__}"
+            lines.append(f"    if raw is None: raise HeaderError({message!r})")
+            pad = "    "
+        else:
+            default = defaults[attr]
+            if default is dataclasses.MISSING:  # a default_factory: let the class make it
+                return _compile_read_kw(cls, rename)
+            scope[f"d{n}"] = default
+            lines += [f"    if raw is None: {value} = d{n}", "    else:"]
+            pad = "        "
+        if kind in ("int", "long"):
+            low, high = _RANGES[kind]
+            lines += [
+                f"{pad}try: {value} = int(raw)",
+                f"{pad}except ValueError: _int_value(raw, {wire!r}, {kind!r})  # raises",
+                f"{pad}if not {low} <= {value} <= {high}: _int_value(raw, {wire!r}, {kind!r})  # raises",
+            ]
+        elif kind == "bool":
+            lines.append(f"{pad}{value} = raw.strip().lower() in ('true', '1')  # parse_bool")
+        else:
+            lines.append(f"{pad}{value} = raw")
+    lines.append(f"    return cls({', '.join(args)})")
+    exec("\n".join(lines), scope)  # noqa: S102 - code built above from the class's own field table
+    return scope["read"]
+
+
+def _compile_read_kw(cls: type[Header], rename: dict[str, str]) -> Any:
+    """`_compile_read` for a class with a default_factory field: keywords, the class fills in
+    what is missing."""
     lines = ["def read(ext):", "    get = ext.get", "    kw = {}"]
     for attr, wire, kind, required in cls._fields():
         key = rename.get(wire, wire)
@@ -143,7 +189,7 @@ def _compile_read(cls: type[Header], rename: dict[str, str]) -> Any:
             lines.append(f"    else: raise HeaderError({message!r})")
     lines.append("    return cls(**kw)")
     scope: dict[str, Any] = {"cls": cls, "_int_value": _int_value, "parse_bool": parse_bool, "HeaderError": HeaderError}
-    exec("\n".join(lines), scope)  # noqa: S102 - code built above from the class's own field table
+    exec("\n".join(lines), scope)  # noqa: S102 - as above
     return scope["read"]
 
 
@@ -320,6 +366,70 @@ class ReplyMessageRequestHeader(Header):
     properties: str | None = None
     reconsume_times: int | None = None
     unit_mode: bool = False
+
+
+_FRAME_HEAD = struct.Struct(">ii")  # frame length, serialize type and header length
+
+
+class SendAnswer(HeaderCommand):
+    """The answer to a stored send: a HeaderCommand of a SendMessageResponseHeader with no
+    body, made without the general constructor and, in JSON, encoded by one format string:
+    every send is answered with one, and the general way (dict-free as it is) cost several
+    times more. The bytes are the general codec's (tests/protocol/test_send_answer.py holds
+    them to it); whatever else is asked of it (its extFields, the ROCKETMQ serialization, a
+    field of another type) goes the general way."""
+
+    __slots__ = ()
+    header: SendMessageResponseHeader
+
+    @classmethod
+    def to(
+        cls, request: RemotingCommand, code: int, header: SendMessageResponseHeader, remark: str | None = None
+    ) -> SendAnswer:
+        """As ``HeaderCommand.response_to(request, code, header, remark)``."""
+        cmd = cls.__new__(cls)
+        cmd.code = code
+        cmd.language = LanguageCode.PYTHON
+        cmd.version = CURRENT_VERSION
+        cmd.opaque = request.opaque
+        cmd.flag = RPC_TYPE
+        cmd.remark = remark
+        cmd.body = b""
+        cmd.serialize_type = request.serialize_type
+        cmd._ext = None
+        cmd._ext_raw = None
+        cmd.header = header
+        cmd._writers = _ANSWER_WRITERS
+        return cmd
+
+    def encode(self) -> bytes:
+        h = self.header
+        msg_id, queue_id, queue_offset, region, trace_on = (
+            h.msg_id, h.queue_id, h.queue_offset, h.msg_region, h.trace_on
+        )  # fmt: skip
+        if (
+            self.serialize_type != SerializeType.JSON
+            or self._ext is not None
+            or self.body
+            or h.transaction_id is not None
+            or not (type(msg_id) is type(region) is type(trace_on) is str)
+            or not (type(queue_id) is type(queue_offset) is int)
+        ):
+            return super().encode()
+        remark = "" if self.remark is None else ',"remark":' + _enc(self.remark)
+        header = (
+            f'{{"code":{int(self.code)},"extFields":{{"msgId":{_enc(msg_id)},"queueId":"{queue_id}",'
+            f'"queueOffset":"{queue_offset}","MSG_REGION":{_enc(region)},"TRACE_ON":{_enc(trace_on)}}},'
+            f'"flag":{int(self.flag)},"language":"{_LANG_NAME.get(self.language, "OTHER")}",'
+            f'"opaque":{int(self.opaque)}{remark},"serializeTypeCurrentRPC":"JSON","version":{int(self.version)}}}'
+        ).encode()
+        size = len(header)
+        if size > 0xFFFFFF:
+            return super().encode()  # raises as the general way does
+        return _FRAME_HEAD.pack(4 + size, size) + header  # serialize type JSON: 0 in the top byte
+
+
+_ANSWER_WRITERS = SendMessageResponseHeader._writers()
 
 
 # --- pull and offsets ----------------------------------------------------------------

@@ -51,6 +51,7 @@ RemotingSendRequestError, and the stream is closed (bounded by a short timeout).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import heapq
 import logging
 from collections.abc import Callable
@@ -594,10 +595,16 @@ class Connection:
                     return
                 # one command: its answer (or our next request) may go out directly; after a
                 # pipeline's many, let the writer join them
-                self._may_write_now = len(batch) == 1
+                many = len(batch) > 1
+                self._may_write_now = not many
                 now = current_time()
                 admitted = 0
                 answered = 0
+                # Consecutive requests of one ordered route with `begin_many` (sends) wait here
+                # and start together before anything else happens: before any other request,
+                # any checkpoint and the end of the batch, so that order and bounds hold.
+                group: list[tuple[RequestContext, RemotingCommand]] = []
+                group_route: Route | None = None
                 for command in batch:
                     if command.flag & RPC_TYPE:
                         slot = pending.pop(command.opaque, None)
@@ -607,8 +614,14 @@ class Connection:
                             slot.finish(command)
                             answered += 1
                             if not answered % _ANSWER_STEP:
+                                if group:
+                                    group = self._start_group(group_route, group)
                                 await trio.lowlevel.checkpoint()
                         continue
+                    if group and (
+                        self._in_flight >= self._max_in_flight or not (admitted + 1) % _ADMIT_STEP or self._outbox.full
+                    ):
+                        group = self._start_group(group_route, group)
                     while self._in_flight >= self._max_in_flight:
                         await self._wait_in_flight_changed()
                     admitted += 1
@@ -622,6 +635,15 @@ class Connection:
                     decision = self.dispatcher.admit(ctx, command)
                     if decision is None:
                         continue
+                    if isinstance(decision, Route) and decision.begin_many is not None and many and not ctx.queued:
+                        self._in_flight += 1
+                        if group and decision is not group_route:
+                            group = self._start_group(group_route, group)
+                        group_route = decision
+                        group.append((ctx, command))
+                        continue
+                    if group:
+                        group = self._start_group(group_route, group)
                     if isinstance(decision, Route):
                         self._in_flight += 1
                         if decision.begin is not None:
@@ -630,14 +652,11 @@ class Connection:
                         if decision.inline and not ctx.queued:
                             await self._serve_inline(decision, ctx, command)
                             continue
-                        idle = self._idle_workers
-                        while idle:
-                            if idle.pop().wake((decision.run, ctx, command, None)):
-                                break
-                        else:
-                            self._nursery.start_soon(self._worker, decision.run, ctx, command)  # type: ignore[union-attr]
+                        self._to_worker((decision.run, ctx, command, None))
                     else:
                         await self._queue_response(command, decision)
+                if group:
+                    self._start_group(group_route, group)
                 if answered and not pending and self._may_write_now:
                     # The answer to the only request out: its caller goes first (its next
                     # request is often ready), then the reader, whose next read would find
@@ -669,12 +688,7 @@ class Connection:
                 rest.then(lambda outcome: self._answer_later(route, ctx, request, outcome))
                 return
             if rest is not None and not isinstance(rest, RemotingCommand):
-                idle = self._idle_workers
-                job = (route.finish, ctx, request, rest)
-                while idle:
-                    if idle.pop().wake(job):
-                        return
-                self._nursery.start_soon(self._worker, *job)  # type: ignore[union-attr]
+                self._to_worker((route.finish, ctx, request, rest))
                 return
             if rest is not None:
                 await self._queue_response(request, rest)
@@ -683,12 +697,49 @@ class Connection:
             if rest is None:
                 self._done_one()
 
+    def _start_group(
+        self, route: Route | None, group: list[tuple[RequestContext, RemotingCommand]]
+    ) -> list[tuple[RequestContext, RemotingCommand]]:
+        """Start the requests of one ordered route that came in one read together
+        (`Route.start_many`) and queue or schedule each one's answer as `_serve_ordered`
+        does; returns a new empty group. Past the outbox's bound if need be: the requests
+        were admitted, and admitted requests are bounded by `max_in_flight`."""
+        assert route is not None
+        outs = route.start_many(group)
+        for (ctx, request), rest in zip(group, outs, strict=True):
+            if isinstance(rest, Later):
+                rest.then(functools.partial(self._answer_later, route, ctx, request))
+                continue
+            if rest is not None and not isinstance(rest, RemotingCommand):
+                self._to_worker((route.finish, ctx, request, rest))
+                continue
+            self._answer_admitted(request, rest)
+        return []
+
+    def _to_worker(self, job: tuple[Any, RequestContext, RemotingCommand, Any]) -> None:
+        """Hand `job` (what to run, its context and request, what is left of it) to a parked
+        worker, or to a new one."""
+        idle = self._idle_workers
+        while idle:
+            if idle.pop().wake(job):
+                return
+        self._nursery.start_soon(self._worker, *job)  # type: ignore[union-attr]
+
     def _answer_later(self, route: Route, ctx: RequestContext, request: RemotingCommand, outcome: Any) -> None:
         """A `Later` from `_serve_ordered` settled: queue its response now, from whichever
         task settled it (a flusher, a commit), past the outbox's bound if need be: the
         request was admitted, and admitted requests are bounded by `max_in_flight`."""
         try:
             response = route.settled(ctx, request, outcome)
+        except BaseException:
+            self._done_one()
+            raise
+        self._answer_admitted(request, response)
+
+    def _answer_admitted(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        """Queue the answer (None: none) to an admitted request now, past the outbox's bound
+        if need be (admitted requests are bounded by `max_in_flight`), and count it done."""
+        try:
             if response is not None:
                 frame = self._encode_response(request, response)
                 if not self._write_now(frame):

@@ -83,6 +83,7 @@ class Route:
         "_lot",
         "active",
         "begin",
+        "begin_many",
         "concurrency",
         "inline",
         "name",
@@ -109,6 +110,11 @@ class Route:
         # An ordered processor: `begin(ctx, request)` runs in the reader, in arrival order,
         # and returns the response (or None), a `Later`, or an awaitable finishing it in a worker.
         self.begin: Callable[[RequestContext, RemotingCommand], Any] | None = getattr(processor, "begin", None)
+        # Optional, with `begin`: `begin_many([(ctx, request), ...])` starts requests that came
+        # in one read as `begin` would one by one, in order, and returns what each would.
+        self.begin_many: Callable[[list[tuple[RequestContext, RemotingCommand]]], list[Any]] | None = (
+            getattr(processor, "begin_many", None) if self.begin is not None else None
+        )
         self.concurrency = concurrency
         self.queue_size = queue_size
         self.inline = inline
@@ -164,6 +170,25 @@ class Route:
             self._release()
             return self._answer(ctx, request, response)
         return response
+
+    def start_many(self, jobs: list[tuple[RequestContext, RemotingCommand]]) -> list[Any]:
+        """`start` for requests that came together (the caller holds a slot for each): what
+        `start` returns, for each in order. An Exception in `begin_many`'s list is what that
+        request raised; if `begin_many` itself raises, every request is answered so."""
+        assert self.begin_many is not None
+        try:
+            outs = self.begin_many(jobs)
+        except Exception as exc:
+            outs = [self._failed(ctx, request, exc) for ctx, request in jobs]
+        results = []
+        for (ctx, request), response in zip(jobs, outs, strict=True):
+            if isinstance(response, Exception):
+                response = self._failed(ctx, request, response)
+            if response is None or isinstance(response, RemotingCommand):
+                self._release()
+                response = self._answer(ctx, request, response)
+            results.append(response)
+        return results
 
     async def finish(self, ctx: RequestContext, request: RemotingCommand, rest: Any) -> RemotingCommand | None:
         """Await what `start` returned, then answer as `run` does."""

@@ -430,13 +430,38 @@ class AsyncMessageStore:
         waits = any(wants_wait(d.wait, d.properties) for d in drafts)
         return self._register(result, waits, drafts[0].topic, drafts[0].queue_id)
 
+    def put_group_now(self, drafts: Sequence[MessageDraft]) -> list[PutMessageResult | PutWait]:
+        """`put_now` for sends that came together (one read of a connection), in their order:
+        their records written in one piece (``Appender.put_group``), then each one's result or
+        wait as `put_now` gives it, and one dispatch for all."""
+        results = self.store.appender.put_group(drafts)
+        wrote = 0
+        eager = False
+        awaited = self.awaited
+        for d, result in zip(drafts, results, strict=True):
+            if result.ok:
+                wrote += result.wrote_bytes
+                eager = eager or (awaited is not None and awaited(d.topic, d.queue_id))
+        if wrote:
+            self._dispatch_after(wrote, eager)
+        return [
+            self._waits(result, wants_wait(d.wait, d.properties)) if result.ok else result
+            for d, result in zip(drafts, results, strict=True)
+        ]
+
     def _register(self, result: PutMessageResult, waits: bool, topic: str, queue_id: int) -> PutMessageResult | PutWait:
         """What follows an append, up to the waits: the result, or an awaitable of it.
         ``waits``: the append wants its sync (and slave); (topic, queue_id): its queue."""
         if not result.ok:
             return result
         awaited = self.awaited
-        if awaited is not None and awaited(topic, queue_id) and self.store.dispatch_behind <= result.wrote_bytes:
+        self._dispatch_after(result.wrote_bytes, awaited is not None and awaited(topic, queue_id))
+        return self._waits(result, waits)
+
+    def _dispatch_after(self, wrote: int, awaited: bool) -> None:
+        """New records of ``wrote`` bytes: dispatched now when a reader waits on their queue
+        (``awaited``), else by the reput task."""
+        if awaited and self.store.dispatch_behind <= wrote:
             # nothing older waits for dispatch: these records alone, now (bounded work); then
             # tell wait_dispatched what the reput task would have
             self.store.dispatch_pending()
@@ -444,6 +469,9 @@ class AsyncMessageStore:
             done.set()
         else:
             self._reput_wanted.set()
+
+    def _waits(self, result: PutMessageResult, waits: bool) -> PutMessageResult | PutWait:
+        """An append's result, or a PutWait for its sync (SYNC_FLUSH) and slave (SYNC_MASTER)."""
         replica_deadline: float | None = None
         refused: str | None = None  # why SYNC_MASTER cannot wait for a slave
         replication = self.replication

@@ -233,3 +233,57 @@ async def test_a_subclass_of_later_is_answered_as_a_later() -> None:
         with trio.fail_after(5):
             (answer,) = await peer.receive_batch()
     assert (answer.opaque, answer.code, answer.remark) == (1, ResponseCode.SUCCESS, "stored")
+
+
+class GroupAppender(Appender):
+    """An ordered route with `begin_many`: the requests of one read come as one list."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: list[list[bytes]] = []
+        self.later = Later()
+
+    def begin_many(self, jobs: list[tuple[RequestContext, RemotingCommand]]) -> list[Any]:
+        self.groups.append([request.body for _, request in jobs])
+        out: list[Any] = []
+        for ctx, request in jobs:
+            if request.body == b"later":
+                out.append(self.later)
+                continue
+            try:
+                out.append(self.begin(ctx, request))
+            except ValueError as exc:
+                out.append(exc)
+        return out
+
+
+async def test_requests_of_one_read_start_together_in_order() -> None:
+    appender = GroupAppender()
+    d = Dispatcher()
+    route = d.register(RequestCode.SEND_MESSAGE, appender, concurrency=1000)
+    async with raw_peer(d) as (peer, _):
+        bodies = [b"m-0", b"bad", b"wait-2", b"m-3", b"later", b"m-5"]
+        await peer.send_frames([_request(i, body).encode() for i, body in enumerate(bodies)])
+        answers: dict[int, RemotingCommand] = {}
+        with trio.fail_after(5):
+            while len(answers) < 4:
+                for r in await peer.receive_batch():
+                    answers[r.opaque] = r
+        assert appender.groups == [bodies] and appender.log == [b for b in bodies if b not in (b"bad", b"later")]
+        assert sorted(answers) == [0, 1, 3, 5]
+        assert route.active == 2  # the wait and the Later hold their slots
+        appender.release.set()
+        appender.later.settle(_request(4, b"later").make_response(ResponseCode.SUCCESS, "later"))
+        with trio.fail_after(5):
+            while len(answers) < 6:
+                for r in await peer.receive_batch():
+                    answers[r.opaque] = r
+        assert answers[1].code == ResponseCode.SYSTEM_ERROR and "bad body" in (answers[1].remark or "")
+        assert [answers[i].remark for i in (0, 2, 3, 4, 5)] == ["m-0", "wait-2", "m-3", "later", "m-5"]
+        # one request in a read: begin, as before
+        await peer.send(_request(9, b"alone"))
+        with trio.fail_after(5):
+            (alone,) = await peer.receive_batch()
+        assert alone.remark == "alone" and len(appender.groups) == 1
+        await trio.testing.wait_all_tasks_blocked()
+        assert (route.active, route.waiting) == (0, 0)

@@ -1,4 +1,5 @@
-"""Writer for test_crash.py: appends with SYNC_FLUSH until killed.
+"""Writer for test_crash.py: appends with SYNC_FLUSH until killed (one at a time, and in
+groups as the broker appends the sends of one read).
 
 Usage: python crash_writer.py STORE_ROOT ROUND
 
@@ -13,7 +14,7 @@ import sys
 
 import trio
 
-from rmq.store import FlushDiskType, MessageDraft, MessageStore, PutMessageStatus, StoreConfig
+from rmq.store import FlushDiskType, MessageDraft, MessageStore, PutMessageResult, PutMessageStatus, StoreConfig
 from rmq.store.aio import AsyncMessageStore
 
 APPENDERS = 8
@@ -46,15 +47,22 @@ async def main(root: str, round_no: int) -> None:
         async def appender(a: int) -> None:
             n = 0
             while True:
-                uniq = f"r{round_no}-a{a}-{n}"
-                size = rng.randint(len(uniq), 3000)
-                r = await astore.put(
-                    MessageDraft(TOPIC, a % 4, body_for(uniq, size), properties={"UNIQ_KEY": uniq, "KEYS": f"k{a}"})
-                )
-                if r.status is PutMessageStatus.PUT_OK:
-                    sys.stdout.write(f"{uniq} {a % 4} {r.queue_offset} {size}\n")
-                    sys.stdout.flush()
-                n += 1
+                # odd appenders put groups, as the broker puts the sends of one read
+                group = rng.randint(1, 5) if a % 2 else 0
+                drafts = []
+                for _ in range(max(group, 1)):
+                    uniq = f"r{round_no}-a{a}-{n}"
+                    size = rng.randint(len(uniq), 3000)
+                    drafts.append(
+                        MessageDraft(TOPIC, a % 4, body_for(uniq, size), properties={"UNIQ_KEY": uniq, "KEYS": f"k{a}"})
+                    )
+                    n += 1
+                waits = astore.put_group_now(drafts) if group else [await astore.put(drafts[0])]
+                for d, w in zip(drafts, waits, strict=True):
+                    r = w if isinstance(w, PutMessageResult) else await w
+                    if r.status is PutMessageStatus.PUT_OK:
+                        sys.stdout.write(f"{d.properties['UNIQ_KEY']} {a % 4} {r.queue_offset} {len(d.body)}\n")
+                        sys.stdout.flush()
 
         async with trio.open_nursery() as nursery:
             for a in range(APPENDERS):

@@ -355,6 +355,52 @@ def test_put_many_writes_drafts_to_several_queues_in_one_piece(open_store, monke
     assert [store.queue_offset_for_next(t, q) for t, q in (("A", 0), ("A", 1), ("B", 0))] == [4, 1, 1]
 
 
+def test_put_group_stores_what_single_puts_store(open_store, clock: FakeClock, tmp_path: Path, monkeypatch) -> None:
+    """Sends that came together (Appender.put_group): the same records, offsets and results
+    as one put after another, each refusal its own, files rolled where single puts roll them;
+    a write the kernel refuses fails them all with nothing counted."""
+    host = ("10.0.0.9", 5555)
+
+    def drafts(n: int) -> list[MessageDraft]:
+        out = [
+            MessageDraft("T", n % 2, b"x" * 700, properties={"UNIQ_KEY": f"U{n}", "KEYS": "k"}, born_host=host),
+            MessageDraft("T", -1, b"bad queue", born_host=host),
+            MessageDraft("U", 0, b"y", properties={"P": "v" * 40000}, born_host=host),
+            MessageDraft("U", 0, b"z" * 300, tags_code=5, born_host=("2001:db8::1", 9)),
+            MessageDraft("T", 0, b"half", sys_flag=TRANSACTION_PREPARED_TYPE, born_host=host),
+        ]
+        return out
+
+    def fields(r: object) -> tuple[object, ...]:
+        return (r.status, r.wrote_offset, r.wrote_bytes, r.msg_id, r.queue_offset, r.msg_num)  # type: ignore[attr-defined]
+
+    single, grouped = open_store(), open_store(root=tmp_path / "grouped")
+    for n in range(40):  # 16 KiB files: groups of 2 KiB cross file ends now and then
+        group = drafts(n)
+        expected = [fields(single.put(d)) for d in group]
+        assert [fields(r) for r in grouped.appender.put_group(group)] == expected
+    assert [s for s, *_ in expected] == [PutMessageStatus.PUT_OK, PutMessageStatus.MESSAGE_ILLEGAL,
+                                         PutMessageStatus.PROPERTIES_SIZE_EXCEEDED, PutMessageStatus.PUT_OK,
+                                         PutMessageStatus.PUT_OK]  # fmt: skip
+    assert len(single.commitlog.files.files) > 3
+    assert single.commitlog.read(0, single.max_phy_offset) == grouped.commitlog.read(0, grouped.max_phy_offset)
+    for store in (single, grouped):
+        store.dispatch_pending()
+    assert grouped.queues.get("U", 0).entry(3)[2] == 5
+    assert len(grouped.query_message("T", "U7").records) == 1
+    stats = (single.stats.put_message_times_total, single.stats.put_message_failed_times)
+    assert (grouped.stats.put_message_times_total, grouped.stats.put_message_failed_times) == stats
+
+    def io_error(*_args: object) -> None:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(MappedFile, "pwrite", io_error)
+    end = grouped.max_phy_offset
+    statuses = [r.status for r in grouped.appender.put_group(drafts(0)[:1] * 3)]
+    assert statuses == [PutMessageStatus.UNKNOWN_ERROR] * 3 and grouped.max_phy_offset == end
+    assert grouped.queue_offset_for_next("T", 0) == single.queue_offset_for_next("T", 0)
+
+
 def test_batch_items_keep_their_properties_as_they_came(open_store, clock: FakeClock, tmp_path: Path) -> None:
     """A batch from the wire (decode_batch_items) is stored with each item's properties as
     sent and the batch's appended, as RocketMQ stores them: the same records as the decoded

@@ -36,7 +36,7 @@ from rmq.protocol.constants import (
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import (
     ConsumerSendMsgBackRequestHeader,
-    HeaderCommand,
+    SendAnswer,
     SendMessageRequestHeader,
     SendMessageResponseHeader,
 )
@@ -165,6 +165,59 @@ class SendProcessor:
             return self._respond(request, result, header.topic, queue_id, kind)
         return self._respond_later(request, result, header.topic, queue_id, kind)
 
+    def begin_many(self, jobs: list[tuple[RequestContext, RemotingCommand]]) -> list[Any]:
+        """`begin` for sends that came in one read, in their order: the plain ones are
+        checked one by one and their messages appended together (``put_group_now``: one write,
+        one dispatch, one group-commit wait), each answered with its own result; any other
+        request starts on its own, after the plain ones before it are stored. What a request
+        raises is its outcome in the list (the route answers it as a failed processor's)."""
+        out: list[Any] = [None] * len(jobs)
+        drafts: list[MessageDraft] = []
+        waiting: list[tuple[int, RemotingCommand, str, int, str]] = []  # (index, request, topic, queue, kind)
+        plain = (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_MESSAGE)
+        for n, (ctx, request) in enumerate(jobs):
+            header = None
+            if request.code in plain:
+                try:
+                    if request.code == RequestCode.SEND_MESSAGE_V2:
+                        header = SendMessageRequestHeader.from_v2_ext(request.ext_fields)
+                    else:
+                        header = SendMessageRequestHeader.from_ext(request.ext_fields)
+                    if not header.batch:
+                        queue_id, draft = self.draft_one(ctx, request, header)
+                        drafts.append(draft)
+                        waiting.append((n, request, header.topic, queue_id, message_type(header.properties or "")))
+                        continue
+                except Refused as refused:
+                    out[n] = fail(request, refused.code, refused.remark)
+                    continue
+                except Exception as exc:  # noqa: BLE001 - answered as a failed processor's (Route.start_many)
+                    out[n] = exc
+                    continue
+            if drafts:
+                self._put_group(drafts, waiting, out)
+                drafts, waiting = [], []
+            try:
+                out[n] = self.begin(ctx, request)  # a batch or a send-back; parses its header again
+            except Exception as exc:  # noqa: BLE001 - as above
+                out[n] = exc
+        if drafts:
+            self._put_group(drafts, waiting, out)
+        return out
+
+    def _put_group(
+        self, drafts: list[MessageDraft], waiting: list[tuple[int, RemotingCommand, str, int, str]], out: list[Any]
+    ) -> None:
+        results = self.broker.store.put_group_now(drafts)
+        for (n, request, topic, queue_id, kind), result in zip(waiting, results, strict=True):
+            try:
+                if isinstance(result, PutMessageResult):
+                    out[n] = self._respond(request, result, topic, queue_id, kind)
+                else:
+                    out[n] = self._respond_later(request, result, topic, queue_id, kind)
+            except Exception as exc:  # noqa: BLE001 - as in begin_many
+                out[n] = exc
+
     def _respond_later(self, request: RemotingCommand, waiting: PutWait, topic: str, queue_id: int, kind: str) -> Later:
         """The answer once the store's wait (flush, slave, group commit) is over: built in
         the task that ended it, with no task of its own."""
@@ -257,6 +310,17 @@ class SendProcessor:
     ) -> tuple[int, Any]:
         """Store one message: (the queue picked, which RocketMQ answers; the PutMessageResult
         or an awaitable of it, see `begin`)."""
+        queue_id, draft = self.draft_one(ctx, request, header)
+        return queue_id, self.broker.store.put_now(draft)
+
+    def draft_one(
+        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
+    ) -> tuple[int, MessageDraft]:
+        """Check one message and make its draft: (the queue picked, the draft).
+
+        Raises:
+            Refused: a check failed.
+        """
         broker = self.broker
         tc = self.check(ctx, request, header)
         if len(request.body) > broker.config.max_message_size:
@@ -295,7 +359,7 @@ class SendProcessor:
             reconsume_times=header.reconsume_times or 0,
             wait=wait,
         )
-        return queue_id, broker.store.put_now(draft)
+        return queue_id, draft
 
     def _route_later(self, dest: Destination, props: dict[str, str]) -> None:
         """Timer and delay-level messages wait in their system topics until due
@@ -392,7 +456,7 @@ class SendProcessor:
             msg_region=config.region_id,
             trace_on="true" if config.trace_on else "false",
         )
-        return HeaderCommand.response_to(request, code, header, remark)
+        return SendAnswer.to(request, code, header, remark)
 
     # -- CONSUMER_SEND_MSG_BACK -----------------------------------------------------------
 
