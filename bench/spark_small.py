@@ -1,0 +1,177 @@
+"""Spark for small data: where the time of a 20,000-row `rmq export parquet` goes.
+
+    python bench/spark_small.py [--messages 20000] [--body 256] [--repeat 3] [--master local[2]]
+                                [--code DIR ...] [--no-command] [--conf KEY=VALUE ...]
+
+Writes one store of --messages records with the synchronous MessageStore, then per repeat
+and per checkout (--code, default this tree; several alternate run by run, so the machine's
+drift falls on each) runs two fresh processes:
+  (a) the phases, each timed in one process: the session start (JVM, `build_session`), the
+      first query (a count of the "rocketmq-store" source: Python workers start, classes
+      load), the export (rmq_spark.export.run into an empty directory, as the command does)
+      and the re-export of the same store over it (the merge path); then session.stop();
+  (b) the real command, `python -m rmq export parquet --store ... --out ...`, wall clock
+      from start to exit (skip with --no-command).
+Prints a table of the medians per checkout and rows/s of the export alone and of the
+whole command, with the load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+PHASES = ("session", "first query", "export", "re-export", "stop", "process")
+
+
+def make_store(root: Path, messages: int, body: int, topics: int) -> None:
+    from rmq.store import MessageDraft, MessageStore, StoreConfig
+
+    t0 = 1_714_521_600_000  # 2024-05-01T00:00:00Z
+    clock = [t0]
+    cfg = StoreConfig(store_path_root_dir=str(root), message_index_enable=False)
+    pool = [os.urandom(body) for _ in range(64)]
+    with MessageStore(cfg, clock=lambda: clock[0]) as store:
+        for i in range(messages):
+            clock[0] = t0 + i * 10
+            props = {"KEYS": f"key-{i}", "TAGS": f"tag{i % 8}", "UNIQ_KEY": f"{i:032X}"}
+            draft = MessageDraft(f"Small{i % topics}", i % 4, pool[i % len(pool)], properties=props)
+            if not store.put(draft).ok:
+                raise RuntimeError(f"store refused message {i}")
+            if i % 5_000 == 4_999:
+                store.dispatch_pending()
+
+
+def child(store: str, out: str, master: str, conf: dict[str, str]) -> None:
+    """Run the phases in this process and print them as one JSON line."""
+    started = time.monotonic()
+    from rmq_spark import export
+    from rmq_spark.session import build_session
+
+    times: dict[str, float] = {}
+    t = time.monotonic()
+    session = build_session(master, "rmq bench small", {"spark.driver.memory": "1g", **conf})
+    times["session"] = time.monotonic() - t
+    t = time.monotonic()
+    rows = session.read.format("rocketmq-store").load(store).count()
+    times["first query"] = time.monotonic() - t
+    args = export.parse_args(["--store", store, "--out", out])
+    t = time.monotonic()
+    result = export.run(session, args)
+    times["export"] = time.monotonic() - t
+    t = time.monotonic()
+    again = export.run(session, args)
+    times["re-export"] = time.monotonic() - t
+    t = time.monotonic()
+    session.stop()
+    times["stop"] = time.monotonic() - t
+    times["process"] = time.monotonic() - started
+    print(json.dumps({"rows": rows, "exported": result.rows, "again": again.rows, "times": times}))
+
+
+def _env(code: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    # Only the checkout under test: the session puts its own package roots on the workers' path.
+    env["PYTHONPATH"] = str(code)
+    env.pop("PYSPARK_PYTHON", None)
+    env.pop("PYSPARK_DRIVER_PYTHON", None)
+    return env
+
+
+def run_phases(code: Path, store: Path, out: Path, master: str, conf: list[str]) -> dict[str, float]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(store), str(out), "--master", master]
+    for c in conf:
+        cmd += ["--conf", c]
+    t = time.monotonic()
+    proc = subprocess.run(cmd, env=_env(code), capture_output=True, text=True, check=False, timeout=1800)
+    wall = time.monotonic() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"phases failed ({code}): {proc.stderr[-3000:]}")
+    line = [x for x in proc.stdout.splitlines() if x.startswith("{")][-1]
+    report = json.loads(line)
+    rows = {report["rows"], report["exported"], report["again"]}
+    if len(rows) != 1:
+        raise RuntimeError(f"row counts differ: {report}")
+    times: dict[str, float] = report["times"]
+    times["interpreter+imports"] = wall - times["process"]
+    return times
+
+
+def run_command(code: Path, store: Path, out: Path, master: str) -> float:
+    cmd = [sys.executable, "-m", "rmq", "export", "parquet", "--store", str(store), "--out", str(out)]
+    cmd += ["--master", master]
+    t = time.monotonic()
+    proc = subprocess.run(cmd, env=_env(code), cwd=code, capture_output=True, text=True, check=False, timeout=1800)
+    if proc.returncode != 0:
+        raise RuntimeError(f"command failed ({code}): {proc.stderr[-3000:]}")
+    return time.monotonic() - t
+
+
+def _load() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--messages", type=int, default=20_000)
+    p.add_argument("--body", type=int, default=256)
+    p.add_argument("--topics", type=int, default=4)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--master", default="local[2]")
+    p.add_argument("--code", action="append", default=[], help="checkout to measure (repeat to alternate)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (phases)")
+    p.add_argument("--no-command", action="store_true", help="skip the `rmq export parquet` process")
+    p.add_argument("--dir", help="work directory (default: a temporary one, removed afterwards)")
+    p.add_argument("--child", nargs=2, metavar=("STORE", "OUT"), help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child:
+        child(*args.child, args.master, dict(c.split("=", 1) for c in args.conf))
+        return 0
+
+    codes = [Path(c).resolve() for c in args.code] or [ROOT]
+    work = Path(args.dir or tempfile.mkdtemp(prefix="rmq-spark-small-"))
+    try:
+        store = work / "store"
+        t = time.monotonic()
+        make_store(store, args.messages, args.body, args.topics)
+        print(f"store: {args.messages:,} messages of {args.body} B in {time.monotonic() - t:.1f} s")
+        load_before = _load()
+        phases: dict[Path, list[dict[str, float]]] = {c: [] for c in codes}
+        for n in range(args.repeat):
+            for i, code in enumerate(codes):
+                out = work / f"out-{n}-{i}"
+                times = run_phases(code, store, out, args.master, args.conf)
+                if not args.no_command:
+                    times["command"] = run_command(code, store, work / f"cmd-{n}-{i}", args.master)
+                phases[code].append(times)
+                shown = "  ".join(f"{k} {v:.1f}" for k, v in times.items())
+                print(f"run {n + 1} {code.name}: {shown}  (load {_load()})", flush=True)
+        print(f"\n{args.messages:,} rows, master {args.master}, medians of {args.repeat} runs, seconds; "
+              f"load {load_before} before, {_load()} after")  # fmt: skip
+        names = [*PHASES[:-1], "interpreter+imports", *([] if args.no_command else ["command"])]
+        print(f"{'phase':<22}" + "".join(f"{c.name[:18]:>20}" for c in codes))
+        for name in names:
+            print(f"{name:<22}" + "".join(f"{statistics.median(r[name] for r in phases[c]):>20.1f}" for c in codes))
+        for label, key in (("rows/s export", "export"), ("rows/s command", "command")):
+            if key in names:
+                rates = [args.messages / statistics.median(r[key] for r in phases[c]) for c in codes]
+                print(f"{label:<22}" + "".join(f"{x:>20,.0f}" for x in rates))
+    finally:
+        if not args.dir:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
