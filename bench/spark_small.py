@@ -12,8 +12,9 @@ drift falls on each) runs two fresh processes:
       and the re-export of the same store over it (the merge path); then session.stop();
   (b) the real command, `python -m rmq export parquet --store ... --out ...`, wall clock
       from start to exit (skip with --no-command).
-Prints a table of the medians per checkout and rows/s of the export alone and of the
-whole command, with the load average before and after.
+Prints a table of the medians per checkout, wall seconds and the CPU seconds of the process
+tree (the JVM and its Python workers: steadier than wall time on a busy machine), rows/s of
+the export alone and of the whole command, with the load average before and after.
 """
 
 from __future__ import annotations
@@ -53,31 +54,56 @@ def make_store(root: Path, messages: int, body: int, topics: int) -> None:
                 store.dispatch_pending()
 
 
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of `pid` and every live descendant (the JVM, Python workers), and of the
+    children they waited for."""
+    tick = os.sysconf("SC_CLK_TCK")
+    stats = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            stats[int(d.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        total += stats.get(p, (0, 0))[1]
+        todo += [c for c, (parent, _) in stats.items() if parent == p]
+    return total / tick
+
+
 def child(store: str, out: str, master: str, conf: dict[str, str]) -> None:
-    """Run the phases in this process and print them as one JSON line."""
+    """Run the phases in this process and print them (wall and CPU seconds) as one JSON line."""
     started = time.monotonic()
     from rmq_spark import export
     from rmq_spark.session import build_session
 
     times: dict[str, float] = {}
-    t = time.monotonic()
+    cpu: dict[str, float] = {}
+    mark = [time.monotonic(), tree_cpu(os.getpid())]
+
+    def phase(name: str) -> None:
+        now, used = time.monotonic(), tree_cpu(os.getpid())
+        times[name], cpu[name] = now - mark[0], used - mark[1]
+        mark[:] = [now, used]
+
     session = build_session(master, "rmq bench small", {"spark.driver.memory": "1g", **conf})
-    times["session"] = time.monotonic() - t
-    t = time.monotonic()
+    phase("session")
     rows = session.read.format("rocketmq-store").load(store).count()
-    times["first query"] = time.monotonic() - t
+    phase("first query")
     args = export.parse_args(["--store", store, "--out", out])
-    t = time.monotonic()
     result = export.run(session, args)
-    times["export"] = time.monotonic() - t
-    t = time.monotonic()
+    phase("export")
     again = export.run(session, args)
-    times["re-export"] = time.monotonic() - t
-    t = time.monotonic()
+    phase("re-export")
     session.stop()
-    times["stop"] = time.monotonic() - t
+    phase("stop")
+    del cpu["stop"]  # the JVM and its workers are gone: their CPU no longer counts in the tree
     times["process"] = time.monotonic() - started
-    print(json.dumps({"rows": rows, "exported": result.rows, "again": again.rows, "times": times}))
+    report = {"rows": rows, "exported": result.rows, "again": again.rows, "times": times, "cpu": cpu}
+    print(json.dumps(report))
 
 
 def _env(code: Path) -> dict[str, str]:
@@ -89,7 +115,9 @@ def _env(code: Path) -> dict[str, str]:
     return env
 
 
-def run_phases(code: Path, store: Path, out: Path, master: str, conf: list[str]) -> dict[str, float]:
+def run_phases(
+    code: Path, store: Path, out: Path, master: str, conf: list[str]
+) -> tuple[dict[str, float], dict[str, float]]:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", str(store), str(out), "--master", master]
     for c in conf:
         cmd += ["--conf", c]
@@ -105,7 +133,7 @@ def run_phases(code: Path, store: Path, out: Path, master: str, conf: list[str])
         raise RuntimeError(f"row counts differ: {report}")
     times: dict[str, float] = report["times"]
     times["interpreter+imports"] = wall - times["process"]
-    return times
+    return times, report["cpu"]
 
 
 def run_command(code: Path, store: Path, out: Path, master: str) -> float:
@@ -147,25 +175,30 @@ def main() -> int:
         make_store(store, args.messages, args.body, args.topics)
         print(f"store: {args.messages:,} messages of {args.body} B in {time.monotonic() - t:.1f} s")
         load_before = _load()
-        phases: dict[Path, list[dict[str, float]]] = {c: [] for c in codes}
+        walls: dict[Path, list[dict[str, float]]] = {c: [] for c in codes}
+        cpus: dict[Path, list[dict[str, float]]] = {c: [] for c in codes}
         for n in range(args.repeat):
             for i, code in enumerate(codes):
-                out = work / f"out-{n}-{i}"
-                times = run_phases(code, store, out, args.master, args.conf)
+                times, cpu = run_phases(code, store, work / f"out-{n}-{i}", args.master, args.conf)
                 if not args.no_command:
                     times["command"] = run_command(code, store, work / f"cmd-{n}-{i}", args.master)
-                phases[code].append(times)
+                walls[code].append(times)
+                cpus[code].append(cpu)
                 shown = "  ".join(f"{k} {v:.1f}" for k, v in times.items())
                 print(f"run {n + 1} {code.name}: {shown}  (load {_load()})", flush=True)
-        print(f"\n{args.messages:,} rows, master {args.master}, medians of {args.repeat} runs, seconds; "
-              f"load {load_before} before, {_load()} after")  # fmt: skip
-        names = [*PHASES[:-1], "interpreter+imports", *([] if args.no_command else ["command"])]
+        print(f"\n{args.messages:,} rows, master {args.master}, medians of {args.repeat} runs: wall seconds / "
+              f"CPU seconds of the process tree; load {load_before} before, {_load()} after")  # fmt: skip
         print(f"{'phase':<22}" + "".join(f"{c.name[:18]:>20}" for c in codes))
-        for name in names:
-            print(f"{name:<22}" + "".join(f"{statistics.median(r[name] for r in phases[c]):>20.1f}" for c in codes))
+        for name in [*PHASES[:-1], "interpreter+imports", *([] if args.no_command else ["command"])]:
+            cells = []
+            for c in codes:
+                wall = statistics.median(r[name] for r in walls[c])
+                used = [r[name] for r in cpus[c] if name in r]
+                cells.append(f"{wall:.1f} / {statistics.median(used):.1f}" if used else f"{wall:.1f}")
+            print(f"{name:<22}" + "".join(f"{x:>20}" for x in cells))
         for label, key in (("rows/s export", "export"), ("rows/s command", "command")):
-            if key in names:
-                rates = [args.messages / statistics.median(r[key] for r in phases[c]) for c in codes]
+            if key in walls[codes[0]][0]:
+                rates = [args.messages / statistics.median(r[key] for r in walls[c]) for c in codes]
                 print(f"{label:<22}" + "".join(f"{x:>20,.0f}" for x in rates))
     finally:
         if not args.dir:
