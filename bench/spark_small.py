@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if "--child" not in sys.argv:  # a child imports the checkout under test, from PYTHONPATH
+    sys.path.insert(0, str(ROOT))
 
 PHASES = ("session", "first query", "export", "re-export", "stop", "process")
 
@@ -103,6 +104,7 @@ def child(store: str, out: str, master: str, conf: dict[str, str]) -> None:
     del cpu["stop"]  # the JVM and its workers are gone: their CPU no longer counts in the tree
     times["process"] = time.monotonic() - started
     report = {"rows": rows, "exported": result.rows, "again": again.rows, "times": times, "cpu": cpu}
+    report["code"] = str(Path(export.__file__).resolve().parents[1])
     print(json.dumps(report))
 
 
@@ -128,6 +130,8 @@ def run_phases(
         raise RuntimeError(f"phases failed ({code}): {proc.stderr[-3000:]}")
     line = [x for x in proc.stdout.splitlines() if x.startswith("{")][-1]
     report = json.loads(line)
+    if Path(report["code"]) != code:
+        raise RuntimeError(f"the phases ran {report['code']}, not {code}")
     rows = {report["rows"], report["exported"], report["again"]}
     if len(rows) != 1:
         raise RuntimeError(f"row counts differ: {report}")
