@@ -13,7 +13,8 @@ drift falls on each) runs two fresh processes:
   (b) the real command, `python -m rmq export parquet --store ... --out ...`, wall clock
       from start to exit (skip with --no-command).
 Prints a table of the medians per checkout, wall seconds and the CPU seconds of the process
-tree (the JVM and its Python workers: steadier than wall time on a busy machine), rows/s of
+tree (the JVM and its Python workers: steadier than wall time on a busy machine; in brackets
+the driver JVM's own), rows/s of
 the export alone and of the whole command, with the load average before and after.
 """
 
@@ -55,24 +56,29 @@ def make_store(root: Path, messages: int, body: int, topics: int) -> None:
                 store.dispatch_pending()
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of `pid` and every live descendant (the JVM, Python workers), and of the
-    children they waited for."""
+def tree_cpu(pid: int) -> tuple[float, float]:
+    """CPU seconds of `pid` and every live descendant (the JVM, Python workers) with the
+    children they waited for; and of those, what the driver JVM itself used."""
     tick = os.sysconf("SC_CLK_TCK")
     stats = {}
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                head, tail = (d / "stat").read_text().rsplit(")", 1)
             except OSError:
                 continue
-            stats[int(d.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]))
-    total, todo = 0, [pid]
+            f = tail.split()
+            own, waited = int(f[11]) + int(f[12]), int(f[13]) + int(f[14])
+            stats[int(d.name)] = (int(f[1]), own, waited, head.endswith("(java"))
+    total = jvm = 0
+    todo = [pid]
     while todo:
         p = todo.pop()
-        total += stats.get(p, (0, 0))[1]
-        todo += [c for c, (parent, _) in stats.items() if parent == p]
-    return total / tick
+        _, own, waited, is_java = stats.get(p, (0, 0, 0, False))
+        total += own + waited
+        jvm += own if is_java else 0
+        todo += [c for c, st in stats.items() if st[0] == p]
+    return total / tick, jvm / tick
 
 
 def child(store: str, out: str, master: str, conf: dict[str, str]) -> None:
@@ -83,12 +89,13 @@ def child(store: str, out: str, master: str, conf: dict[str, str]) -> None:
 
     times: dict[str, float] = {}
     cpu: dict[str, float] = {}
-    mark = [time.monotonic(), tree_cpu(os.getpid())]
+    jvm: dict[str, float] = {}
+    mark = [time.monotonic(), *tree_cpu(os.getpid())]
 
     def phase(name: str) -> None:
-        now, used = time.monotonic(), tree_cpu(os.getpid())
-        times[name], cpu[name] = now - mark[0], used - mark[1]
-        mark[:] = [now, used]
+        now, (used, used_jvm) = time.monotonic(), tree_cpu(os.getpid())
+        times[name], cpu[name], jvm[name] = now - mark[0], used - mark[1], used_jvm - mark[2]
+        mark[:] = [now, used, used_jvm]
 
     session = build_session(master, "rmq bench small", {"spark.driver.memory": "1g", **conf})
     phase("session")
@@ -101,9 +108,9 @@ def child(store: str, out: str, master: str, conf: dict[str, str]) -> None:
     phase("re-export")
     session.stop()
     phase("stop")
-    del cpu["stop"]  # the JVM and its workers are gone: their CPU no longer counts in the tree
+    del cpu["stop"], jvm["stop"]  # the JVM and its workers are gone: their CPU no longer counts
     times["process"] = time.monotonic() - started
-    report = {"rows": rows, "exported": result.rows, "again": again.rows, "times": times, "cpu": cpu}
+    report = {"rows": rows, "exported": result.rows, "again": again.rows, "times": times, "cpu": cpu, "jvm": jvm}
     report["code"] = str(Path(export.__file__).resolve().parents[1])
     print(json.dumps(report))
 
@@ -137,7 +144,7 @@ def run_phases(
         raise RuntimeError(f"row counts differ: {report}")
     times: dict[str, float] = report["times"]
     times["interpreter+imports"] = wall - times["process"]
-    return times, report["cpu"]
+    return times, {**report["cpu"], **{f"{k} jvm": v for k, v in report["jvm"].items()}}
 
 
 def run_command(code: Path, store: Path, out: Path, master: str) -> float:
@@ -190,20 +197,25 @@ def main() -> int:
                 cpus[code].append(cpu)
                 shown = "  ".join(f"{k} {v:.1f}" for k, v in times.items())
                 print(f"run {n + 1} {code.name}: {shown}  (load {_load()})", flush=True)
-        print(f"\n{args.messages:,} rows, master {args.master}, medians of {args.repeat} runs: wall seconds / "
-              f"CPU seconds of the process tree; load {load_before} before, {_load()} after")  # fmt: skip
-        print(f"{'phase':<22}" + "".join(f"{c.name[:18]:>20}" for c in codes))
+        print(f"\n{args.messages:,} rows, master {args.master}, medians of {args.repeat} runs: wall s / CPU s "
+              f"of the process tree (of the driver JVM); load {load_before} before, {_load()} after")  # fmt: skip
+        print(f"{'phase':<22}" + "".join(f"{c.name[:22]:>24}" for c in codes))
         for name in [*PHASES[:-1], "interpreter+imports", *([] if args.no_command else ["command"])]:
             cells = []
             for c in codes:
                 wall = statistics.median(r[name] for r in walls[c])
                 used = [r[name] for r in cpus[c] if name in r]
-                cells.append(f"{wall:.1f} / {statistics.median(used):.1f}" if used else f"{wall:.1f}")
-            print(f"{name:<22}" + "".join(f"{x:>20}" for x in cells))
+                jvm = [r[f"{name} jvm"] for r in cpus[c] if f"{name} jvm" in r]
+                cells.append(
+                    f"{wall:.1f} / {statistics.median(used):.1f} ({statistics.median(jvm):.1f})"
+                    if used
+                    else f"{wall:.1f}"
+                )
+            print(f"{name:<22}" + "".join(f"{x:>24}" for x in cells))
         for label, key in (("rows/s export", "export"), ("rows/s command", "command")):
             if key in walls[codes[0]][0]:
                 rates = [args.messages / statistics.median(r[key] for r in walls[c]) for c in codes]
-                print(f"{label:<22}" + "".join(f"{x:>20,.0f}" for x in rates))
+                print(f"{label:<22}" + "".join(f"{x:>24,.0f}" for x in rates))
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)

@@ -157,7 +157,9 @@ def test_export_without_java_says_how_to_install(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.slow
 def test_rmq_export_parquet_command(java: int, store_writer: Any, tmp_path: Path) -> None:
-    """The real command in its own process: plain progress lines (no terminal) and the summary."""
+    """The real command in its own process: plain progress lines (no terminal) and the summary;
+    its JVM leaves a class archive in the cache for the next start, and nothing half-written."""
+    import os
     import subprocess
     import sys
 
@@ -166,15 +168,19 @@ def test_rmq_export_parquet_command(java: int, store_writer: Any, tmp_path: Path
     w.close()
     out = tmp_path / "out"
     repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("RMQ_SPARK_CLASS_ARCHIVE", None)
     proc = subprocess.run(
         [sys.executable, "-m", "rmq", "export", "parquet", "--store", str(w.root), "--out", str(out)]
         + ["--master", "local[1]"],
-        capture_output=True, text=True, timeout=600, cwd=repo, check=False,
+        capture_output=True, text=True, timeout=600, cwd=repo, check=False, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "export ..." in proc.stdout
     assert f"exported 50 rows to {out}" in proc.stdout
     assert len(read_parquet(out)) == 50
+    cached = sorted(p.name for p in (tmp_path / "cache" / "rmq").iterdir())
+    assert len(cached) == 1 and cached[0].startswith("spark-classes-") and cached[0].endswith(".jsa"), cached
 
 
 def test_empty_store_and_empty_range_export_zero_rows(spark_session: Any, store_writer: Any, tmp_path: Path) -> None:
