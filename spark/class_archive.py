@@ -20,6 +20,7 @@ import atexit
 import contextlib
 import hashlib
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,8 @@ def finish_at_exit(partial: Path, gateway_process: Any) -> None:
     archive it writes and put it in place, or remember that this JVM cannot write one."""
 
     def finish() -> None:
+        # Once per Java / Spark pair, and it takes a few seconds: say why the exit waits.
+        print("rmq_spark: saving Spark's classes for faster starts (once) ...", file=sys.stderr, flush=True)
         with contextlib.suppress(Exception):
             gateway_process.stdin.close()
             gateway_process.wait(DUMP_TIMEOUT)
