@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,7 @@ def to_parquet(
     *,
     store: str | Path | list[str | Path] | None = None,
     namesrv: str | None = None,
-    topics: str | list[str] = (),
+    topics: str | Sequence[str] = (),
     since: str | int | None = None,
     until: str | int | None = None,
     session: Any = None,
