@@ -21,6 +21,7 @@ import contextlib
 import hashlib
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,10 @@ def java_options() -> tuple[str, Path | None]:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError:
         return "", None  # no writable cache: start as before
+    for stale in path.parent.glob(f"{path.name}.*.partial"):  # left by a process that was killed
+        with contextlib.suppress(OSError):
+            if time.time() - stale.stat().st_mtime > 3600:
+                stale.unlink()
     partial = path.with_name(f"{path.name}.{os.getpid()}.partial")
     return f"-XX:ArchiveClassesAtExit={partial} {QUIET}", partial
 

@@ -72,7 +72,8 @@ def build_session(master: str = "local[*]", app_name: str = "rmq", conf: dict[st
 
     settings = {**DEFAULT_CONF, **(conf or {})}
     partial = None
-    starts_jvm = SparkContext._gateway is None  # otherwise JVM options come too late
+    # A JVM already running (this process's, or spark-submit's) has its options.
+    starts_jvm = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
     if starts_jvm and JAVA_OPTIONS_KEY not in settings:
         archive, partial = class_archive.java_options()
         local = LOCAL_JAVA_OPTIONS if master.startswith("local") else ""
@@ -82,8 +83,9 @@ def build_session(master: str = "local[*]", app_name: str = "rmq", conf: dict[st
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    if partial is not None and SparkContext._gateway is not None:
-        class_archive.finish_at_exit(partial, SparkContext._gateway.proc)
+    jvm = getattr(SparkContext._gateway, "proc", None)
+    if partial is not None and jvm is not None:
+        class_archive.finish_at_exit(partial, jvm)
     session.sparkContext.setLogLevel("ERROR")
     register(session)
     return session
