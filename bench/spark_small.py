@@ -12,6 +12,9 @@ drift falls on each) runs two fresh processes:
       and the re-export of the same store over it (the merge path); then session.stop();
   (b) the real command, `python -m rmq export parquet --store ... --out ...`, wall clock
       from start to exit (skip with --no-command).
+A checkout that keeps a class archive of Spark (spark/class_archive.py) writes it when its
+first process exits, once per machine: the first run then shows that in its process and
+command times; repeat runs (or one run beforehand) show the steady state.
 Prints a table of the medians per checkout, wall seconds and the CPU seconds of the process
 tree (the JVM and its Python workers: steadier than wall time on a busy machine; in brackets
 the driver JVM's own), rows/s of
