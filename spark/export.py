@@ -10,6 +10,9 @@ exclusive, both on the store timestamp. Re-running replaces rows by msg_id and n
 duplicates them; see spark.parquet_sink for the exact rule.
 
 Exit status: 0 done, 1 failed, 2 bad arguments, 3 no usable Java.
+
+From Python, `to_parquet(out, store=...)` does the same in the active SparkSession, or starts
+one and leaves it running: several exports in one process pay for one JVM start.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,20 +73,28 @@ def _source(session: Any, args: argparse.Namespace, topics: list[str]) -> Any:
     return reader.load()
 
 
+def _check(args: argparse.Namespace) -> None:
+    """Raise ValueError for arguments no export can run with."""
+    if args.namesrv and not args.topics:
+        raise ValueError("--namesrv needs at least one --topic")
+    for value in (args.since, args.until):
+        if value:
+            parse_time(value)
+    for store in args.store or []:
+        try:
+            commitlog_dir(store)
+        except FileNotFoundError as exc:
+            raise ValueError(str(exc)) from None
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
     """Parsed and checked arguments; exits with status 2 (argparse) on bad ones."""
     parser = _parser()
     args = parser.parse_args(argv)
     args.topics = [t.strip() for arg in args.topic for t in arg.split(",") if t.strip()]
-    if args.namesrv and not args.topics:
-        parser.error("--namesrv needs at least one --topic")
     try:
-        for value in (args.since, args.until):
-            if value:
-                parse_time(value)
-        for store in args.store or []:
-            commitlog_dir(store)
-    except (ValueError, FileNotFoundError) as exc:
+        _check(args)
+    except ValueError as exc:
         parser.error(str(exc))
     return args
 
@@ -90,6 +102,47 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def run(session: Any, args: argparse.Namespace, progress: Any = None) -> WriteResult:
     """Export with an existing SparkSession (sources registered, as build_session leaves it)."""
     return write(session, _source(session, args, args.topics), Path(args.out), progress)
+
+
+def to_parquet(
+    out: str | Path,
+    *,
+    store: str | Path | list[str | Path] | None = None,
+    namesrv: str | None = None,
+    topics: str | Sequence[str] = (),
+    since: str | int | None = None,
+    until: str | int | None = None,
+    session: Any = None,
+    master: str = "local[*]",
+    group: str = "rmq-spark",
+    split_size: int | None = None,
+) -> WriteResult:
+    """`rmq export parquet` from Python: the same arguments and rule for re-runs.
+
+    `session` defaults to the active SparkSession, or one started with build_session(master)
+    and left running, so the next call skips the JVM start; stop it with `.stop()` or let it
+    end with the process. Raises ValueError for arguments the command would refuse.
+    """
+    stores = [store] if isinstance(store, (str, Path)) else list(store or [])
+    if bool(stores) == bool(namesrv):
+        raise ValueError("give either store or namesrv")
+    names = [topics] if isinstance(topics, str) else list(topics)
+    args = argparse.Namespace(
+        store=[str(s) for s in stores] or None, namesrv=namesrv, out=str(out), group=group, split_size=split_size,
+        topics=[t.strip() for arg in names for t in arg.split(",") if t.strip()],
+        since=None if since is None else str(since), until=None if until is None else str(until),
+    )  # fmt: skip
+    _check(args)
+    if session is None:
+        from pyspark.sql import SparkSession
+
+        from .session import build_session
+
+        session = SparkSession.getActiveSession() or build_session(master, "rmq export parquet")
+    from .sources import register
+
+    register(session)  # a session the caller built without build_session
+    return run(session, args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,8 +11,14 @@ One row per stored CommitLog record (PROTOCOL.md 5.1). Conventions:
   `delay_level`, `real_topic`, `real_queue_id` and `retry_topic` come from well-known
   properties (PROTOCOL.md 5.4) and are null when absent; `properties` holds every
   property, those included.
-- `msg_id` is the broker's offset message id (store host + commitlog offset, 5.5), which
-  identifies a record within a broker cluster; `uniq_key` is the producer's id.
+- Two ids, named as they have always been here (exports and queries depend on them):
+  `msg_id` is the broker's offset message id (store host + CommitLog offset, 5.5; RocketMQ's
+  offsetMsgId, `offset_msg_id` in rmq.client): one per stored copy, and the key by which
+  `rmq export parquet` replaces rows it exports again. `uniq_key` is the UNIQ_KEY property,
+  the id the producer gave the message (what clients call the message id: `msg.msg_id` in
+  rmq.client, getMsgId() in RocketMQ's): a message sent twice, by a retried send or a re-run
+  job, is two records with two `msg_id`s and one `uniq_key`, so de-duplicate by `uniq_key`.
+  The rocketmq sink writes its `uniq_key` column (or `uniqKeyColumn`) there.
 - Markers: `is_retry` / `is_dlq` from the `%RETRY%` / `%DLQ%` topic prefixes,
   `transaction_type` from sysFlag bits 2-3, `is_half` when TRAN_MSG=true.
 

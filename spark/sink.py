@@ -6,17 +6,23 @@
        .option("uniqKeyColumn", "order_id")     # optional: idempotent re-runs, see below
        .mode("append").save())
 
-Columns (others are ignored): `topic` (string), `body` (binary or string, required), `keys`
-(string, or array of strings), `tags` (string), `properties` (map<string,string>),
-`delay_level` (int). Options: `namesrv` (required), `topic` (default topic), `group` (producer
-group, default rmq-spark-sink), `uniqKeyColumn`, `batchSize` (messages per SEND_BATCH_MESSAGE,
-default 64; 1 sends one by one), `sendTimeout` (seconds, default 10), `retryTimes` (default 2).
+Columns (others are ignored), named as the sources name them: `topic` (string), `body`
+(binary or string, required), `keys` (string, or array of strings), `tags` (string),
+`properties` (map<string,string>), `delay_level` (int), `uniq_key` (string). Options:
+`namesrv` (required), `topic` (default topic), `group` (producer group, default
+rmq-spark-sink), `uniqKeyColumn` (default `uniq_key`), `batchSize` (messages per
+SEND_BATCH_MESSAGE, default 64; 1 sends one by one), `sendTimeout` (seconds, default 10),
+`retryTimes` (default 2).
 
 Delivery is at least once: a task that fails after sending some rows is retried by Spark and
 sends them again, and so does a streaming micro-batch replayed after a restart. For idempotence
-name a column with a stable, unique value per row in `uniqKeyColumn`: it becomes the message's
-UNIQ_KEY, which is the message id consumers see, so they drop repeats by id (and queries by id
-find every copy).
+give every row a stable, unique value in the `uniq_key` column, or name the column that has one
+with `uniqKeyColumn`: it becomes the message's UNIQ_KEY, the message id consumers see
+(`msg.msg_id` in rmq.client, getMsgId() in RocketMQ's), and the `uniq_key` column when the
+topic is read back with Spark. So `dropDuplicates(["uniq_key"])` drops what a re-run sent
+again; `msg_id` cannot, it is the offset id of each stored copy (spark.schema). A row whose
+`uniq_key` is null gets a fresh id from the producer, as a message sent without one does;
+with `uniqKeyColumn` set, a null there is an error.
 
 Executors send with rmq's blocking client (rmq.client.blocking), one producer per task.
 """
@@ -32,6 +38,7 @@ from pyspark.sql.datasource import DataSourceStreamWriter, DataSourceWriter, Wri
 from .options import option_int
 
 DEFAULT_GROUP = "rmq-spark-sink"
+UNIQ_KEY_COLUMN = "uniq_key"  # the column the sources fill from UNIQ_KEY
 DEFAULT_BATCH = 64
 BATCH_BYTES = 1024 * 1024  # keep a batch well under the broker's maxMessageSize
 
@@ -74,10 +81,10 @@ def _message(row: Any, s: SinkSettings) -> Any:
     delay = fields.get("delay_level")
     if delay:
         msg.delay_level = int(delay)
-    if s.uniq_key_column:
-        unique = fields.get(s.uniq_key_column)
-        if unique is None:
-            raise ValueError(f"a row has no value in its uniqKeyColumn {s.uniq_key_column!r}")
+    unique = fields.get(s.uniq_key_column or UNIQ_KEY_COLUMN)
+    if unique is None and s.uniq_key_column:
+        raise ValueError(f"a row has no value in its uniqKeyColumn {s.uniq_key_column!r}")
+    if unique is not None:
         msg.properties["UNIQ_KEY"] = str(unique)
     return msg
 

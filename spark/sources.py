@@ -43,7 +43,7 @@ so a restarted query resumes exactly after the last committed micro-batch.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
     DataSource,
@@ -56,12 +56,19 @@ from pyspark.sql.datasource import (
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 from pyspark.sql.types import StructType
 
-from . import live, store_scan
+from . import store_scan
 from .options import Bounds, normalize, option_bool, option_int, push_filters, split_list
-from .pull_client import BrokerClient, QueueRef
 from .rows import batches
 from .schema import MESSAGE_SCHEMA, arrow_schema
 from .sink import RocketMQStreamWriter, RocketMQWriter, SinkSettings
+
+if TYPE_CHECKING:
+    from . import live
+    from .pull_client import BrokerClient, QueueRef
+
+# The live source's code (live, pull_client) is imported inside the functions that use it:
+# it loads rmq.client and Trio, half a second of CPU in every Python worker Spark starts,
+# which the store source's workers have no use for.
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 
@@ -139,6 +146,8 @@ class LiveSettings:
 
     def __init__(self, options: dict[str, str], streaming: bool) -> None:
         """`options` with lower-cased names (spark.options.normalize)."""
+        from . import live
+
         self.namesrv = options.get("namesrv") or options.get("namesrvaddr") or ""
         if not self.namesrv:
             raise ValueError('the rocketmq source needs .option("namesrv", "host:port")')
@@ -157,9 +166,13 @@ class LiveSettings:
             raise ValueError("maxMessagesPerPartition and pullBatchSize must be positive")
 
     def client(self) -> BrokerClient:
+        from .pull_client import BrokerClient
+
         return BrokerClient(self.namesrv, self.group, self.timeout)
 
     def queues(self) -> list[QueueRef]:
+        from . import live
+
         assert self.bounds.topics is not None
         return live.discover(self.namesrv, self.bounds.topics, self.timeout)
 
@@ -173,6 +186,8 @@ class QueueRangePartition(InputPartition):
 
 
 def _read_ranges(settings: LiveSettings, partition: InputPartition) -> Iterator[Any]:
+    from . import live
+
     assert isinstance(partition, QueueRangePartition)
 
     def messages() -> Iterator[Any]:
@@ -201,6 +216,8 @@ class LiveReader(DataSourceReader):
         return iter(rest)
 
     def partitions(self) -> Sequence[InputPartition]:
+        from . import live
+
         s = self.settings
         queues = s.queues()
         with s.client() as client:
@@ -228,6 +245,8 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[str, dict[str, int]] | None = None
 
     def initialOffset(self) -> dict[str, Any]:
+        from . import live
+
         s = self.settings
         with s.client() as client:
             return live.to_json(live.resolve(client, s.queues(), s.starting, live.LATEST))
@@ -237,11 +256,15 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(n) if n > 0 else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
+        from . import live
+
         s = self.settings
         with s.client() as client:
             self._target = live.to_json({q: client.max_offset(q) for q in s.queues()})
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        from . import live
+
         s = self.settings
         queues = s.queues()
         known = live.offsets_from_json(start, queues)
@@ -264,6 +287,8 @@ class LiveStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {t: dict(sorted(qs.items())) for t, qs in sorted(end.items())}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        from . import live
+
         s = self.settings
         queues = {(q.topic, q.key): q for q in s.queues()}
         out: list[InputPartition] = []

@@ -117,6 +117,35 @@ def test_store_source_pushes_topic_and_time_filters(spark_session: Any, store_wr
     assert by_option == sum(s.topic == "orders" for s in w.sent)
 
 
+def test_to_parquet_reuses_the_session_and_writes_what_the_store_reader_decodes(
+    spark_session: Any, store_writer: Any, tmp_path: Path
+) -> None:
+    """Two exports from Python in the session already running, one topic each; together they
+    hold every record as the store's own reader decodes it (spark.rows over spark.store_scan,
+    which the source hands Spark as Arrow batches), value for value."""
+    from pyspark.sql import SparkSession
+
+    from rmq_spark.rows import batches
+    from rmq_spark.schema import arrow_schema
+    from rmq_spark.store_scan import plan_splits, scan_split
+
+    w: StoreWriter = store_writer()
+    fill(w, 150, topics=("a", "b"))
+    w.close()
+    out = tmp_path / "out"
+    first = export.to_parquet(out, store=w.root, topics="a")
+    second = export.to_parquet(out, store=str(w.root), topics=["b"])
+    active = SparkSession.getActiveSession()
+    assert active is not None and active.sparkContext.applicationId == spark_session.sparkContext.applicationId
+    assert (first.rows, second.rows) == (75, 75)
+    want = [row for s in plan_splits(w.root) for b in batches(scan_split(s), arrow_schema()) for row in b.to_pylist()]
+    got = read_parquet(out)
+    assert {row.pop("date") for row in got} == {"2024-05-01"}
+    assert got == want and len(want) == 150
+    with pytest.raises(ValueError, match="store or namesrv"):
+        export.to_parquet(out)
+
+
 def test_export_without_java_says_how_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: Any) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     monkeypatch.delenv("JAVA_HOME", raising=False)
@@ -128,7 +157,9 @@ def test_export_without_java_says_how_to_install(monkeypatch: pytest.MonkeyPatch
 
 @pytest.mark.slow
 def test_rmq_export_parquet_command(java: int, store_writer: Any, tmp_path: Path) -> None:
-    """The real command in its own process: plain progress lines (no terminal) and the summary."""
+    """The real command in its own process: plain progress lines (no terminal) and the summary;
+    its JVM leaves a class archive in the cache for the next start, and nothing half-written."""
+    import os
     import subprocess
     import sys
 
@@ -137,15 +168,19 @@ def test_rmq_export_parquet_command(java: int, store_writer: Any, tmp_path: Path
     w.close()
     out = tmp_path / "out"
     repo = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env.pop("RMQ_SPARK_CLASS_ARCHIVE", None)
     proc = subprocess.run(
         [sys.executable, "-m", "rmq", "export", "parquet", "--store", str(w.root), "--out", str(out)]
         + ["--master", "local[1]"],
-        capture_output=True, text=True, timeout=600, cwd=repo, check=False,
+        capture_output=True, text=True, timeout=600, cwd=repo, check=False, env=env,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "export ..." in proc.stdout
     assert f"exported 50 rows to {out}" in proc.stdout
     assert len(read_parquet(out)) == 50
+    cached = sorted(p.name for p in (tmp_path / "cache" / "rmq").iterdir())
+    assert len(cached) == 1 and cached[0].startswith("spark-classes-") and cached[0].endswith(".jsa"), cached
 
 
 def test_empty_store_and_empty_range_export_zero_rows(spark_session: Any, store_writer: Any, tmp_path: Path) -> None:

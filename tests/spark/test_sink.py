@@ -57,6 +57,29 @@ def test_uniq_key_column_makes_reruns_recognisable(spark_session: Any, rmq_clust
     assert {m.msg_id for m in got} == {f"id-{i}" for i in range(20)}  # consumers dedupe by id
 
 
+def test_a_rerun_is_dropped_by_uniq_key_when_read_back(spark_session: Any, rmq_cluster: Any) -> None:
+    """The documented way: ids in a `uniq_key` column, the job run twice, the topic read back
+    with Spark and `dropDuplicates(["uniq_key"])`; `msg_id` tells the stored copies apart."""
+    import time
+
+    ns = rmq_cluster.namesrv_addr
+    rmq_cluster.create_topic("SinkRerun", 2)
+    rows = [(f"order-{i}", f"payload {i}") for i in range(30)]
+    df = spark_session.createDataFrame(rows, "uniq_key string, body string")
+    for _ in range(2):
+        df.write.format("rocketmq").option("namesrv", ns).option("topic", "SinkRerun").mode("append").save()
+    reader = spark_session.read.format("rocketmq").option("namesrv", ns).option("topics", "SinkRerun")
+    deadline = time.monotonic() + 30
+    while reader.load().count() < 60 and time.monotonic() < deadline:
+        time.sleep(0.5)  # the consume queues may trail the last sends
+    back = reader.load()
+    assert back.count() == 60
+    assert back.select("msg_id").distinct().count() == 60
+    once = back.dropDuplicates(["uniq_key"]).collect()
+    assert sorted((r.uniq_key, bytes(r.body).decode()) for r in once) == sorted(rows)
+    assert all(r.properties["UNIQ_KEY"] == r.uniq_key for r in once)
+
+
 def test_streaming_write_from_a_stream(spark_session: Any, rmq_cluster: Any, tmp_path: Path) -> None:
     ns = rmq_cluster.namesrv_addr
     rmq_cluster.create_topic("SinkStream", 2)
