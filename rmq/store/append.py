@@ -281,9 +281,11 @@ class Appender:
         """Write one record into the CommitLog's page cache; never syncs. See
         ``MessageStore.put``."""
         store_ts = self.clock()
-        refused = self._refused(store_ts)
-        if refused is not None:
-            return refused
+        space = self.space
+        if not -CHECK_MS < store_ts - space.checked_at < CHECK_MS or space.refusal is not None or self.closed:
+            refused = self._refused(store_ts)
+            if refused is not None:
+                return refused
         topic, queue_id, body, flag, props, sys_flag, born_ts, born, store, times, prepared, tags_code, _ = d
         head = self._head(topic, born, store, sys_flag)
         if isinstance(head, PutMessageResult):
