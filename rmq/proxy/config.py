@@ -46,6 +46,8 @@ class ProxyConfig:
     grpc_client_consumer_long_polling_batch_size: int = 32
     # ms of a receive's deadline kept back from the broker's long poll for the answer's way back
     grpc_client_consumer_long_polling_reserve_time_millis: int = 1000  # rmq's own
+    # how long the proxy remembers where a half message went, for its EndTransaction
+    transaction_data_expire_millis: int = 30_000
     unknown: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod

@@ -201,8 +201,9 @@ def _host(addr: tuple[str, int]) -> str:
     return f"{addr[0]}:{addr[1]}"
 
 
-def received(msg: MessageExt, receipt_handle: str, invisible_ms: int) -> d.Message:
-    """A popped message as the client sees it (GrpcConverter.buildMessage)."""
+def received(msg: MessageExt, receipt_handle: str | None = None, invisible_ms: int = 0) -> d.Message:
+    """A popped message as the client sees it (GrpcConverter.buildMessage); without a
+    receipt handle (a transaction check's half message) it names no invisible time."""
     props = msg.properties
     sp = d.SystemProperties(
         message_id=props.get(P.UNIQ_KEY) or msg.offset_msg_id,
@@ -213,12 +214,13 @@ def received(msg: MessageExt, receipt_handle: str, invisible_ms: int) -> d.Messa
         born_host=props.get(PROPERTY_BORN_HOST) or _host(msg.born_host),
         store_timestamp=timestamp(msg.store_timestamp),
         store_host=_host(msg.store_host),
-        receipt_handle=receipt_handle,
         queue_id=msg.queue_id,
         queue_offset=msg.queue_offset,
-        invisible_duration=duration(invisible_ms),
         delivery_attempt=msg.reconsume_times + 1,
     )
+    if receipt_handle is not None:
+        sp.receipt_handle = receipt_handle
+        sp.invisible_duration.CopyFrom(duration(invisible_ms))
     if P.TAGS in props:
         sp.tag = props[P.TAGS]
     if props.get(P.KEYS):

@@ -42,13 +42,13 @@ from rmq.protocol.pop import (
 from .config import ProxyConfig
 from .convert import OK_STATUS, Code, ProxyError, millis, received, send_properties, status, status_of
 from .grpc import Call, Method, Send
+from .transaction import Transactions
 from .v2 import definition_pb2 as d
 from .v2 import service_pb2 as s
 
 log = logging.getLogger("rmq.proxy")
 
 SERVICE = "/apache.rocketmq.v2.MessagingService/"
-PRODUCER_GROUP = "PROXY_PRODUCER"  # the group sends through the proxy carry (PGROUP)
 # RocketMQ's default retry policy of a group (CustomizedRetryPolicy): the delay levels 1s..2h
 _CUSTOMIZED_BACKOFF = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 _DEFAULT_RETRY_MAX_TIMES = 16
@@ -62,6 +62,7 @@ class MessagingService:
         self.instance = instance
         self.settings: dict[str, d.Settings] = {}  # by client id, from each client's Telemetry
         self._round_robin = itertools.count()
+        self.transactions = Transactions(instance, config.transaction_data_expire_millis)
 
     def methods(self) -> dict[str, Method]:
         unary: dict[str, tuple[type[Proto], Callable[..., Awaitable[Any]]]] = {
@@ -72,13 +73,13 @@ class MessagingService:
             "AckMessage": (s.AckMessageRequest, self.ack_message),
             "ChangeInvisibleDuration": (s.ChangeInvisibleDurationRequest, self.change_invisible_duration),
             "NotifyClientTermination": (s.NotifyClientTerminationRequest, self.notify_client_termination),
+            "EndTransaction": (s.EndTransactionRequest, self.end_transaction),
         }
         not_done = {
             "ForwardMessageToDeadLetterQueue": (
                 s.ForwardMessageToDeadLetterQueueRequest,
                 s.ForwardMessageToDeadLetterQueueResponse,
             ),
-            "EndTransaction": (s.EndTransactionRequest, s.EndTransactionResponse),
             "UpdateOffset": (s.UpdateOffsetRequest, s.UpdateOffsetResponse),
             "GetOffset": (s.GetOffsetRequest, s.GetOffsetResponse),
             "QueryOffset": (s.QueryOffsetRequest, s.QueryOffsetResponse),
@@ -213,25 +214,41 @@ class MessagingService:
 
     async def telemetry(self, call: Call, requests: trio.MemoryReceiveChannel[Proto], send: Send) -> None:
         """Answers each Settings with the merged settings; the stream stays open until the
-        client ends it (Java pushes transaction checks and other commands down it)."""
+        client ends it. A producer's stream also carries the transaction checks of its
+        topics' groups (RecoverOrphanedTransactionCommand), queued by rmq.proxy.transaction."""
         client_id = call.metadata("x-mq-client-id")
+        pushed, to_push = trio.open_memory_channel[s.TelemetryCommand](64)
+
+        async def push() -> None:
+            async for command in to_push:
+                await send(command)
+
         try:
-            async for command in requests:
-                assert isinstance(command, s.TelemetryCommand)
-                kind = command.WhichOneof("command")
-                if kind == "settings":
-                    if not client_id:
-                        await send(s.TelemetryCommand(status=status(Code.CLIENT_ID_REQUIRED, "client id is required")))
-                        continue
-                    self.settings[client_id] = command.settings
-                    merged = self.merged_settings(command.settings)
-                    await send(s.TelemetryCommand(status=OK_STATUS, settings=merged))
-                elif kind is None:
-                    await send(s.TelemetryCommand(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, "empty command")))
-                # thread stack traces and verify results answer commands rmq never sends
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(push)
+                async for command in requests:
+                    assert isinstance(command, s.TelemetryCommand)
+                    kind = command.WhichOneof("command")
+                    if kind == "settings":
+                        if not client_id:
+                            answer = status(Code.CLIENT_ID_REQUIRED, "client id is required")
+                            await send(s.TelemetryCommand(status=answer))
+                            continue
+                        self.settings[client_id] = command.settings
+                        if command.settings.HasField("publishing"):
+                            topics = [t.name for t in command.settings.publishing.topics]
+                            self.transactions.add_client(client_id, topics, pushed)
+                        merged = self.merged_settings(command.settings)
+                        await send(s.TelemetryCommand(status=OK_STATUS, settings=merged))
+                    elif kind is None:
+                        await send(s.TelemetryCommand(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, "empty command")))
+                    # thread stack traces and verify results answer commands rmq never sends
+                nursery.cancel_scope.cancel()
         finally:
+            pushed.close()
             if client_id:
                 self.settings.pop(client_id, None)
+                self.transactions.remove_client(client_id)
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -266,7 +283,8 @@ class MessagingService:
     ) -> s.SendResultEntry:
         if len(msg.body) > self.config.max_message_size:
             raise ProxyError(Code.MESSAGE_BODY_TOO_LARGE, f"message body cannot exceed {self.config.max_message_size}")
-        props = send_properties(msg, PRODUCER_GROUP, peer, self.config.max_delay_time_mills)
+        # the topic is the producer group, so that a transaction check finds the topic's producers
+        props = send_properties(msg, topic, peer, self.config.max_delay_time_mills)
         group = props.get(P.SHARDING_KEY)
         if group is not None:  # a message group keeps to one queue (SendMessageQueueSelector)
             index = abs(_java_int(P.java_string_hash(group))) % len(targets)
@@ -278,7 +296,7 @@ class MessagingService:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"no master of {broker_name}")
         born = props.get("BORN_TIMESTAMP")
         header = H.SendMessageRequestHeader(
-            producer_group=PRODUCER_GROUP,
+            producer_group=topic,
             topic=topic,
             queue_id=queue_id,
             sys_flag=TRANSACTION_PREPARED_TYPE if props.get(P.TRAN_MSG) == "true" else 0,
@@ -309,12 +327,22 @@ class MessagingService:
                     f"send message failed, sendStatus={result.status.name}",
                 )
             )
+        transaction_id = result.transaction_id or ""
+        if header.sys_flag == TRANSACTION_PREPARED_TYPE:
+            # the broker's checks name a transaction by its UNIQ_KEY when it has no other id
+            transaction_id = transaction_id or result.msg_id
+            self.transactions.add_sent(topic, transaction_id, broker_name, result.queue_offset, result.offset_msg_id)
         return s.SendResultEntry(
             status=OK_STATUS,
             message_id=result.msg_id,
-            transaction_id=result.transaction_id or "",
+            transaction_id=transaction_id,
             offset=result.queue_offset,
         )
+
+    async def end_transaction(self, call: Call, request: s.EndTransactionRequest) -> s.EndTransactionResponse:
+        _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        await self.transactions.end(request)
+        return s.EndTransactionResponse(status=OK_STATUS)
 
     # -- receiving --------------------------------------------------------------------------
 

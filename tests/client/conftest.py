@@ -7,6 +7,7 @@ Client options used by the tests shorten RocketMQ's intervals the same way (FAST
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -77,6 +78,13 @@ async def create_topic(
 
 @pytest.fixture
 async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    async with open_cluster(tmp_path) as cluster:
+        yield cluster
+
+
+@asynccontextmanager
+async def open_cluster(tmp_path: Path, **overrides: Any) -> AsyncIterator[Cluster]:
+    """The `cluster` fixture's name server and broker; `overrides` are BrokerConfig fields."""
     async with NamesrvServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=None)) as ns:
         config = BrokerConfig(
             broker_name="broker-a",
@@ -89,6 +97,7 @@ async def cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
             mapped_file_size_commit_log=64 * 1024 * 1024,
             mapped_file_size_consume_queue=30_000 * 20,
             message_delay_level=FAST_DELAYS,
+            **overrides,
         )
         async with BrokerController(config) as broker:
             cluster = Cluster(ns, broker)

@@ -1,7 +1,8 @@
 """Child process: the official RocketMQ 5.x Python client (rocketmq-python-client) against a
 proxy. Run with PYTHONPATH holding only that client and its dependencies (its import name,
 `rocketmq`, is the C++ client's too). Prints one JSON object per line; the last one ends
-with "done". Usage: client5.py ENDPOINT SCENARIO TOPIC GROUP [N]."""
+with "done". Usage: client5.py ENDPOINT SCENARIO TOPIC GROUP [N [SECONDS]], SECONDS how long
+a receive waits for N messages (30)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ def main() -> None:
 
     endpoint, scenario, topic, group = sys.argv[1:5]
     n = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+    wait = float(sys.argv[6]) if len(sys.argv) > 6 else 30
     config = ClientConfiguration(endpoint, Credentials())
 
     if scenario == "send":
@@ -36,6 +38,39 @@ def main() -> None:
                     msg.message_group = "group-1"  # a FIFO message
                 receipt = producer.send(msg)
                 out(sent=receipt.message_id)
+        finally:
+            producer.shutdown()
+    elif scenario in ("commit", "rollback", "check"):
+        # a half message, then commit or rollback; "check": neither, the broker's check
+        # reaches the checker (through the proxy's Telemetry stream), which commits
+        import threading
+
+        from rocketmq import TransactionChecker, TransactionResolution
+
+        checked = threading.Event()
+
+        class Checker(TransactionChecker):
+            def check(self, message: Message) -> TransactionResolution:
+                out(checked=message.message_id, body=message.body.decode())
+                checked.set()
+                return TransactionResolution.COMMIT
+
+        producer = Producer(config, (topic,), Checker())
+        producer.startup()
+        try:
+            transaction = producer.begin_transaction()
+            msg = Message()
+            msg.topic = topic
+            msg.body = f"tx-{scenario}".encode()
+            receipt = producer.send(msg, transaction)
+            out(sent=receipt.message_id)
+            if scenario == "commit":
+                out(ended=transaction.commit().status.code)
+            elif scenario == "rollback":
+                out(ended=transaction.rollback().status.code)
+            else:
+                out(was_checked=checked.wait(30))
+                time.sleep(1)  # the checker's EndTransaction goes out after check() returns
         finally:
             producer.shutdown()
     elif scenario == "send_error":
@@ -91,7 +126,7 @@ def main() -> None:
         consumer.startup()
         try:
             got = 0
-            deadline = time.monotonic() + 30
+            deadline = time.monotonic() + wait
             while got < n and time.monotonic() < deadline:
                 for msg in consumer.receive(16, 2 if scenario == "receive_no_ack" else 10):
                     got += 1

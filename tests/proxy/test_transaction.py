@@ -1,0 +1,63 @@
+"""Transactional messages of the official 5.x client through the proxy (issue 44):
+EndTransaction, and the broker's check reaching the client's checker over Telemetry."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from rmq.proxy import ProxyConfig, ProxyServer
+from tests.client.conftest import Cluster, open_cluster
+
+from .conftest import FAST, run_client
+
+TOPIC = "TxTopic"
+GROUP = "TxGroup"
+
+
+@pytest.fixture
+async def tx_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """Half messages are checked once 1 s old, every 0.5 s."""
+    async with open_cluster(tmp_path, transaction_time_out=1000, transaction_check_interval=500) as cluster:
+        await cluster.create_topic(TOPIC)
+        yield cluster
+
+
+@pytest.fixture
+async def tx_proxy(tx_cluster: Cluster) -> AsyncIterator[ProxyServer]:
+    config = ProxyConfig.from_mapping({"namesrvAddr": tx_cluster.namesrv_addr, "grpcServerPort": 0, **FAST})
+    async with ProxyServer(config, host="127.0.0.1") as server:
+        yield server
+
+
+async def test_commit_is_visible(tx_cluster: Cluster, tx_proxy: ProxyServer) -> None:
+    endpoint = f"127.0.0.1:{tx_proxy.port}"
+    sent, ended = await run_client(endpoint, "commit", TOPIC, GROUP)
+    assert ended == {"ended": 20000}
+    got = await run_client(endpoint, "receive", TOPIC, GROUP, "1")
+    assert got[-1] == {"received": 1}
+    assert got[0]["id"] == sent["sent"] and got[0]["body"] == "tx-commit"
+
+
+async def test_rollback_is_never_visible(tx_cluster: Cluster, tx_proxy: ProxyServer) -> None:
+    endpoint = f"127.0.0.1:{tx_proxy.port}"
+    _, ended = await run_client(endpoint, "rollback", TOPIC, GROUP)
+    assert ended == {"ended": 20000}
+    # past the broker's check time (1 s): a rolled back half message is not checked back either
+    got = await run_client(endpoint, "receive_no_ack", TOPIC, GROUP, "1", "4")
+    assert got == [{"received": 0}]
+    assert tx_cluster.broker.transactions.checks_sent == 0
+
+
+async def test_check_reaches_the_clients_checker(tx_cluster: Cluster, tx_proxy: ProxyServer) -> None:
+    """Not ended, the half message is checked by the broker; the proxy, a producer of the
+    topic's group, passes the check down the client's Telemetry stream and the checker's
+    commit makes the message visible."""
+    endpoint = f"127.0.0.1:{tx_proxy.port}"
+    lines = await run_client(endpoint, "check", TOPIC, GROUP)
+    sent = lines[0]["sent"]
+    assert {"checked": sent, "body": "tx-check"} in lines and lines[-1] == {"was_checked": True}
+    got = await run_client(endpoint, "receive", TOPIC, GROUP, "1")
+    assert got[-1] == {"received": 1} and got[0]["id"] == sent and got[0]["body"] == "tx-check"
