@@ -82,12 +82,17 @@ class ExtraInfo:
     broker_name: str
     queue_id: int
     queue_offset: int = -1  # the message's own offset; -1: not given (the 7-field form)
+    # the message's CommitLog offset, a 9th field as the 5.x proxy's ReceiptHandle has it (for
+    # its dead-letter forward); brokers ignore it; -1: not given
+    commit_log_offset: int = -1
 
     def encode(self) -> str:
         fields = [self.ck_queue_offset, self.pop_time, self.invisible_time, self.revive_qid, self.retry]
         fields += [self.broker_name, self.queue_id]
         if self.queue_offset >= 0:
             fields.append(self.queue_offset)
+            if self.commit_log_offset >= 0:
+                fields.append(self.commit_log_offset)
         return _SEP.join(str(f) for f in fields)
 
     @classmethod
@@ -95,7 +100,7 @@ class ExtraInfo:
         """HeaderError when it has fewer than 7 fields or a number is not one."""
         parts = text.split(_SEP)
         if len(parts) < 7:
-            raise HeaderError(f"extraInfo {text!r} has {len(parts)} fields, wants 7 or 8")
+            raise HeaderError(f"extraInfo {text!r} has {len(parts)} fields, wants 7 to 9")
         try:
             return cls(
                 int(parts[0]),
@@ -106,6 +111,7 @@ class ExtraInfo:
                 parts[5],
                 int(parts[6]),
                 int(parts[7]) if len(parts) > 7 else -1,
+                int(parts[8]) if len(parts) > 8 else -1,
             )
         except ValueError:
             raise HeaderError(f"extraInfo {text!r} has a field that is not a number") from None

@@ -21,10 +21,10 @@ import trio
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message as Proto
 
-from rmq.client.errors import MQClientError
+from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.client.instance import ClientInstance
 from rmq.client.route import TopicRoute
-from rmq.protocol import RequestCode, ResponseCode
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
 from rmq.protocol.constants import MASTER_ID, PERM_READ, PERM_WRITE
@@ -74,12 +74,12 @@ class MessagingService:
             "ChangeInvisibleDuration": (s.ChangeInvisibleDurationRequest, self.change_invisible_duration),
             "NotifyClientTermination": (s.NotifyClientTerminationRequest, self.notify_client_termination),
             "EndTransaction": (s.EndTransactionRequest, self.end_transaction),
-        }
-        not_done = {
             "ForwardMessageToDeadLetterQueue": (
                 s.ForwardMessageToDeadLetterQueueRequest,
-                s.ForwardMessageToDeadLetterQueueResponse,
+                self.forward_message_to_dead_letter_queue,
             ),
+        }
+        not_done = {
             "UpdateOffset": (s.UpdateOffsetRequest, s.UpdateOffsetResponse),
             "GetOffset": (s.GetOffsetRequest, s.GetOffsetResponse),
             "QueryOffset": (s.QueryOffsetRequest, s.QueryOffsetResponse),
@@ -436,8 +436,12 @@ class MessagingService:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
         await send(s.ReceiveMessageResponse(status=OK_STATUS))
         for msg, handle in zip(result.messages, handles, strict=True):
-            if handle.queue_offset < 0:
-                handle = dataclasses.replace(handle, queue_offset=msg.queue_offset)
+            # the CommitLog offset as a 9th field, as Java's ReceiptHandle: a dead-letter forward needs it
+            handle = dataclasses.replace(
+                handle,
+                queue_offset=msg.queue_offset if handle.queue_offset < 0 else handle.queue_offset,
+                commit_log_offset=msg.commitlog_offset,
+            )
             await send(s.ReceiveMessageResponse(message=received(msg, handle.encode(), handle.invisible_time)))
 
     async def pull_message(self, call: Call, request: s.PullMessageRequest, send: Send) -> None:
@@ -485,6 +489,36 @@ class MessagingService:
         codes = {e.status.code for e in entries}
         overall = status(Code.MULTIPLE_RESULTS) if len(codes) > 1 else (entries[0].status if entries else OK_STATUS)
         return s.AckMessageResponse(status=overall, entries=entries)
+
+    async def forward_message_to_dead_letter_queue(
+        self, call: Call, request: s.ForwardMessageToDeadLetterQueueRequest
+    ) -> s.ForwardMessageToDeadLetterQueueResponse:
+        """As Java's ProducerProcessor: CONSUMER_SEND_MSG_BACK with delay level -1 (the broker
+        stores a copy in %DLQ%<group>), then, when it succeeded, an ack of the receipt handle."""
+        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        group = _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        addr, handle, read_topic = await self._handle_target(topic, group, request.receipt_handle)
+        if handle.commit_log_offset < 0:
+            raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
+        header = H.ConsumerSendMsgBackRequestHeader(
+            offset=handle.commit_log_offset,
+            group=group,
+            delay_level=-1,
+            origin_msg_id=request.message_id,
+            origin_topic=read_topic,
+            unit_mode=False,
+            max_reconsume_times=0,
+        )
+        command = RemotingCommand.request(RequestCode.CONSUMER_SEND_MSG_BACK, header.to_ext())
+        response = await self.instance.api.invoke(addr, command)
+        if response.code != ResponseCode.SUCCESS:
+            raise MQBrokerError(response.code, response.remark, address=addr)
+        ack = AckMessageRequestHeader(group, read_topic, handle.queue_id, request.receipt_handle, handle.queue_offset)
+        try:
+            await self.instance.api.ack(addr, ack)
+        except MQClientError as exc:  # the copy is in the DLQ; the original comes back, as in Java
+            log.info("ack after the dead-letter forward of %s failed: %s", request.message_id, exc)
+        return s.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)
 
     async def change_invisible_duration(
         self, call: Call, request: s.ChangeInvisibleDurationRequest

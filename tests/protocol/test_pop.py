@@ -47,6 +47,10 @@ def test_extra_info_is_space_separated_as_java_builds_it() -> None:
     seven = ExtraInfo.parse("10 1700000000000 60000 3 1 broker-a 2")  # buildExtraInfo without the offset
     assert seven.queue_offset == -1 and seven.encode() == "10 1700000000000 60000 3 1 broker-a 2"
     assert seven.revive_time == 1700000060000 and not seven.is_order
+    # the 5.x proxy's ReceiptHandle adds the CommitLog offset
+    nine = ExtraInfo.parse("10 1700000000000 60000 3 0 broker-a 2 12 4096")
+    assert nine == ExtraInfo(10, 1700000000000, 60000, 3, "0", "broker-a", 2, 12, 4096)
+    assert nine.encode() == "10 1700000000000 60000 3 0 broker-a 2 12 4096"
     with pytest.raises(HeaderError, match="fields"):
         ExtraInfo.parse("10 20 30")
     with pytest.raises(HeaderError, match="not a number"):

@@ -73,6 +73,38 @@ def main() -> None:
                 time.sleep(1)  # the checker's EndTransaction goes out after check() returns
         finally:
             producer.shutdown()
+    elif scenario == "forward_dlq":
+        # the SimpleConsumer has no dead-letter forward (only the PushConsumer's FIFO discard
+        # uses it), so the client's own stub asks for it with a received message's handle
+        import grpc
+        from rocketmq.grpc_protocol import ForwardMessageToDeadLetterQueueRequest, MessagingServiceStub
+
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+        consumer.startup()
+        try:
+            messages = []
+            deadline = time.monotonic() + 30
+            while not messages and time.monotonic() < deadline:
+                messages = consumer.receive(1, 2)
+            msg = messages[0]
+            request = ForwardMessageToDeadLetterQueueRequest(
+                receipt_handle=msg.receipt_handle, message_id=msg.message_id, delivery_attempt=1
+            )
+            request.group.name = group
+            request.topic.name = topic
+            with grpc.insecure_channel(endpoint) as channel:
+                response = MessagingServiceStub(channel).ForwardMessageToDeadLetterQueue(
+                    request, metadata=consumer.sign()
+                )
+            out(id=msg.message_id, code=response.status.code)
+            # acked by the forward: not back after its invisible time (2 s)
+            again = 0
+            deadline = time.monotonic() + 4
+            while time.monotonic() < deadline:
+                again += len(consumer.receive(1, 2))
+            out(again=again)
+        finally:
+            consumer.shutdown()
     elif scenario == "send_error":
         producer = Producer(config)
         producer.startup()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rmq.protocol import properties as P
+from rmq.protocol.message import decode_record
 from rmq.proxy import ProxyServer
 from tests.client.conftest import Cluster
 
@@ -68,3 +70,19 @@ async def test_unknown_topic_is_topic_not_found(cluster: Cluster, proxy: ProxySe
 async def test_unknown_method_is_unimplemented(proxy: ProxyServer) -> None:
     [line] = await run_client(f"127.0.0.1:{proxy.port}", "unknown_method", TOPIC, GROUP)
     assert line["code"] == "UNIMPLEMENTED" and "NoSuchMethod" in line["details"]
+
+
+async def test_forward_to_dead_letter_queue(cluster: Cluster, proxy: ProxyServer) -> None:
+    """ForwardMessageToDeadLetterQueue stores a copy in %DLQ%<group> and acks the original."""
+    await cluster.create_topic(TOPIC)
+    endpoint = f"127.0.0.1:{proxy.port}"
+    [sent] = await run_client(endpoint, "send", TOPIC, GROUP, "1")
+    forwarded, again = await run_client(endpoint, "forward_dlq", TOPIC, GROUP)
+    assert forwarded == {"id": sent["sent"], "code": 20000} and again == {"again": 0}
+    store = cluster.broker.message_store
+    dlq = f"%DLQ%{GROUP}"
+    assert store.get_max_offset_in_queue(dlq, 0) == 1
+    [record] = store.get_message(dlq, 0, 0).records
+    msg, _ = decode_record(record)
+    assert msg.body == b"body-0" and msg.properties[P.UNIQ_KEY] == sent["sent"]
+    assert msg.properties[P.RETRY_TOPIC] == TOPIC
