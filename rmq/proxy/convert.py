@@ -130,6 +130,15 @@ def timestamp_ms(value: Timestamp) -> int:
     return int(value.seconds) * 1000 + int(value.nanos) // 1_000_000
 
 
+def checked_name(resource: d.Resource, code: int, what: str) -> str:
+    """A topic's or group's name; ProxyError `code` when it is empty, too long or has a
+    character RocketMQ does not allow."""
+    name = resource.name
+    if not name or len(name) > 255 or any(not (c.isalnum() or c in "%|-_") for c in name):
+        raise ProxyError(code, f"{what} {name!r} is illegal")
+    return name
+
+
 def _has_control(text: str) -> bool:
     return any(ord(c) < 0x20 or ord(c) == 0x7F for c in text)
 

@@ -40,8 +40,19 @@ from rmq.protocol.pop import (
 )
 
 from .config import ProxyConfig
-from .convert import OK_STATUS, Code, ProxyError, millis, received, send_properties, status, status_of
+from .convert import (
+    OK_STATUS,
+    Code,
+    ProxyError,
+    checked_name,
+    millis,
+    received,
+    send_properties,
+    status,
+    status_of,
+)
 from .grpc import Call, Method, Send
+from .pull import Pulling
 from .transaction import Transactions
 from .v2 import definition_pb2 as d
 from .v2 import service_pb2 as s
@@ -63,6 +74,7 @@ class MessagingService:
         self.settings: dict[str, d.Settings] = {}  # by client id, from each client's Telemetry
         self._round_robin = itertools.count()
         self.transactions = Transactions(instance, config.transaction_data_expire_millis)
+        self.pulling = Pulling(self)
 
     def methods(self) -> dict[str, Method]:
         unary: dict[str, tuple[type[Proto], Callable[..., Awaitable[Any]]]] = {
@@ -78,11 +90,11 @@ class MessagingService:
                 s.ForwardMessageToDeadLetterQueueRequest,
                 self.forward_message_to_dead_letter_queue,
             ),
+            "UpdateOffset": (s.UpdateOffsetRequest, self.pulling.update_offset),
+            "GetOffset": (s.GetOffsetRequest, self.pulling.get_offset),
+            "QueryOffset": (s.QueryOffsetRequest, self.pulling.query_offset),
         }
         not_done = {
-            "UpdateOffset": (s.UpdateOffsetRequest, s.UpdateOffsetResponse),
-            "GetOffset": (s.GetOffsetRequest, s.GetOffsetResponse),
-            "QueryOffset": (s.QueryOffsetRequest, s.QueryOffsetResponse),
             "RecallMessage": (s.RecallMessageRequest, s.RecallMessageResponse),
             "SyncLiteSubscription": (s.SyncLiteSubscriptionRequest, s.SyncLiteSubscriptionResponse),
         }
@@ -90,7 +102,7 @@ class MessagingService:
         for name, (req, resp) in not_done.items():
             out[SERVICE + name] = Method(req, "unary", _not_implemented(resp, name))
         out[SERVICE + "ReceiveMessage"] = Method(s.ReceiveMessageRequest, "server_stream", self.receive_message)
-        out[SERVICE + "PullMessage"] = Method(s.PullMessageRequest, "server_stream", self.pull_message)
+        out[SERVICE + "PullMessage"] = Method(s.PullMessageRequest, "server_stream", self.pulling.pull_message)
         out[SERVICE + "Telemetry"] = Method(s.TelemetryCommand, "bidi", self.telemetry)
         return out
 
@@ -149,15 +161,15 @@ class MessagingService:
         return out
 
     async def query_route(self, call: Call, request: s.QueryRouteRequest) -> s.QueryRouteResponse:
-        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        topic = checked_name(request.topic, Code.ILLEGAL_TOPIC, "topic")
         route = await self.route(topic)
         endpoints = self.endpoints(call, request.endpoints if request.HasField("endpoints") else None)
         return s.QueryRouteResponse(status=OK_STATUS, message_queues=self.queues(call, request.topic, route, endpoints))
 
     async def query_assignment(self, call: Call, request: s.QueryAssignmentRequest) -> s.QueryAssignmentResponse:
         """One assignment per master broker, queue id -1: the broker's POP shares its queues."""
-        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
-        _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        topic = checked_name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        checked_name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
         route = await self.route(topic)
         endpoints = self.endpoints(call, request.endpoints if request.HasField("endpoints") else None)
         masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.addrs}
@@ -255,7 +267,7 @@ class MessagingService:
     async def send_message(self, call: Call, request: s.SendMessageRequest) -> s.SendMessageResponse:
         if not request.messages:
             raise ProxyError(Code.BAD_REQUEST, "no message to send")
-        topic = _name(request.messages[0].topic, Code.ILLEGAL_TOPIC, "topic")
+        topic = checked_name(request.messages[0].topic, Code.ILLEGAL_TOPIC, "topic")
         if any(m.topic.name != topic for m in request.messages):
             raise ProxyError(Code.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE, "topics of the batch differ")
         route = await self.route(topic)
@@ -340,14 +352,14 @@ class MessagingService:
         )
 
     async def end_transaction(self, call: Call, request: s.EndTransactionRequest) -> s.EndTransactionResponse:
-        _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        checked_name(request.topic, Code.ILLEGAL_TOPIC, "topic")
         await self.transactions.end(request)
         return s.EndTransactionResponse(status=OK_STATUS)
 
     # -- receiving --------------------------------------------------------------------------
 
-    def _poll_ms(self, call: Call, request: s.ReceiveMessageRequest) -> int:
-        """ReceiveMessageActivity's polling time: the asked one within the configured bounds,
+    def poll_ms(self, call: Call, request: s.ReceiveMessageRequest | s.PullMessageRequest) -> int:
+        """ReceiveMessageActivity's polling time (a pull's too): the asked one within the configured bounds,
         and within what is left of the call's deadline; then, rmq's own, less the reserve the
         answer needs to reach the client before that deadline."""
         c = self.config
@@ -375,9 +387,9 @@ class MessagingService:
 
     async def _receive(self, call: Call, request: s.ReceiveMessageRequest, send: Send) -> None:
         c = self.config
-        poll_ms = self._poll_ms(call, request)
-        topic = _name(request.message_queue.topic, Code.ILLEGAL_TOPIC, "topic")
-        group = _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        poll_ms = self.poll_ms(call, request)
+        topic = checked_name(request.message_queue.topic, Code.ILLEGAL_TOPIC, "topic")
+        group = checked_name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
         invisible = millis(request.invisible_duration)
         if request.auto_renew and not request.HasField("invisible_duration"):
             invisible = c.default_invisible_time_mills
@@ -444,9 +456,6 @@ class MessagingService:
             )
             await send(s.ReceiveMessageResponse(message=received(msg, handle.encode(), handle.invisible_time)))
 
-    async def pull_message(self, call: Call, request: s.PullMessageRequest, send: Send) -> None:
-        await send(s.PullMessageResponse(status=status(Code.NOT_IMPLEMENTED, "PullMessage is not served by rmq yet")))
-
     # -- acks -------------------------------------------------------------------------------
 
     async def _handle_target(self, topic: str, group: str, handle_text: str) -> tuple[str, ExtraInfo, str]:
@@ -470,8 +479,8 @@ class MessagingService:
         return addr, handle, read_topic
 
     async def ack_message(self, call: Call, request: s.AckMessageRequest) -> s.AckMessageResponse:
-        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
-        group = _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        topic = checked_name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        group = checked_name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
         entries = []
         for entry in request.entries:
             try:
@@ -495,8 +504,8 @@ class MessagingService:
     ) -> s.ForwardMessageToDeadLetterQueueResponse:
         """As Java's ProducerProcessor: CONSUMER_SEND_MSG_BACK with delay level -1 (the broker
         stores a copy in %DLQ%<group>), then, when it succeeded, an ack of the receipt handle."""
-        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
-        group = _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        topic = checked_name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        group = checked_name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
         addr, handle, read_topic = await self._handle_target(topic, group, request.receipt_handle)
         if handle.commit_log_offset < 0:
             raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
@@ -523,8 +532,8 @@ class MessagingService:
     async def change_invisible_duration(
         self, call: Call, request: s.ChangeInvisibleDurationRequest
     ) -> s.ChangeInvisibleDurationResponse:
-        topic = _name(request.topic, Code.ILLEGAL_TOPIC, "topic")
-        group = _name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
+        topic = checked_name(request.topic, Code.ILLEGAL_TOPIC, "topic")
+        group = checked_name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
         invisible = millis(request.invisible_duration)
         if invisible < 0 or invisible > self.config.max_invisible_time_mills:
             raise ProxyError(
@@ -552,13 +561,6 @@ _ALL_TYPES = [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
 def _java_int(n: int) -> int:
     n &= 0xFFFFFFFF
     return n - (1 << 32) if n >= 1 << 31 else n
-
-
-def _name(resource: d.Resource, code: int, what: str) -> str:
-    name = resource.name
-    if not name or len(name) > 255 or any(not (c.isalnum() or c in "%|-_") for c in name):
-        raise ProxyError(code, f"{what} {name!r} is illegal")
-    return name
 
 
 def _client_id(call: Call) -> str:

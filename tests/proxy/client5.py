@@ -105,6 +105,63 @@ def main() -> None:
             out(again=again)
         finally:
             consumer.shutdown()
+    elif scenario == "pull":
+        # no 5.x client has a PullConsumer yet: the offset RPCs and PullMessage with the stub
+        import grpc
+        from google.protobuf.duration_pb2 import Duration
+        from google.protobuf.timestamp_pb2 import Timestamp
+        from rocketmq.grpc_protocol import MessagingServiceStub
+        from rocketmq.grpc_protocol import definition_pb2 as d5
+        from rocketmq.grpc_protocol import service_pb2 as s5
+
+        meta = [("x-mq-client-id", "probe")]
+        with grpc.insecure_channel(endpoint) as channel:
+            stub = MessagingServiceStub(channel)
+            route = stub.QueryRoute(s5.QueryRouteRequest(topic=d5.Resource(name=topic)), metadata=meta)
+            [queue] = [q for q in route.message_queues if q.id == 0]
+            for policy in ("BEGINNING", "END"):
+                request = s5.QueryOffsetRequest(
+                    message_queue=queue, query_offset_policy=d5.QueryOffsetPolicy.Value(policy)
+                )
+                out(query=policy, offset=stub.QueryOffset(request, metadata=meta).offset)
+            at = s5.QueryOffsetRequest(message_queue=queue, query_offset_policy=d5.TIMESTAMP)
+            at.timestamp.CopyFrom(Timestamp(seconds=0))
+            out(query="TIMESTAMP", offset=stub.QueryOffset(at, metadata=meta).offset)
+
+            def get_offset() -> None:
+                answer = stub.GetOffset(
+                    s5.GetOffsetRequest(group=d5.Resource(name=group), message_queue=queue), metadata=meta
+                )
+                out(get=answer.status.code, offset=answer.offset)
+
+            def pull(offset: int, tag: str = "*") -> None:
+                request = s5.PullMessageRequest(
+                    group=d5.Resource(name=group),
+                    message_queue=queue,
+                    offset=offset,
+                    batch_size=32,
+                    filter_expression=d5.FilterExpression(expression=tag),
+                    long_polling_timeout=Duration(seconds=1),
+                )
+                codes, bodies, next_offset = [], [], None
+                for answer in stub.PullMessage(request, metadata=meta, timeout=10):
+                    kind = answer.WhichOneof("content")
+                    if kind == "status":
+                        codes.append(answer.status.code)
+                    elif kind == "message":
+                        bodies.append(answer.message.body.decode())
+                    else:
+                        next_offset = answer.next_offset
+                out(pull=offset, tag=tag, codes=codes, bodies=bodies, next=next_offset)
+
+            get_offset()
+            pull(0)
+            pull(0, "TagB")
+            update = s5.UpdateOffsetRequest(group=d5.Resource(name=group), message_queue=queue, offset=n)
+            out(update=stub.UpdateOffset(update, metadata=meta).status.code)
+            get_offset()
+            pull(n)
+            pull(n + 100)
     elif scenario == "send_error":
         producer = Producer(config)
         producer.startup()

@@ -86,3 +86,25 @@ async def test_forward_to_dead_letter_queue(cluster: Cluster, proxy: ProxyServer
     msg, _ = decode_record(record)
     assert msg.body == b"body-0" and msg.properties[P.UNIQ_KEY] == sent["sent"]
     assert msg.properties[P.RETRY_TOPIC] == TOPIC
+
+
+async def test_pull_and_offsets(cluster: Cluster, proxy: ProxyServer) -> None:
+    """PullMessage, UpdateOffset, GetOffset and QueryOffset, with the client's stub."""
+    await cluster.create_topic("PullTopic", queues=1)
+    endpoint = f"127.0.0.1:{proxy.port}"
+    await run_client(endpoint, "send", "PullTopic", GROUP, "3")
+    lines = await run_client(endpoint, "pull", "PullTopic", GROUP, "3")
+    bodies = ["body-0", "body-1", "body-2"]
+    assert lines == [
+        {"query": "BEGINNING", "offset": 0},
+        {"query": "END", "offset": 3},
+        {"query": "TIMESTAMP", "offset": 0},
+        # the broker's answer for a group without an offset on a queue that starts at 0
+        {"get": 20000, "offset": 0},
+        {"pull": 0, "tag": "*", "codes": [20000], "bodies": bodies, "next": 3},
+        {"pull": 0, "tag": "TagB", "codes": [40401], "bodies": [], "next": 3},  # MESSAGE_NOT_FOUND
+        {"update": 20000},
+        {"get": 20000, "offset": 3},
+        {"pull": 3, "tag": "*", "codes": [40401], "bodies": [], "next": 3},  # after a 1 s long poll
+        {"pull": 103, "tag": "*", "codes": [40019], "bodies": [], "next": 3},  # ILLEGAL_OFFSET
+    ]
