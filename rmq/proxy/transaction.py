@@ -100,8 +100,13 @@ class Transactions:
 
     def add(self, group: str, transaction_id: str, broker_name: str, queue_offset: int, commit_log_offset: int) -> None:
         now = time.monotonic()
-        for key in [k for k, v in self.data.items() if v.expires <= now]:
+        # entries are in the order they expire (each lives `expire` seconds): drop from the front
+        while self.data:
+            key, first = next(iter(self.data.items()))
+            if first.expires > now:
+                break
             del self.data[key]
+        self.data.pop((group, transaction_id), None)  # a check's entry goes to the end
         self.data[group, transaction_id] = TransactionData(
             broker_name, queue_offset, commit_log_offset, now + self.expire
         )

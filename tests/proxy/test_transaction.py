@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from rmq.client.config import ClientConfig
+from rmq.client.instance import ClientInstance
 from rmq.proxy import ProxyConfig, ProxyServer
+from rmq.proxy.convert import Code, ProxyError
+from rmq.proxy.transaction import Transactions
+from rmq.proxy.v2 import definition_pb2 as d
+from rmq.proxy.v2 import service_pb2 as s
 from tests.client.conftest import Cluster, open_cluster
 
 from .conftest import FAST, run_client
@@ -61,3 +67,16 @@ async def test_check_reaches_the_clients_checker(tx_cluster: Cluster, tx_proxy: 
     assert {"checked": sent, "body": "tx-check"} in lines and lines[-1] == {"was_checked": True}
     got = await run_client(endpoint, "receive", TOPIC, GROUP, "1")
     assert got[-1] == {"received": 1} and got[0]["id"] == sent and got[0]["body"] == "tx-check"
+
+
+async def test_end_without_transaction_data_is_invalid_transaction_id() -> None:
+    """An EndTransaction whose half message this proxy did not see, or saw longer ago than
+    transactionDataExpireMillis, is INVALID_TRANSACTION_ID (Java: TRANSACTION_DATA_NOT_FOUND)."""
+    transactions = Transactions(ClientInstance(ClientConfig(namesrv=("127.0.0.1:1",))), expire_ms=0)
+    transactions.add(TOPIC, "tx-1", "broker-a", 0, 0)  # expires at once
+    for transaction_id in ("tx-1", "tx-2"):
+        request = s.EndTransactionRequest(topic=d.Resource(name=TOPIC), transaction_id=transaction_id)
+        with pytest.raises(ProxyError) as caught:
+            await transactions.end(request)
+        assert caught.value.code == Code.INVALID_TRANSACTION_ID
+    assert transactions.data == {}
