@@ -25,22 +25,32 @@ from .v2 import definition_pb2 as d
 from .v2 import service_pb2 as s
 
 if TYPE_CHECKING:
-    from .service import MessagingService
+    from collections.abc import Awaitable, Callable
+
+    from rmq.client.instance import ClientInstance
+    from rmq.client.route import TopicRoute
 
 
 class Pulling:
-    """The handlers, on the service's client instance and routes."""
+    """The handlers, on the service's client instance, routes and polling time."""
 
-    def __init__(self, service: MessagingService) -> None:
-        self.service = service
+    def __init__(
+        self,
+        instance: ClientInstance,
+        route: Callable[[str], Awaitable[TopicRoute]],
+        poll_ms: Callable[[Call, s.PullMessageRequest], int],
+    ) -> None:
+        self.instance = instance
+        self._route = route  # MessagingService.route: cached, refreshed routes
+        self._poll_ms = poll_ms  # MessagingService.poll_ms: ReceiveMessage's polling time
 
     async def _target(self, queue: d.MessageQueue) -> tuple[str, MessageQueue]:
         """(master address, the broker's queue) of a request's message queue."""
         topic = checked_name(queue.topic, Code.ILLEGAL_TOPIC, "topic")
-        instance = self.service.instance
+        instance = self.instance
         addr = instance.master_addr(queue.broker.name)
         if addr is None:
-            await self.service.route(topic)
+            await self._route(topic)
             addr = instance.master_addr(queue.broker.name)
         if addr is None:
             raise ProxyError(Code.BAD_REQUEST, f"broker {queue.broker.name!r} serves no queue of {topic}")
@@ -53,21 +63,21 @@ class Pulling:
         if request.offset < 0:
             raise ProxyError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is illegal")
         addr, mq = await self._target(request.message_queue)
-        await self.service.instance.api.update_consumer_offset(addr, group, mq, request.offset)
+        await self.instance.api.update_consumer_offset(addr, group, mq, request.offset)
         return s.UpdateOffsetResponse(status=OK_STATUS)
 
     async def get_offset(self, call: Call, request: s.GetOffsetRequest) -> s.GetOffsetResponse:
         """The group's committed offset; OFFSET_NOT_FOUND when it has none."""
         group = checked_name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
         addr, mq = await self._target(request.message_queue)
-        offset = await self.service.instance.api.query_consumer_offset(addr, group, mq)
+        offset = await self.instance.api.query_consumer_offset(addr, group, mq)
         if offset < 0:
             return s.GetOffsetResponse(status=status(Code.OFFSET_NOT_FOUND, f"group {group} has no offset of {mq}"))
         return s.GetOffsetResponse(status=OK_STATUS, offset=offset)
 
     async def query_offset(self, call: Call, request: s.QueryOffsetRequest) -> s.QueryOffsetResponse:
         addr, mq = await self._target(request.message_queue)
-        api = self.service.instance.api
+        api = self.instance.api
         policy = request.query_offset_policy
         if policy == d.BEGINNING:
             offset = await api.get_min_offset(addr, mq)
@@ -93,7 +103,7 @@ class Pulling:
         batch = request.batch_size
         if batch <= 0 or batch > 32:
             raise ProxyError(Code.BAD_REQUEST, "batch size must be within [1, 32]")
-        poll_ms = self.service.poll_ms(call, request)
+        poll_ms = self._poll_ms(call, request)
         addr, mq = await self._target(request.message_queue)
         f = request.filter_expression
         sql = f.type == d.SQL
@@ -109,8 +119,8 @@ class Pulling:
             subscription=f.expression if sql else sub.expression,
             expression_type="SQL92" if sql else "TAG",
         )
-        timeout = poll_ms / 1000 + self.service.instance.config.request_timeout
-        result = await self.service.instance.api.pull(addr, header, timeout)
+        timeout = poll_ms / 1000 + self.instance.config.request_timeout
+        result = await self.instance.api.pull(addr, header, timeout)
         # the broker filters tags by their hash codes only: the exact check is the client's
         messages = [m for m in result.messages if sql or sub.matches(m.tags)]
         if result.status == PullStatus.OFFSET_ILLEGAL:

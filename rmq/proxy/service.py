@@ -74,7 +74,7 @@ class MessagingService:
         self.settings: dict[str, d.Settings] = {}  # by client id, from each client's Telemetry
         self._round_robin = itertools.count()
         self.transactions = Transactions(instance, config.transaction_data_expire_millis)
-        self.pulling = Pulling(self)
+        self.pulling = Pulling(self.instance, self.route, self.poll_ms)
 
     def methods(self) -> dict[str, Method]:
         unary: dict[str, tuple[type[Proto], Callable[..., Awaitable[Any]]]] = {
