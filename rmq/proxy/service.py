@@ -40,6 +40,7 @@ from rmq.protocol.pop import (
 )
 
 from .config import ProxyConfig
+from .consumers import Consumers, subscriptions_of
 from .convert import (
     OK_STATUS,
     Code,
@@ -75,6 +76,7 @@ class MessagingService:
         self._round_robin = itertools.count()
         self.transactions = Transactions(instance, config.transaction_data_expire_millis)
         self.pulling = Pulling(self.instance, self.route, self.poll_ms)
+        self.consumers = Consumers(instance)
 
     def methods(self) -> dict[str, Method]:
         unary: dict[str, tuple[type[Proto], Callable[..., Awaitable[Any]]]] = {
@@ -191,13 +193,26 @@ class MessagingService:
     # -- clients ----------------------------------------------------------------------------
 
     async def heartbeat(self, call: Call, request: s.HeartbeatRequest) -> s.HeartbeatResponse:
-        _client_id(call)
+        client_id = _client_id(call)
+        # a consumer's heartbeat names its group; a client with settings has a Telemetry stream,
+        # whose end drops the group again (a client without one is not registered)
+        group = request.group.name if request.HasField("group") else ""
+        settings = self.settings.get(client_id)
+        if (
+            group
+            and settings is not None
+            and request.client_type in _CONSUMER_TYPES
+            and not self.consumers.knows(client_id, group)
+        ):
+            self.consumers.add_client(client_id, group, subscriptions_of(settings))
         return s.HeartbeatResponse(status=OK_STATUS)
 
     async def notify_client_termination(
         self, call: Call, request: s.NotifyClientTerminationRequest
     ) -> s.NotifyClientTerminationResponse:
-        self.settings.pop(_client_id(call), None)
+        client_id = _client_id(call)
+        self.settings.pop(client_id, None)
+        await self.consumers.remove_client(client_id, request.group.name if request.HasField("group") else None)
         return s.NotifyClientTerminationResponse(status=OK_STATUS)
 
     def merged_settings(self, settings: d.Settings) -> d.Settings:
@@ -250,6 +265,9 @@ class MessagingService:
                         if command.settings.HasField("publishing"):
                             topics = [t.name for t in command.settings.publishing.topics]
                             self.transactions.add_client(client_id, topics, pushed)
+                        elif command.settings.subscription.group.name:
+                            sub = command.settings.subscription
+                            self.consumers.add_client(client_id, sub.group.name, subscriptions_of(command.settings))
                         merged = self.merged_settings(command.settings)
                         await send(s.TelemetryCommand(status=OK_STATUS, settings=merged))
                     elif kind is None:
@@ -261,6 +279,8 @@ class MessagingService:
             if client_id:
                 self.settings.pop(client_id, None)
                 self.transactions.remove_client(client_id)
+                with trio.CancelScope(shield=True):  # unregistering has its own time limit
+                    await self.consumers.remove_client(client_id)
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -556,6 +576,7 @@ class MessagingService:
 
 
 _ALL_TYPES = [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
+_CONSUMER_TYPES = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
 
 
 def _java_int(n: int) -> int:

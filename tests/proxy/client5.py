@@ -234,6 +234,17 @@ def main() -> None:
             out(received=got)
         finally:
             consumer.shutdown()
+    elif scenario == "hold":
+        # a SimpleConsumer that stays up until a line comes on stdin, then shuts down
+        # (NotifyClientTermination, then its Telemetry stream ends)
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression("TagA||TagB")}, await_duration=2)
+        consumer.startup()
+        try:
+            out(started=True)
+            sys.stdin.readline()
+        finally:
+            consumer.shutdown()
+        out(stopped=True)
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     out(done=True)

@@ -23,7 +23,7 @@ from ..properties import java_string_hash
 from . import _fields as F
 
 # The enums' names by ordinal (ConsumeType, MessageModel, ConsumeFromWhere).
-CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY")
+CONSUME_TYPES = ("CONSUME_ACTIVELY", "CONSUME_PASSIVELY", "CONSUME_POP")  # ConsumeType, in ordinal order
 # ConsumeType.getTypeCN(): what listings and metrics call each kind of consumer
 CONSUME_TYPE_NAMES = {"CONSUME_ACTIVELY": "PULL", "CONSUME_PASSIVELY": "PUSH", "CONSUME_POP": "POP"}
 
