@@ -131,15 +131,16 @@ class MessagingService:
         return d.Endpoints(scheme=scheme, addresses=[d.Address(host=host.strip("[]"), port=int(port or 0))])
 
     def queues(self, call: Call, topic: d.Resource, route: TopicRoute, endpoints: d.Endpoints) -> list[d.MessageQueue]:
-        """As RouteActivity.genMessageQueueFromQueueData: read-only, write-only, then
-        read-write queue ids, per master. rmq's topics have no message type, so every
-        type is accepted (Java's MIXED)."""
-        out = []
-        masters = {b.broker_name for b in route.broker_datas if MASTER_ID in b.addrs}
+        """As RouteActivity.queryRoute: for each queue data, the queues of every broker of
+        its group (master and slaves, by broker id, each naming the proxy's endpoints), as
+        genMessageQueueFromQueueData numbers them: read-only, write-only, then read-write
+        ids, or NONE queues for a group neither readable nor writable. rmq's topics have no
+        message type, so every type is accepted (Java's MIXED)."""
+        out: list[d.MessageQueue] = []
+        ids = {b.broker_name: sorted(b.addrs) for b in route.broker_datas}
         for qd in route.queue_datas:
-            if qd.broker_name not in masters:
-                continue
-            broker = d.Broker(name=qd.broker_name, id=MASTER_ID, endpoints=endpoints)
+            if qd.broker_name not in ids:
+                break  # as Java: a queue data without its broker data ends the listing
             readable, writable = bool(qd.perm & PERM_READ), bool(qd.perm & PERM_WRITE)
             r = w = rw = n = 0
             if readable and writable:
@@ -151,15 +152,13 @@ class MessagingService:
                 r = qd.read_queue_nums
             else:
                 n = max(1, qd.read_queue_nums, qd.write_queue_nums)
-            qid = 0
-            for count, perm in ((r, d.READ), (w, d.WRITE), (rw, d.READ_WRITE), (n, d.NONE)):
-                for _ in range(count):
-                    out.append(
-                        d.MessageQueue(
-                            topic=topic, id=qid, permission=perm, broker=broker, accept_message_types=_ALL_TYPES
-                        )
-                    )
-                    qid += 1
+            perms = [d.READ] * r + [d.WRITE] * w + [d.READ_WRITE] * rw + [d.NONE] * n
+            for broker_id in ids[qd.broker_name]:
+                broker = d.Broker(name=qd.broker_name, id=broker_id, endpoints=endpoints)
+                out.extend(
+                    d.MessageQueue(topic=topic, id=qid, permission=perm, broker=broker, accept_message_types=_ALL_TYPES)
+                    for qid, perm in enumerate(perms)
+                )
         return out
 
     async def query_route(self, call: Call, request: s.QueryRouteRequest) -> s.QueryRouteResponse:

@@ -184,6 +184,19 @@ def main() -> None:
             request = QueryRouteRequest(topic=Resource(name=topic))
             response = MessagingServiceStub(channel).QueryRoute(request, metadata=[("x-mq-client-id", "probe")])
             out(code=response.status.code, message=response.status.message, queues=len(response.message_queues))
+    elif scenario == "route":
+        # each queue QueryRoute lists, with the client's stub
+        import grpc
+        from rocketmq.grpc_protocol import MessagingServiceStub, QueryRouteRequest, Resource
+        from rocketmq.grpc_protocol import definition_pb2 as d5
+
+        with grpc.insecure_channel(endpoint) as channel:
+            request = QueryRouteRequest(topic=Resource(name=topic))
+            response = MessagingServiceStub(channel).QueryRoute(request, metadata=[("x-mq-client-id", "probe")])
+            for q in response.message_queues:
+                addrs = [f"{a.host}:{a.port}" for a in q.broker.endpoints.addresses]
+                perm = d5.Permission.Name(q.permission)
+                out(broker=q.broker.name, broker_id=q.broker.id, id=q.id, perm=perm, endpoints=addrs)
     elif scenario == "unknown_method":
         import grpc
 
