@@ -9,10 +9,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rmq.remoting import TlsMode
+from rmq.remoting.tlsconfig import TlsConfigError, server_ssl_context
 
 CLUSTER, LOCAL = "CLUSTER", "LOCAL"
 
@@ -48,6 +52,13 @@ class ProxyConfig:
     grpc_client_consumer_long_polling_reserve_time_millis: int = 1000  # rmq's own
     # how long the proxy remembers where a half message went, for its EndTransaction
     transaction_data_expire_millis: int = 30_000
+    # TLS on the gRPC port: served when both paths are given (PEM). Java's test mode makes up a
+    # self-signed certificate; rmq makes none up, so tlsTestModeEnable is read and has no effect
+    tls_test_mode_enable: bool = True
+    tls_key_path: str = ""
+    tls_cert_path: str = ""
+    # rmq's own: Java's proxy takes it from tls.server.mode (TlsSystemConfig), default permissive
+    tls_server_mode: str = "permissive"  # permissive (TLS and plain on the port) | enforcing | disabled
     unknown: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -74,6 +85,11 @@ class ProxyConfig:
         config.proxy_mode = config.proxy_mode.upper()
         if config.proxy_mode not in (CLUSTER, LOCAL):
             raise ValueError(f"proxyMode: {config.proxy_mode!r} is neither CLUSTER nor LOCAL")
+        config.tls_server_mode = config.tls_server_mode.lower()
+        if config.tls_server_mode not in ("disabled", "permissive", "enforcing"):
+            raise ValueError(f"tlsServerMode: {config.tls_server_mode!r} is not disabled, permissive or enforcing")
+        if bool(config.tls_key_path) != bool(config.tls_cert_path):
+            raise ValueError("tlsKeyPath and tlsCertPath go together: give both or neither")
         if not config.namesrv_addr:
             config.namesrv_addr = os.environ.get("NAMESRV_ADDR", "")
         return config
@@ -85,6 +101,17 @@ class ProxyConfig:
         if not isinstance(values, dict):
             raise ValueError(f"{path}: not a JSON object")
         return cls.from_mapping(values)
+
+    def tls(self) -> tuple[TlsMode, ssl.SSLContext] | None:
+        """The gRPC port's TLS mode and server context; None when it serves plain only.
+        ValueError when the certificate or key cannot be loaded."""
+        mode = TlsMode(self.tls_server_mode)
+        if mode is TlsMode.DISABLED or not (self.tls_cert_path and self.tls_key_path):
+            return None
+        try:
+            return mode, server_ssl_context(self.tls_cert_path, self.tls_key_path)
+        except (OSError, ssl.SSLError, TlsConfigError) as exc:
+            raise ValueError(f"tlsCertPath/tlsKeyPath: {exc}") from None
 
     def namesrv(self) -> tuple[str, ...]:
         return tuple(a.strip() for a in self.namesrv_addr.split(";") if a.strip())

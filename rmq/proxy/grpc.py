@@ -13,6 +13,7 @@ the encoded protobuf; the answer is headers (`:status 200`), messages and traile
 from __future__ import annotations
 
 import logging
+import ssl
 import struct
 import urllib.parse
 from collections.abc import Awaitable, Callable
@@ -28,6 +29,8 @@ from google.protobuf.message import DecodeError
 from google.protobuf.message import Message as Proto
 
 from rmq.lifetime import Service
+from rmq.remoting import RemotingConnectError, TlsMode
+from rmq.remoting.stages.tls import negotiate
 
 log = logging.getLogger("rmq.proxy.grpc")
 
@@ -37,6 +40,7 @@ RESOURCE_EXHAUSTED, UNIMPLEMENTED, INTERNAL, UNAVAILABLE = 8, 12, 13, 14
 
 MAX_MESSAGE = 64 * 1024 * 1024  # a larger request is refused with RESOURCE_EXHAUSTED
 _PREFIX = struct.Struct(">BI")
+FIRST_BYTES_TIMEOUT = 30.0  # seconds a connection may stay silent before TLS or plain is known
 _TIMEOUT_UNITS = {"H": 3600.0, "M": 60.0, "S": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9}
 
 Send = Callable[[Proto], Awaitable[None]]
@@ -104,15 +108,14 @@ class _Stream:
 class _Connection:
     """One HTTP/2 connection: a reader task and a task per call, writes under one lock."""
 
-    def __init__(self, server: GrpcServer, stream: trio.SocketStream) -> None:
+    def __init__(self, server: GrpcServer, stream: trio.abc.Stream, peer: tuple[str, int]) -> None:
         self.server = server
         self.sock = stream
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False, header_encoding="utf-8"))
         self.lock = trio.Lock()
         self.window = trio.Event()  # set (and replaced) when the peer opens its windows
         self.streams: dict[int, _Stream] = {}
-        peer = stream.socket.getpeername()
-        self.peer = (str(peer[0]), int(peer[1]))
+        self.peer = peer
 
     async def flush(self) -> None:
         data = self.h2.data_to_send()
@@ -316,12 +319,25 @@ class _Connection:
 
 
 class GrpcServer(Service):
-    """Serves `methods` (path `/<service>/<method>` → Method) on host:port; port 0 picks one."""
+    """Serves `methods` (path `/<service>/<method>` → Method) on host:port; port 0 picks one.
 
-    def __init__(self, methods: dict[str, Method], host: str = "0.0.0.0", port: int = 8081) -> None:
+    With `tls` (a mode and the server's context) each connection's first bytes decide, as
+    Java's TlsModeHandler: a TLS handshake gets TLS (ALPN h2), anything else (the HTTP/2
+    preface) plain, as the mode allows (rmq.remoting's negotiate)."""
+
+    def __init__(
+        self,
+        methods: dict[str, Method],
+        host: str = "0.0.0.0",
+        port: int = 8081,
+        tls: tuple[TlsMode, ssl.SSLContext] | None = None,
+    ) -> None:
         self.methods = methods
         self.host = host
         self.port = port
+        self.tls = tls
+        if tls is not None:
+            tls[1].set_alpn_protocols(["h2"])
         self._scope = trio.CancelScope()
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
@@ -338,7 +354,18 @@ class GrpcServer(Service):
         self._scope.cancel()
 
     async def _handle(self, stream: trio.SocketStream) -> None:
+        name = stream.socket.getpeername()
+        peer = (str(name[0]), int(name[1]))
         try:
-            await _Connection(self, stream).run()
+            spoken: trio.abc.Stream = stream
+            if self.tls is not None:
+                with trio.move_on_after(FIRST_BYTES_TIMEOUT) as waited:
+                    spoken = await negotiate(stream, *self.tls, address=f"{peer[0]}:{peer[1]}")
+                if waited.cancelled_caught:
+                    log.info("gRPC connection from %s: nothing sent in %g s", peer, FIRST_BYTES_TIMEOUT)
+                    return
+            await _Connection(self, spoken, peer).run()
+        except RemotingConnectError as exc:
+            log.info("gRPC connection from %s refused: %s", peer, exc)
         finally:
             await stream.aclose()

@@ -28,7 +28,7 @@ class ProxyServer(Service):
             ClientConfig(namesrv=config.namesrv(), instance_name=f"proxy-{config.proxy_name}")
         )
         self.service = MessagingService(config, self.instance)
-        self.grpc = GrpcServer(self.service.methods(), host=host, port=config.grpc_server_port)
+        self.grpc = GrpcServer(self.service.methods(), host=host, port=config.grpc_server_port, tls=config.tls())
         self._scope = trio.CancelScope()
 
     @property
@@ -39,7 +39,10 @@ class ProxyServer(Service):
         with self._scope:
             async with self.instance.running():
                 async with self.grpc:
-                    log.info("gRPC proxy (%s mode) on port %d", self.config.proxy_mode.lower(), self.grpc.port)
+                    tls = f"TLS {self.grpc.tls[0].value}" if self.grpc.tls else "plain"
+                    log.info(
+                        "gRPC proxy (%s mode) on port %d (%s)", self.config.proxy_mode.lower(), self.grpc.port, tls
+                    )
                     task_status.started(self.grpc.port)
                     await trio.sleep_forever()
 

@@ -7,6 +7,7 @@ a receive waits for N messages (30)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -22,9 +23,11 @@ def main() -> None:
     n = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     wait = float(sys.argv[6]) if len(sys.argv) > 6 else 30
     config = ClientConfiguration(endpoint, Credentials())
+    # CLIENT5_TLS=1: the client's TLS channel, trusting GRPC_DEFAULT_SSL_ROOTS_FILE_PATH's CAs
+    tls = os.environ.get("CLIENT5_TLS") == "1"
 
     if scenario == "send":
-        producer = Producer(config, (topic,))
+        producer = Producer(config, (topic,), tls_enable=tls)
         producer.startup()
         try:
             for i in range(n):
@@ -224,7 +227,7 @@ def main() -> None:
         finally:
             consumer.shutdown()
     elif scenario in ("receive", "receive_no_ack"):
-        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2, tls_enable=tls)
         consumer.startup()
         try:
             got = 0

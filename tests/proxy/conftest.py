@@ -30,18 +30,21 @@ FAST = {
 }
 
 
-async def run_client(endpoint: str, *args: str, timeout: float = 60) -> list[dict[str, Any]]:
+async def run_client(
+    endpoint: str, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
     """Run client5.py; its JSON lines. Fails unless it ended with {"done": true}."""
     if not (CLIENT5 / "rocketmq" / "v5").is_dir():
         pytest.skip("the 5.x client is not installed (scripts/bootstrap.sh puts it in .cache/rocketmq5)")
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env["PYTHONPATH"] = str(CLIENT5)
+    child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    child_env.update(env or {})
+    child_env["PYTHONPATH"] = str(CLIENT5)
     with trio.fail_after(timeout):
         result = await trio.run_process(
             [sys.executable, str(CHILD), endpoint, *args],
             capture_stdout=True,
             capture_stderr=True,
-            env=env,
+            env=child_env,
             check=False,
         )
     lines = [json.loads(line) for line in result.stdout.decode().splitlines() if line.startswith("{")]
