@@ -189,9 +189,9 @@ class SendProcessor:
                     else:
                         header = SendMessageRequestHeader.from_ext(request.ext_fields)
                     if not header.batch:
-                        queue_id, draft = self.draft_one(ctx, request, header)
+                        queue_id, draft, kind = self.draft_one(ctx, request, header)
                         drafts.append(draft)
-                        waiting.append((n, request, header.topic, queue_id, message_type(header.properties or "")))
+                        waiting.append((n, request, header.topic, queue_id, kind))
                         continue
                 except Refused as refused:
                     out[n] = fail(request, refused.code, refused.remark)
@@ -319,13 +319,14 @@ class SendProcessor:
     ) -> tuple[int, Any]:
         """Store one message: (the queue picked, which RocketMQ answers; the PutMessageResult
         or an awaitable of it, see `begin`)."""
-        queue_id, draft = self.draft_one(ctx, request, header)
+        queue_id, draft, _ = self.draft_one(ctx, request, header)
         return queue_id, self.broker.store.put_now(draft)
 
     def draft_one(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> tuple[int, MessageDraft]:
-        """Check one message and make its draft: (the queue picked, the draft).
+    ) -> tuple[int, MessageDraft, str]:
+        """Check one message and make its draft: (the queue picked, the draft, its
+        ``message_type``).
 
         Raises:
             Refused: a check failed.
@@ -355,10 +356,13 @@ class SendProcessor:
             else:
                 self._route_later(dest, props)
             topic, put_queue = dest.topic, dest.queue_id
+            kind = message_type(header.properties or "")
         else:  # most sends: stored where they were sent, as they came
             if tc.topic_filter_type == "MULTI_TAG":
                 sys_flag |= MULTI_TAGS_FLAG
             put_queue = queue_id
+            # message_type, from the properties at hand: no TRAN_MSG, DELAY or TIMER_* here
+            kind = "fifo" if P.SHARDING_KEY in props else "normal"
         wait = props.pop(P.WAIT, None) != "false"  # not stored (saves 9 bytes), but obeyed
         props[P.CLUSTER] = broker.config.broker_cluster_name
         address = ctx.remote_address
@@ -380,7 +384,7 @@ class SendProcessor:
             reconsume_times=header.reconsume_times or 0,
             wait=wait,
         )
-        return queue_id, draft
+        return queue_id, draft, kind
 
     def _route_later(self, dest: Destination, props: dict[str, str]) -> None:
         """Timer and delay-level messages wait in their system topics until due
