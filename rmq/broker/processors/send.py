@@ -103,6 +103,7 @@ _PUT_CODES: dict[PutMessageStatus, tuple[int, str | None]] = {
 
 _TIMER_MARKS = P.property_marks(P.TIMER_KEYS)
 _LATER_KEYS = frozenset((P.DELAY, *P.TIMER_KEYS))  # what `_route_later` may act on
+_CACHE_LIMIT = 4096  # entries of SendProcessor's small caches before they start again
 
 
 def _timer_item(properties: bytes) -> bool:
@@ -138,6 +139,10 @@ class SendProcessor:
 
     def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
+        # what a plain send would otherwise work out again each time: topic names that pass
+        # the name checks (a pure function of the name), and "ip:port" → (ip, port)
+        self._good_topics: set[str] = set()
+        self._hosts: dict[str, tuple[str, int]] = {}
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         rest = self.begin(ctx, request)
@@ -184,9 +189,9 @@ class SendProcessor:
                     else:
                         header = SendMessageRequestHeader.from_ext(request.ext_fields)
                     if not header.batch:
-                        queue_id, draft = self.draft_one(ctx, request, header)
+                        queue_id, draft, kind = self.draft_one(ctx, request, header)
                         drafts.append(draft)
-                        waiting.append((n, request, header.topic, queue_id, message_type(header.properties or "")))
+                        waiting.append((n, request, header.topic, queue_id, kind))
                         continue
                 except Refused as refused:
                     out[n] = fail(request, refused.code, refused.remark)
@@ -243,11 +248,15 @@ class SendProcessor:
         if not config.broker_permission & PERM_WRITE:
             raise Refused(ResponseCode.NO_PERMISSION, f"the broker[{config.broker_ip1}] sending message is forbidden")
         topic = header.topic
-        why = topic_error(topic)
-        if why is not None:
-            raise Refused(ResponseCode.SYSTEM_ERROR, why)
-        if topic in NOT_ALLOWED_SEND_TOPICS:
-            raise Refused(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        if topic not in self._good_topics:
+            why = topic_error(topic)
+            if why is not None:
+                raise Refused(ResponseCode.SYSTEM_ERROR, why)
+            if topic in NOT_ALLOWED_SEND_TOPICS:
+                raise Refused(ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+            if len(self._good_topics) >= _CACHE_LIMIT:
+                self._good_topics.clear()
+            self._good_topics.add(topic)
         tc = broker.topics.get(topic)
         if tc is None:
             retry = topic.startswith(RETRY_PREFIX)
@@ -310,13 +319,14 @@ class SendProcessor:
     ) -> tuple[int, Any]:
         """Store one message: (the queue picked, which RocketMQ answers; the PutMessageResult
         or an awaitable of it, see `begin`)."""
-        queue_id, draft = self.draft_one(ctx, request, header)
+        queue_id, draft, _ = self.draft_one(ctx, request, header)
         return queue_id, self.broker.store.put_now(draft)
 
     def draft_one(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> tuple[int, MessageDraft]:
-        """Check one message and make its draft: (the queue picked, the draft).
+    ) -> tuple[int, MessageDraft, str]:
+        """Check one message and make its draft: (the queue picked, the draft, its
+        ``message_type``).
 
         Raises:
             Refused: a check failed.
@@ -329,37 +339,52 @@ class SendProcessor:
                 f"the message body size over max value, MAX: {broker.config.max_message_size}",
             )
         queue_id = self.choose_queue(tc, header.queue_id)
-        dest = Destination(header.topic, queue_id, tc)
-        self._retry_or_dlq(request, header, dest)
         props = P.decode_properties(header.properties or "")
-        sys_flag = header.sys_flag
-        if dest.config.topic_filter_type == "MULTI_TAG":
-            sys_flag |= MULTI_TAGS_FLAG
-        if props.get(P.TRAN_MSG) == "true":
-            if broker.config.reject_transaction_message:
-                raise Refused(
-                    ResponseCode.NO_PERMISSION,
-                    f"the broker[{broker.config.broker_ip1}] sending transaction message is forbidden",
-                )
-            dest, sys_flag = self._half_message(props, dest, sys_flag)
-        else:
-            self._route_later(dest, props)
+        topic, sys_flag = header.topic, header.sys_flag
+        if topic.startswith(RETRY_PREFIX) or P.TRAN_MSG in props or not props.keys().isdisjoint(_LATER_KEYS):
+            dest = Destination(topic, queue_id, tc)
+            self._retry_or_dlq(request, header, dest)
+            if dest.config.topic_filter_type == "MULTI_TAG":
+                sys_flag |= MULTI_TAGS_FLAG
+            if props.get(P.TRAN_MSG) == "true":
+                if broker.config.reject_transaction_message:
+                    raise Refused(
+                        ResponseCode.NO_PERMISSION,
+                        f"the broker[{broker.config.broker_ip1}] sending transaction message is forbidden",
+                    )
+                dest, sys_flag = self._half_message(props, dest, sys_flag)
+            else:
+                self._route_later(dest, props)
+            topic, put_queue = dest.topic, dest.queue_id
+            kind = message_type(header.properties or "")
+        else:  # most sends: stored where they were sent, as they came
+            if tc.topic_filter_type == "MULTI_TAG":
+                sys_flag |= MULTI_TAGS_FLAG
+            put_queue = queue_id
+            # message_type, from the properties at hand: no TRAN_MSG, DELAY or TIMER_* here
+            kind = "fifo" if P.SHARDING_KEY in props else "normal"
         wait = props.pop(P.WAIT, None) != "false"  # not stored (saves 9 bytes), but obeyed
         props[P.CLUSTER] = broker.config.broker_cluster_name
+        address = ctx.remote_address
+        born_host = self._hosts.get(address)
+        if born_host is None:
+            if len(self._hosts) >= _CACHE_LIMIT:
+                self._hosts.clear()
+            born_host = self._hosts[address] = host_port(address)
         draft = MessageDraft(
-            dest.topic,
-            dest.queue_id,
+            topic,
+            put_queue,
             request.body,
             flag=header.flag,
             properties=props,
             sys_flag=sys_flag,
             born_timestamp=header.born_timestamp,
-            born_host=host_port(ctx.remote_address),
+            born_host=born_host,
             store_host=broker.store_host,
             reconsume_times=header.reconsume_times or 0,
             wait=wait,
         )
-        return queue_id, draft
+        return queue_id, draft, kind
 
     def _route_later(self, dest: Destination, props: dict[str, str]) -> None:
         """Timer and delay-level messages wait in their system topics until due
