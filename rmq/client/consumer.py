@@ -128,8 +128,6 @@ class PushConsumer(ConsumerBase):
         TypeError names an unknown one.
     """
 
-    consumes_directly = True  # CONSUME_MESSAGE_DIRECTLY runs the handler (consume_directly)
-
     def __init__(
         self,
         group: str,

@@ -45,7 +45,7 @@ from rmq.protocol.message import MessageExt
 
 from .api import BeforeDecode, PullAhead, PullResult, PullStatus
 from .config import ConsumeFromWhere, ConsumerConfig, ConsumerOptions
-from .errors import MQClientError, MQClientStateError, MQConnectError, MQTimeoutError
+from .errors import MQClientError, MQConnectError, MQTimeoutError
 from .ids import wall_clock_ms
 from .instance import ClientInstance
 from .members import Instance
@@ -65,7 +65,6 @@ class ConsumerBase(AsyncService):
     """Shared machinery; see the module docstring. Not used directly."""
 
     consume_type = "CONSUME_PASSIVELY"
-    consumes_directly = False  # CONSUME_MESSAGE_DIRECTLY: push consumers only
 
     def __init__(
         self,
@@ -195,9 +194,9 @@ class ConsumerBase(AsyncService):
             "subscriptionSet": [s.to_json() for s in data.subscriptions],
         }
 
-    async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:
-        """Push consumers only (`consumes_directly`): the instance asks no other."""
-        raise MQClientStateError(f"{self!r} has no handler to consume {msg.msg_id} directly")
+    async def consume_directly(self, msg: MessageExt) -> dict[str, Any] | None:
+        """None: no handler to run here (PushConsumer overrides this)."""
+        return None
 
     # -- startup and loops ------------------------------------------------------------------
 

@@ -410,14 +410,15 @@ class ClientInstance:
     async def _consume_directly(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = H.ConsumeMessageDirectlyRequestHeader.from_ext(request.ext_fields)
         consumer = self._consumers.get(header.consumer_group)
-        if consumer is None or not consumer.consumes_directly:
-            return request.make_response(
-                ResponseCode.SYSTEM_ERROR, f"The Consumer Group <{header.consumer_group}> not exist in this consumer"
-            )
+        missing = f"The Consumer Group <{header.consumer_group}> not exist in this consumer"
+        if consumer is None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, missing)
         try:
             msg = next(iter_records(request.body))
         except (ProtocolError, StopIteration) as exc:
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"bad message in the request body: {exc!r}")
         msg.body = decompress_body(msg.body, msg.sys_flag)
         result = await consumer.consume_directly(msg)
+        if result is None:  # a consumer with no handler (pull consumers, the proxy's groups), as Java
+            return request.make_response(ResponseCode.SYSTEM_ERROR, missing)
         return request.make_response(body=B.dumps(result))

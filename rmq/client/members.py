@@ -41,8 +41,6 @@ class Member(Protocol):
 
 class ConsumerMember(Member, Protocol):
     group: str
-    #: Whether CONSUME_MESSAGE_DIRECTLY runs this consumer's handler (push consumers do).
-    consumes_directly: bool
 
     def consumer_data(self) -> ConsumerData:
         """ConsumerData for heartbeats (PROTOCOL.md 4.2)."""
@@ -60,8 +58,9 @@ class ConsumerMember(Member, Protocol):
         """ConsumerRunningInfo, the answer to GET_CONSUMER_RUNNING_INFO."""
         ...
 
-    async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:
-        """Run the handler on `msg`: ConsumeMessageDirectlyResult (`consumes_directly` only)."""
+    async def consume_directly(self, msg: MessageExt) -> dict[str, Any] | None:
+        """Run the handler on `msg`: a ConsumeMessageDirectlyResult; None when this consumer has
+        no handler to run (only push consumers have one)."""
         ...
 
 

@@ -44,8 +44,6 @@ def subscriptions_of(settings: d.Settings) -> tuple[SubscriptionData, ...]:
 class _GroupConsumer:
     """The client instance's member for one consumer group the proxy serves."""
 
-    consumes_directly = False
-
     def __init__(self, group: str) -> None:
         self.group = group
         self.clients: dict[str, tuple[SubscriptionData, ...]] = {}  # by client id
@@ -89,8 +87,9 @@ class _GroupConsumer:
             "statusTable": {},
         }
 
-    async def consume_directly(self, msg: MessageExt) -> dict[str, Any]:
-        raise NotImplementedError  # consumes_directly is False: the instance never calls it
+    async def consume_directly(self, msg: MessageExt) -> dict[str, Any] | None:
+        """None: the group's 5.x clients pop; the proxy has no handler to run for them."""
+        return None
 
 
 class Consumers:

@@ -10,7 +10,7 @@ import re
 import pytest
 import trio
 
-from rmq.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PushConsumer
+from rmq.client import ConsumeFromWhere, ConsumeStatus, Message, MessageExt, Producer, PullConsumer, PushConsumer
 from rmq.client.admin import AdminResponseError, MQAdmin
 from rmq.client.running_info import ConsumeCounters
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -138,3 +138,25 @@ async def admin_in(namesrv: str, *argv: str) -> str:
         code = await run([*argv, "-n", namesrv], out, err)
     assert code == 0, err.getvalue()
     return out.getvalue()
+
+
+async def test_consume_directly_refused_by_a_consumer_without_a_handler(servers: Servers) -> None:
+    """A pull consumer has no handler to run: the client answers as Java's does for a group it
+    cannot consume directly (the proxy's 5.x groups answer the same way)."""
+    s = servers
+    await create_topic(s, "DirectPull", queues=1)
+    consumer = PullConsumer("cg_direct_pull", s.ns)
+    consumer.subscribe("DirectPull")
+    async with consumer, Producer("pg_direct_pull", s.ns) as producer, MQAdmin(s.ns) as a:
+        sent = await producer.send(Message("DirectPull", "x"))
+        cid = consumer.instance.client_id
+        with trio.fail_after(LIMIT):
+            while True:  # the broker learns of the consumer from its first heartbeat
+                try:
+                    await a.consume_message_directly("cg_direct_pull", cid, sent.offset_msg_id, "DirectPull")
+                except AdminResponseError as exc:
+                    if "not exist in this consumer" in str(exc):
+                        break
+                else:
+                    raise AssertionError("a pull consumer consumed directly")
+                await trio.sleep(0.1)
