@@ -19,7 +19,7 @@ from rmq.proxy import ProxyServer
 from rmq.remoting import RemotingClient
 from tests.client.conftest import Cluster
 
-from .conftest import CHILD, CLIENT5
+from .conftest import CHILD, CLIENT5, require_client5
 
 TOPIC = "ProxyConsumersTopic"
 GROUP = "ProxyConsumersGroup"
@@ -35,8 +35,7 @@ async def consumer_ids(cluster: Cluster) -> list[str]:
 
 
 async def test_consumer_group_registered_then_dropped(cluster: Cluster, proxy: ProxyServer) -> None:
-    if not (CLIENT5 / "rocketmq" / "v5").is_dir():
-        pytest.skip("the 5.x client is not installed (scripts/bootstrap.sh puts it in .cache/rocketmq5)")
+    require_client5()
     await cluster.create_topic(TOPIC)
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["PYTHONPATH"] = str(CLIENT5)
