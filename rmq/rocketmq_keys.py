@@ -195,6 +195,27 @@ CONTROLLER = frozenset(
 )
 
 
+class ConfigError(ValueError):
+    """A bad setting of a server's config; ``key`` is the property (or field) it came from."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"{key}: {message}")
+        self.key = key
+        self.message = message
+
+
+def parse_bool(text: str) -> bool:
+    """A boolean property value: true or false, in any case (anything else is a ValueError)."""
+    low = text.lower()
+    if low not in ("true", "false"):
+        raise ValueError("expected true or false")
+    return low == "true"
+
+
+def show_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
 def report_unused(
     keys: Iterable[str],
     *,

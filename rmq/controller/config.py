@@ -28,17 +28,9 @@ from typing import Any
 
 from rmq import rocketmq_keys
 from rmq.dledger.peers import parse_peers
+from rmq.rocketmq_keys import ConfigError, parse_bool, show_bool
 
 log = logging.getLogger("rmq.controller.config")
-
-
-class ConfigError(ValueError):
-    """A bad setting; ``key`` is the property it came from."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
-        self.key = key
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,17 +109,6 @@ def report_unused(keys: Iterable[str], source: str) -> None:
     )
 
 
-def _bool(text: str) -> bool:
-    low = text.lower()
-    if low not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return low == "true"
-
-
-def _show_bool(value: bool) -> str:
-    return "true" if value else "false"
-
-
 def _show_peers(peers: dict[str, str]) -> str:
     return ";".join(f"{k}-{v}" for k, v in peers.items())
 
@@ -138,8 +119,8 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str]]] = {
     "controllerDLegerSelfId": ("self_id", str, str),
     "controllerStorePath": ("store_path", lambda t: t or "~/DledgerController", str),
     "mappedFileSize": ("mapped_file_size", int, str),
-    "enableElectUncleanMaster": ("enable_elect_unclean_master", _bool, _show_bool),
-    "notifyBrokerRoleChanged": ("notify_broker_role_changed", _bool, _show_bool),
+    "enableElectUncleanMaster": ("enable_elect_unclean_master", parse_bool, show_bool),
+    "notifyBrokerRoleChanged": ("notify_broker_role_changed", parse_bool, show_bool),
     "scanNotActiveBrokerInterval": ("scan_not_active_broker_interval_ms", int, str),
     "scanInactiveMasterInterval": ("scan_inactive_master_interval_ms", int, str),
     "electMasterMaxRetryCount": ("elect_master_max_retry_count", int, str),

@@ -15,8 +15,9 @@ import trio
 
 from rmq.lifetime import exit_status, until_signalled
 from rmq.protocol import javaprops as properties
+from rmq.rocketmq_keys import ConfigError
 
-from .config import ConfigError, ControllerConfig, report_unused
+from .config import ControllerConfig, report_unused
 from .server import ControllerServer
 
 log = logging.getLogger("rmq.controller")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rmq import rocketmq_keys
 from rmq.remoting.tlsconfig import ALL_KEYS as TLS_KEYS
 from rmq.remoting.tlsconfig import NEED_CLIENT_AUTH, TlsConfigError, with_tls_config_file
+from rmq.rocketmq_keys import ConfigError, parse_bool, show_bool
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping
@@ -27,15 +28,6 @@ log = logging.getLogger("rmq.namesrv.config")
 DEFAULT_PORT = 9876
 DEFAULT_KV_CONFIG_PATH = "~/namesrv/kvConfig.json"
 TLS_MODES = ("disabled", "permissive", "enforcing")
-
-
-class ConfigError(ValueError):
-    """A bad configuration value; `key` is the property or field it came from."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"{key}: {message}")
-        self.key = key
-        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,13 +170,6 @@ def report_unused(keys: Iterable[str], source: str) -> None:
     )
 
 
-def _bool(text: str) -> bool:
-    low = text.lower()
-    if low not in ("true", "false"):
-        raise ValueError("expected true or false")
-    return low == "true"
-
-
 def _millis(text: str) -> float:
     return int(text) / 1000
 
@@ -195,10 +180,6 @@ def _optional(parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 def _show_millis(value: float) -> str:
     return str(round(value * 1000))
-
-
-def _show_bool(value: bool) -> str:
-    return "true" if value else "false"
 
 
 def _metrics_type(text: str) -> str:
@@ -220,7 +201,7 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str], bool]] =
     "kvConfigPath": ("kv_config_path", _optional(str), str, False),
     "scanNotActiveBrokerInterval": ("scan_interval", _millis, _show_millis, True),
     "brokerChannelExpiredTime": ("broker_expiry", _millis, _show_millis, True),
-    "orderMessageEnable": ("order_message_enable", _bool, _show_bool, True),
+    "orderMessageEnable": ("order_message_enable", parse_bool, show_bool, True),
     "serverChannelMaxIdleTimeSeconds": ("idle_timeout", lambda t: float(int(t)), _show_seconds, False),
     "serverMaxConnections": ("max_connections", int, str, False),
     "serverMaxConnectionsPerAddress": ("max_connections_per_address", int, str, False),

@@ -40,8 +40,9 @@ from rmq.protocol.headers import (
     UnregisterBrokerRequestHeader,
 )
 from rmq.remoting.dispatcher import Dispatcher
+from rmq.rocketmq_keys import ConfigError
 
-from .config import ConfigError, NamesrvConfig
+from .config import NamesrvConfig
 from .kvconfig import ORDER_TOPIC_CONFIG, KVConfigManager
 from .route_info import RouteInfoManager
 

@@ -24,8 +24,9 @@ import trio
 from rmq.lifetime import Service, unwrapped
 from rmq.remoting import Connection, RemotingServer, ServerConfig, TlsMode
 from rmq.remoting.tlsconfig import TlsConfigError, server_ssl_context
+from rmq.rocketmq_keys import ConfigError
 
-from .config import ConfigError, NamesrvConfig
+from .config import NamesrvConfig
 from .kvconfig import KVConfigManager
 from .processors import NamesrvState, build_dispatcher
 from .route_info import RouteInfoManager

@@ -21,9 +21,10 @@ import trio
 
 from rmq.lifetime import exit_status, until_signalled
 from rmq.protocol import javaprops as properties
+from rmq.rocketmq_keys import ConfigError
 from rmq.rundir import pid_file
 
-from .config import ConfigError, NamesrvConfig, report_unused
+from .config import NamesrvConfig, report_unused
 from .server import NamesrvServer
 
 log = logging.getLogger("rmq.namesrv")
