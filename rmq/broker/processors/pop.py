@@ -362,6 +362,19 @@ def _sql_matches(sql: SqlFilter, record: bytes) -> bool:
         return False
 
 
+def _ack_of(header: AckMessageRequestHeader | ChangeInvisibleTimeRequestHeader, info: ExtraInfo) -> AckMsg:
+    """The ack of the one message a header names, under the checkpoint its extraInfo names."""
+    return AckMsg(
+        header.offset,
+        info.ck_queue_offset,
+        header.consumer_group,
+        header.topic,
+        header.queue_id,
+        info.pop_time,
+        info.broker_name,
+    )
+
+
 class AckProcessor:
     """ACK_MESSAGE, BATCH_ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME: records appended to
     the revive queue the receipt handle names."""
@@ -423,15 +436,7 @@ class AckProcessor:
         info = self._extra_info(request, header.extra_info)
         if isinstance(info, RemotingCommand):
             return info
-        ack = AckMsg(
-            header.offset,
-            info.ck_queue_offset,
-            header.consumer_group,
-            header.topic,
-            header.queue_id,
-            info.pop_time,
-            info.broker_name,
-        )
+        ack = _ack_of(header, info)
         put = await append_ack(broker, ack, info.revive_qid)
         if not put.ok:
             return fail(request, ResponseCode.SYSTEM_ERROR, f"cannot append the ack: {put.status.value}")
@@ -496,15 +501,7 @@ class AckProcessor:
         put = await append_checkpoint(broker, ck, info.revive_qid)
         if not put.ok:
             return fail(request, ResponseCode.SYSTEM_ERROR, f"cannot append the checkpoint: {put.status.value}")
-        ack = AckMsg(
-            header.offset,
-            info.ck_queue_offset,
-            header.consumer_group,
-            header.topic,
-            header.queue_id,
-            info.pop_time,
-            info.broker_name,
-        )
+        ack = _ack_of(header, info)
         put = await append_ack(broker, ack, info.revive_qid)
         if not put.ok:  # the old checkpoint will revive it too: twice rather than never
             log.error("change invisible time: cannot append the ack of the old checkpoint: %s", put.status)

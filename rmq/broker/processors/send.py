@@ -154,18 +154,25 @@ class SendProcessor:
 
         Returns the response, or an awaitable of it when a flush (or slave) is waited for.
         """
+        if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
+            return self._send_back_refusals(self.send_back(ctx, request), request)
+        if request.code == RequestCode.SEND_MESSAGE:
+            header = SendMessageRequestHeader.from_ext(request.ext_fields)
+        else:
+            header = SendMessageRequestHeader.from_v2_ext(request.ext_fields)
+        return self._begin_send(ctx, request, header)
+
+    def _begin_send(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader) -> Any:
+        """`begin` once the header is parsed."""
         try:
-            if request.code == RequestCode.CONSUMER_SEND_MSG_BACK:
-                return self._send_back_refusals(self.send_back(ctx, request), request)
-            if request.code == RequestCode.SEND_MESSAGE:
-                header = SendMessageRequestHeader.from_ext(request.ext_fields)
-            else:
-                header = SendMessageRequestHeader.from_v2_ext(request.ext_fields)
-            store = self.send_batch if header.batch else self.send_one
-            queue_id, result = store(ctx, request, header)
+            if header.batch:
+                queue_id, result = self.send_batch(ctx, request, header)
+                kind = message_type(header.properties or "")
+            else:  # draft_one works out the kind from the properties it decodes anyway
+                queue_id, draft, kind = self.draft_one(ctx, request, header)
+                result = self.broker.store.put_now(draft)
         except Refused as refused:
             return fail(request, refused.code, refused.remark)
-        kind = message_type(header.properties or "")
         if isinstance(result, PutMessageResult):
             return self._respond(request, result, header.topic, queue_id, kind)
         return self._respond_later(request, result, header.topic, queue_id, kind)
@@ -202,8 +209,8 @@ class SendProcessor:
             if drafts:
                 self._put_group(drafts, waiting, out)
                 drafts, waiting = [], []
-            try:
-                out[n] = self.begin(ctx, request)  # a batch or a send-back; parses its header again
+            try:  # a batch (its header parsed above) or a send-back
+                out[n] = self.begin(ctx, request) if header is None else self._begin_send(ctx, request, header)
             except Exception as exc:  # noqa: BLE001 - as above
                 out[n] = exc
         if drafts:
@@ -314,14 +321,6 @@ class SendProcessor:
 
     # -- single message -------------------------------------------------------------------
 
-    def send_one(
-        self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
-    ) -> tuple[int, Any]:
-        """Store one message: (the queue picked, which RocketMQ answers; the PutMessageResult
-        or an awaitable of it, see `begin`)."""
-        queue_id, draft, _ = self.draft_one(ctx, request, header)
-        return queue_id, self.broker.store.put_now(draft)
-
     def draft_one(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> tuple[int, MessageDraft, str]:
@@ -416,7 +415,8 @@ class SendProcessor:
     def send_batch(
         self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader
     ) -> tuple[int, Any]:
-        """Store a batch, as `send_one` stores one message."""
+        """Store a batch: (the queue picked, which RocketMQ answers; the PutMessageResult
+        or an awaitable of it, see `begin`)."""
         broker = self.broker
         tc = self.check(ctx, request, header)
         topic = header.topic
