@@ -83,6 +83,8 @@ class _Facade:
 class Producer(_Facade):
     """rmq.client.Producer for asyncio (same arguments)."""
 
+    _wraps: type[_producer.Producer] = _producer.Producer  # the Trio object this facade runs
+
     def __init__(
         self,
         group: str = DEFAULT_PRODUCER_GROUP,
@@ -94,7 +96,7 @@ class Producer(_Facade):
         **options: Unpack[ProducerOptions],
     ) -> None:
         super().__init__(portal)
-        self._obj = _producer.Producer(group, namesrv, enable_trace=enable_trace, trace_topic=trace_topic, **options)
+        self._obj = self._wraps(group, namesrv, enable_trace=enable_trace, trace_topic=trace_topic, **options)
 
     async def send(self, msg: Message, **kwargs: Any) -> SendResult:
         result: SendResult = await self._portal.acall(lambda: self._obj.send(msg, **kwargs))
@@ -123,6 +125,8 @@ class TransactionProducer(Producer):
     """rmq.client.TransactionProducer for asyncio (same arguments). Build it inside the
     running asyncio loop when `check` is a coroutine function."""
 
+    _wraps = _transaction.TransactionProducer
+
     def __init__(
         self,
         group: str = DEFAULT_PRODUCER_GROUP,
@@ -134,11 +138,8 @@ class TransactionProducer(Producer):
         portal: Portal | None = None,
         **options: Unpack[ProducerOptions],
     ) -> None:
-        _Facade.__init__(self, portal)  # not Producer's: this wraps another Trio object
-        check = _bridge_handler(check)
-        self._obj = _transaction.TransactionProducer(
-            group, namesrv, check=check, enable_trace=enable_trace, trace_topic=trace_topic, **options
-        )
+        super().__init__(group, namesrv, enable_trace=enable_trace, trace_topic=trace_topic, portal=portal, **options)
+        self._obj.check = _bridge_handler(check)
 
     async def send_message_in_transaction(
         self, msg: Message, local_transaction: _transaction.LocalTransaction, arg: Any = None

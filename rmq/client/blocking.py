@@ -77,6 +77,8 @@ class _Facade:
 class Producer(_Facade):
     """rmq.client.Producer for blocking code (same arguments)."""
 
+    _wraps: type[_producer.Producer] = _producer.Producer  # the Trio object this facade runs
+
     def __init__(
         self,
         group: str = DEFAULT_PRODUCER_GROUP,
@@ -88,7 +90,7 @@ class Producer(_Facade):
         **options: Unpack[ProducerOptions],
     ) -> None:
         super().__init__(portal)
-        self._obj = _producer.Producer(group, namesrv, enable_trace=enable_trace, trace_topic=trace_topic, **options)
+        self._obj = self._wraps(group, namesrv, enable_trace=enable_trace, trace_topic=trace_topic, **options)
 
     def send(self, msg: Message, **kwargs: Any) -> SendResult:
         result: SendResult = self._portal.call(lambda: self._obj.send(msg, **kwargs))
@@ -118,6 +120,8 @@ class TransactionProducer(Producer):
     transaction runs in the calling thread, as Java's does (its database session is there);
     `check` runs in the client's thread when the broker asks (keep it short)."""
 
+    _wraps = _transaction.TransactionProducer
+
     def __init__(
         self,
         group: str = DEFAULT_PRODUCER_GROUP,
@@ -129,10 +133,8 @@ class TransactionProducer(Producer):
         portal: Portal | None = None,
         **options: Unpack[ProducerOptions],
     ) -> None:
-        _Facade.__init__(self, portal)  # not Producer's: this wraps another Trio object
-        self._obj = _transaction.TransactionProducer(
-            group, namesrv, check=check, enable_trace=enable_trace, trace_topic=trace_topic, **options
-        )
+        super().__init__(group, namesrv, enable_trace=enable_trace, trace_topic=trace_topic, portal=portal, **options)
+        self._obj.check = check
 
     def send_message_in_transaction(
         self, msg: Message, local_transaction: Callable[[Message, Any], _transaction.TransactionState], arg: Any = None

@@ -187,8 +187,6 @@ class Producer(AsyncService):
         self.instance: Instance = instance if instance is not None else ClientInstance(self.config)
         self._ids = UniqueIdGenerator(self.instance.ip)
         self._publish: dict[str, PublishInfo] = {}
-        # plain sends' header templates per topic, by queue index; rebuilt with the PublishInfo
-        self._templates: dict[str, tuple[PublishInfo, list[SendTemplate | None]]] = {}
         self._faults = LatencyFaultTolerance(trio.current_time) if self.config.send_latency_fault_enable else None
         self._route_lock = trio.Lock()
         self._async_slots = trio.Semaphore(self.config.max_async_in_flight)
@@ -535,12 +533,9 @@ class Producer(AsyncService):
         addr = self.instance.master_addr(mq.broker_name)
         if addr is None:
             return await self._send_general(msg, timeout)
-        entry = self._templates.get(topic)
-        if entry is None or entry[0] is not info:
-            entry = self._templates[topic] = (info, [None] * len(queues))
-        template = entry[1][index]
+        template = info.templates[index]
         if template is None:
-            template = entry[1][index] = SendTemplate(
+            template = info.templates[index] = SendTemplate(
                 self.group, mq, config.create_topic_key, config.default_topic_queue_nums
             )
         msg_id = props.get(P.UNIQ_KEY)

@@ -27,7 +27,7 @@ from rmq.protocol import ProtocolError, RemotingCommand, RequestCode, ResponseCo
 from rmq.protocol import properties as P
 from rmq.protocol.constants import REPLY_MESSAGE_FLAG, reply_topic
 from rmq.protocol.headers import ReplyMessageRequestHeader
-from rmq.protocol.message import Message, MessageExt, decompress_body
+from rmq.protocol.message import Message, MessageExt, decompress_body, host_port
 
 from .errors import MQClientError, MQTimeoutError
 from .ids import wall_clock_ms
@@ -84,11 +84,6 @@ def is_reply(properties: dict[str, str]) -> bool:
     return properties.get(P.MSG_TYPE) == REPLY_MESSAGE_FLAG
 
 
-def _host(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port) if port.isdigit() else 0
-
-
 def pushed_reply(header: ReplyMessageRequestHeader, body: bytes, arrived_ms: int) -> MessageExt:
     """The reply message a PUSH_REPLY_MESSAGE_TO_CLIENT carries (ClientRemotingProcessor.receiveReplyMessage)."""
     props = P.decode_properties(header.properties or "")
@@ -101,9 +96,9 @@ def pushed_reply(header: ReplyMessageRequestHeader, body: bytes, arrived_ms: int
         queue_id=header.queue_id,
         sys_flag=header.sys_flag,
         born_timestamp=header.born_timestamp,
-        born_host=_host(header.born_host),
+        born_host=host_port(header.born_host),
         store_timestamp=header.store_timestamp,
-        store_host=_host(header.store_host),
+        store_host=host_port(header.store_host),
         reconsume_times=header.reconsume_times or 0,
     )
 

@@ -18,6 +18,7 @@ import dataclasses
 import itertools
 import random
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from rmq.protocol.bodies.routes import BrokerData as BrokerData
 from rmq.protocol.bodies.routes import QueueData, TopicRouteData
@@ -25,6 +26,9 @@ from rmq.protocol.constants import PERM_READ, PERM_WRITE
 
 from .latency import LatencyFaultTolerance
 from .message import MessageQueue
+
+if TYPE_CHECKING:
+    from .plain_send import SendTemplate
 
 
 class TopicRoute(TopicRouteData):
@@ -86,6 +90,8 @@ class PublishInfo:
         # true when the queues are TBW102's: the broker creates the topic on first send
         self.from_default_topic = from_default_topic
         self._index = itertools.count(random.randrange(1 << 16))
+        # by queue index: the plain send's header templates (producer.py), made on first use
+        self.templates: list[SendTemplate | None] = [None] * len(self.queues)
 
     def __repr__(self) -> str:
         return f"<PublishInfo {self.topic} {len(self.queues)} queues>"

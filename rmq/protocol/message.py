@@ -72,6 +72,7 @@ __all__ = [
     "encode_host",
     "encode_message_ext",
     "encode_record",
+    "host_port",
     "iter_records",
     "make_offset_msg_id",
     "pack_record_into",
@@ -234,6 +235,12 @@ def decode_host(raw: bytes) -> tuple[str, int]:
             _decoded_hosts.clear()
         _decoded_hosts[raw] = host
     return host
+
+
+def host_port(address: str) -> tuple[str, int]:
+    """ "ip:port" → (ip, port); IPv6 literals may come bracketed."""
+    host, _, port = address.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port) if port.isdigit() else 0
 
 
 # --- messages -------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from typing import Any
 
 from rmq.protocol import RemoteProtocolError, RemotingCommand, ResponseCode
 from rmq.protocol import body as json_body
+from rmq.protocol.message import host_port as host_port  # the processors import it from here
 
 
 def ok(request: RemotingCommand, ext: dict[str, Any] | None = None, body: bytes = b"") -> RemotingCommand:
@@ -24,9 +25,3 @@ def json_of(request: RemotingCommand, what: str) -> Any:
         return json_body.loads(request.body)
     except RemoteProtocolError as exc:
         raise RemoteProtocolError(f"bad {what} body: {exc}") from None
-
-
-def host_port(address: str) -> tuple[str, int]:
-    """ "ip:port" → (ip, port); IPv6 literals may come bracketed."""
-    host, _, port = address.rpartition(":")
-    return host.strip("[]") or "0.0.0.0", int(port) if port.isdigit() else 0
