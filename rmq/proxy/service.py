@@ -318,7 +318,7 @@ class MessagingService:
         props = send_properties(msg, topic, peer, self.config.max_delay_time_mills)
         group = props.get(P.SHARDING_KEY)
         if group is not None:  # a message group keeps to one queue (SendMessageQueueSelector)
-            index = abs(_java_int(P.java_string_hash(group))) % len(targets)
+            index = abs(P.java_string_hash(group)) % len(targets)
         else:
             index = next(self._round_robin) % len(targets)
         broker_name, queue_id = targets[index]
@@ -576,11 +576,6 @@ class MessagingService:
 
 _ALL_TYPES = [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
 _CONSUMER_TYPES = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
-
-
-def _java_int(n: int) -> int:
-    n &= 0xFFFFFFFF
-    return n - (1 << 32) if n >= 1 << 31 else n
 
 
 def _client_id(call: Call) -> str:
