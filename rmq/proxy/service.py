@@ -100,7 +100,7 @@ class MessagingService:
             "RecallMessage": (s.RecallMessageRequest, s.RecallMessageResponse),
             "SyncLiteSubscription": (s.SyncLiteSubscriptionRequest, s.SyncLiteSubscriptionResponse),
         }
-        out = {SERVICE + name: Method(req, "unary", _answering(fn)) for name, (req, fn) in unary.items()}
+        out = {SERVICE + name: Method(req, "unary", _answering(fn, req)) for name, (req, fn) in unary.items()}
         for name, (req, resp) in not_done.items():
             out[SERVICE + name] = Method(req, "unary", _not_implemented(resp, name))
         out[SERVICE + "ReceiveMessage"] = Method(s.ReceiveMessageRequest, "server_stream", self.receive_message)
@@ -318,7 +318,7 @@ class MessagingService:
         props = send_properties(msg, topic, peer, self.config.max_delay_time_mills)
         group = props.get(P.SHARDING_KEY)
         if group is not None:  # a message group keeps to one queue (SendMessageQueueSelector)
-            index = abs(_java_int(P.java_string_hash(group))) % len(targets)
+            index = abs(P.java_string_hash(group)) % len(targets)
         else:
             index = next(self._round_robin) % len(targets)
         broker_name, queue_id = targets[index]
@@ -578,11 +578,6 @@ _ALL_TYPES = [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
 _CONSUMER_TYPES = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
 
 
-def _java_int(n: int) -> int:
-    n &= 0xFFFFFFFF
-    return n - (1 << 32) if n >= 1 << 31 else n
-
-
 def _client_id(call: Call) -> str:
     client_id = call.metadata("x-mq-client-id")
     if not client_id:
@@ -590,17 +585,16 @@ def _client_id(call: Call) -> str:
     return client_id
 
 
-def _answering(fn: Callable[[Call, Any], Awaitable[Proto]]) -> Callable[[Call, Any], Awaitable[Proto]]:
+def _answering(
+    fn: Callable[[Call, Any], Awaitable[Proto]], request_type: type[Proto]
+) -> Callable[[Call, Any], Awaitable[Proto]]:
     """A unary handler whose ProxyError or broker failure becomes the response's Status."""
-    response_type = None
+    response_type = getattr(s, request_type.__name__.removesuffix("Request") + "Response")
 
     async def handler(call: Call, request: Any) -> Proto:
-        nonlocal response_type
         try:
             return await fn(call, request)
         except (ProxyError, MQClientError) as exc:
-            if response_type is None:
-                response_type = _RESPONSE_OF[type(request).__name__]
             return response_type(status=status_of(exc))
 
     return handler
@@ -611,10 +605,3 @@ def _not_implemented(response_type: type[Proto], name: str) -> Callable[[Call, A
         return response_type(status=status(Code.NOT_IMPLEMENTED, f"{name} is not served by rmq yet"))
 
     return handler
-
-
-_RESPONSE_OF: dict[str, Any] = {
-    name: getattr(s, name[: -len("Request")] + "Response")
-    for name in dir(s)
-    if name.endswith("Request") and hasattr(s, name[: -len("Request")] + "Response")
-}

@@ -29,7 +29,13 @@ from rmq.protocol import RemotingCommand, RequestCode
 from rmq.protocol import properties as P
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
-from rmq.protocol.message import decode_record, parse_offset_msg_id
+from rmq.protocol.message import (
+    TRANSACTION_COMMIT_TYPE,
+    TRANSACTION_NOT_TYPE,
+    TRANSACTION_ROLLBACK_TYPE,
+    decode_record,
+    parse_offset_msg_id,
+)
 from rmq.remoting import RequestContext
 
 from .convert import Code, ProxyError, received
@@ -39,7 +45,6 @@ from .v2 import service_pb2 as s
 log = logging.getLogger("rmq.proxy.transaction")
 
 END_TIMEOUT = 3.0  # seconds to queue an END_TRANSACTION (oneway, as Java)
-COMMIT, ROLLBACK, NOT_TYPE = 0x8, 0xC, 0x0  # MessageSysFlag's END_TRANSACTION values
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +137,9 @@ class Transactions:
         addr = self.instance.master_addr(data.broker_name)
         if addr is None:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, f"no master of {data.broker_name}")
-        resolution = {d.COMMIT: COMMIT, d.ROLLBACK: ROLLBACK}.get(request.resolution, NOT_TYPE)
+        resolution = {d.COMMIT: TRANSACTION_COMMIT_TYPE, d.ROLLBACK: TRANSACTION_ROLLBACK_TYPE}.get(
+            request.resolution, TRANSACTION_NOT_TYPE
+        )
         header = EndTransactionRequestHeader(
             producer_group=group,
             tran_state_table_offset=data.tran_state_table_offset,
