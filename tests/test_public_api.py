@@ -24,6 +24,8 @@ PUBLIC: dict[str, list[str]] = {
         "AclModel",
         "AclProcessor",
         "PlainAcl",
+        "authenticate",
+        "authorize",
         "check",
         "parse_acl",
     ],

@@ -11,6 +11,17 @@ from __future__ import annotations
 from .model import AclConfigError, AclModel, parse_acl
 from .processor import AclProcessor
 from .service import PlainAcl
-from .validator import ADMIN_CODES, AclDenied, check
+from .validator import ADMIN_CODES, AclDenied, authenticate, authorize, check
 
-__all__ = ["ADMIN_CODES", "AclConfigError", "AclDenied", "AclModel", "AclProcessor", "PlainAcl", "check", "parse_acl"]
+__all__ = [
+    "ADMIN_CODES",
+    "AclConfigError",
+    "AclDenied",
+    "AclModel",
+    "AclProcessor",
+    "PlainAcl",
+    "authenticate",
+    "authorize",
+    "check",
+    "parse_acl",
+]

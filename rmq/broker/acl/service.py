@@ -191,13 +191,13 @@ class PlainAcl:
             check(self.model, request, ip, signed_code=self.require_signed_code)
         except AclDenied as exc:
             reason = str(exc)
-            self._log_refusal(ip, request, reason)
+            self.log_refusal(ip, code_name(request.code, response=False), reason)
             return request.make_response(ResponseCode.SYSTEM_ERROR, f"AclException: {reason}")
         return None
 
-    def _log_refusal(self, ip: str, request: RemotingCommand, reason: str) -> None:
+    def log_refusal(self, ip: str, name: str, reason: str) -> None:
+        """Log a refused request `name` (a request code's, an RPC's) once per address and reason."""
         key = (ip, reason)
-        name = code_name(request.code, response=False)
         if key in self._refusals:
             self._refusals.move_to_end(key)
             log.debug("ACL refused %s from %s: %s", name, ip, reason)

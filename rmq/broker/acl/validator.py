@@ -14,11 +14,14 @@ may not, in the order RocketMQ checks:
    pulls, offset calls, heartbeats and the like SUB on the topic and on the group
    (a group as its retry topic, so `%RETRY%G` is group G). A send to RMQ_SYS_TRACE_TOPIC
    needs no permission.
+
+`authenticate` (steps 1-4) and `authorize` (5-6) are its two halves; the gRPC proxy
+(rmq.proxy.auth) checks its calls with them too, over the content its clients sign.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from rmq.protocol import RemotingCommand, RequestCode, code_name
 from rmq.protocol import acl as signing
@@ -26,7 +29,7 @@ from rmq.protocol import body as json_body
 from rmq.protocol.constants import RETRY_PREFIX, TRACE_TOPIC
 from rmq.protocol.errors import ProtocolError
 
-from .model import PUB, SUB, AclModel, check_permission, describe_resource, perm_name
+from .model import ANY, PUB, SUB, Account, AclModel, check_permission, describe_resource, perm_name
 
 #: Codes only an admin account may send: RocketMQ's five (topic and group create, update,
 #: delete; broker config) and the other changes an operator makes: offset resets, ACL
@@ -143,36 +146,55 @@ def _lock_body(body: bytes) -> tuple[str | None, list[str]]:
     return (str(group) if group else None), sorted(set(topics))
 
 
-def check(model: AclModel, request: RemotingCommand, ip: str, *, signed_code: bool = False) -> None:
-    """Raise AclDenied unless the client at `ip` may send `request` (see the module docstring)."""
+def authenticate(model: AclModel, ip: str, access_key: str | None, signed: Callable[[str], bool]) -> Account | None:
+    """The account the request is signed by, checked in RocketMQ's order (steps 1-4 above);
+    None when `ip` is white-listed, globally or for that account, which skips every other
+    check. `signed(secret_key)` says whether the request's signature is the one that key
+    gives: the remoting and the gRPC ports sign different content. Raises AclDenied."""
     if model.white_listed(ip):
-        return
-    ext = request.ext_fields
-    access_key = ext.get(signing.ACCESS_KEY)
+        return None
     if not access_key:
         raise AclDenied(f"No accessKey is configured: the request is not signed and {ip} is not white-listed")
     account = model.accounts.get(access_key)
     if account is None:
         raise AclDenied(f"No acl config for {access_key}")
     if account.white.match(ip):
-        return
-    content = signing.verify_content(ext, request.body)
-    if not signing.signature_matches(content, account.secret_key, ext.get(signing.SIGNATURE)):
+        return None
+    if not signed(account.secret_key):
         raise AclDenied(f"Check signature failed for accessKey={access_key}")
-    if signed_code:
-        why = signing.signed_code_error(ext, request.code)
-        if why is not None:
-            raise AclDenied(f"{why} (aclRequireSignedRequestCode=true), accessKey={access_key}")
-    needed = needed_resources(request)
+    return account
+
+
+def authorize(account: Account, needed: Mapping[str, int], *, admin_only: str | None = None) -> None:
+    """Steps 5 and 6: `needed` maps each topic and group (as its retry topic) to the
+    permission the request needs on it; `admin_only` names a request only admins may send.
+    Raises AclDenied."""
     if needed.get(TRACE_TOPIC) == PUB:
         return
-    if request.code in ADMIN_CODES and not account.admin:
-        name = code_name(request.code, response=False)
-        raise AclDenied(f"Need admin permission for request {name}, but accessKey={access_key} is not")
+    if admin_only is not None and not account.admin:
+        raise AclDenied(f"Need admin permission for request {admin_only}, but accessKey={account.access_key} is not")
     if not needed or (account.admin and not account.perms):
         return
     for resource, perm in needed.items():
         if not check_permission(perm, account.owned(resource)):
-            raise AclDenied(
-                f"No {perm_name(perm)} permission for {describe_resource(resource)}, accessKey={access_key}"
-            )
+            wanted = "PUB or SUB" if perm & ANY else perm_name(perm)
+            raise AclDenied(f"No {wanted} permission for {describe_resource(resource)}, accessKey={account.access_key}")
+
+
+def check(model: AclModel, request: RemotingCommand, ip: str, *, signed_code: bool = False) -> None:
+    """Raise AclDenied unless the client at `ip` may send `request` (see the module docstring)."""
+    ext = request.ext_fields
+
+    def signed(secret_key: str) -> bool:
+        content = signing.verify_content(ext, request.body)
+        return signing.signature_matches(content, secret_key, ext.get(signing.SIGNATURE))
+
+    account = authenticate(model, ip, ext.get(signing.ACCESS_KEY), signed)
+    if account is None:
+        return
+    if signed_code:
+        why = signing.signed_code_error(ext, request.code)
+        if why is not None:
+            raise AclDenied(f"{why} (aclRequireSignedRequestCode=true), accessKey={account.access_key}")
+    admin_only = code_name(request.code, response=False) if request.code in ADMIN_CODES else None
+    authorize(account, needed_resources(request), admin_only=admin_only)
