@@ -15,13 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from rmq.remoting import TlsMode
 from rmq.remoting.tlsconfig import TlsConfigError, server_ssl_context
 
 CLUSTER, LOCAL = "CLUSTER", "LOCAL"
 
 
+# keys ProxyConfig.java spells other than its fields' camel case
+_KEYS = {"enable_acl": "enableACL"}
+
+
 def _camel(name: str) -> str:
+    if name in _KEYS:
+        return _KEYS[name]
     head, *rest = name.split("_")
     return head + "".join(p[:1].upper() + p[1:] for p in rest)
 
@@ -59,6 +67,13 @@ class ProxyConfig:
     tls_cert_path: str = ""
     # rmq's own: Java's proxy takes it from tls.server.mode (TlsSystemConfig), default permissive
     tls_server_mode: str = "permissive"  # permissive (TLS and plain on the port) | enforcing | disabled
+    # ACL 1.0 on the gRPC port (Java 5.2's enableACL): every call signed by an account of plain_acl.yml
+    enable_acl: bool = False
+    # sign the proxy's own calls to the brokers with the account of <rocketmqHome>/conf/tools.yml
+    # (Java's name; rmq applies it in local mode too, whose calls go over remoting)
+    enable_acl_rpc_hook_for_cluster_mode: bool = False
+    rocketmq_home: str = ""  # where conf/plain_acl.yml and conf/tools.yml are; default $ROCKETMQ_HOME
+    acl_plain_file: str = ""  # rmq's own, as the broker's: "" = <rocketmqHome>/conf/plain_acl.yml
     unknown: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -92,6 +107,8 @@ class ProxyConfig:
             raise ValueError("tlsKeyPath and tlsCertPath go together: give both or neither")
         if not config.namesrv_addr:
             config.namesrv_addr = os.environ.get("NAMESRV_ADDR", "")
+        if not config.rocketmq_home:
+            config.rocketmq_home = os.environ.get("ROCKETMQ_HOME", "")
         return config
 
     @classmethod
@@ -112,6 +129,35 @@ class ProxyConfig:
             return mode, server_ssl_context(self.tls_cert_path, self.tls_key_path)
         except (OSError, ssl.SSLError, TlsConfigError) as exc:
             raise ValueError(f"tlsCertPath/tlsKeyPath: {exc}") from None
+
+    def acl_file(self) -> Path:
+        """The plain_acl.yml enableACL reads: aclPlainFile (relative: under rocketmqHome),
+        else <rocketmqHome>/conf/plain_acl.yml. ValueError when neither says where."""
+        home = Path(self.rocketmq_home).expanduser() if self.rocketmq_home else None
+        if self.acl_plain_file:
+            path = Path(self.acl_plain_file).expanduser()
+            return home / path if home is not None and not path.is_absolute() else path
+        if home is None:
+            raise ValueError("enableACL: set rocketmqHome (or $ROCKETMQ_HOME) or aclPlainFile for plain_acl.yml")
+        return home / "conf" / "plain_acl.yml"
+
+    def broker_credentials(self) -> tuple[str, str] | None:
+        """The (accessKey, secretKey) the proxy signs its calls to the brokers with: those of
+        <rocketmqHome>/conf/tools.yml with enableAclRpcHookForClusterMode, as Java's proxy
+        (AclUtils.getAclRPCHook), else None. ValueError when the file cannot give them."""
+        if not self.enable_acl_rpc_hook_for_cluster_mode:
+            return None
+        if not self.rocketmq_home:
+            raise ValueError("enableAclRpcHookForClusterMode: set rocketmqHome (or $ROCKETMQ_HOME) for conf/tools.yml")
+        path = Path(self.rocketmq_home).expanduser() / "conf" / "tools.yml"
+        try:
+            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        except (OSError, yaml.YAMLError) as exc:
+            raise ValueError(f"enableAclRpcHookForClusterMode: cannot read {path}: {exc}") from None
+        keys = (data.get("accessKey"), data.get("secretKey")) if isinstance(data, dict) else (None, None)
+        if not all(isinstance(k, str | int) and str(k) for k in keys):
+            raise ValueError(f"enableAclRpcHookForClusterMode: {path} gives no accessKey and secretKey")
+        return str(keys[0]), str(keys[1])
 
     def namesrv(self) -> tuple[str, ...]:
         return tuple(a.strip() for a in self.namesrv_addr.split(";") if a.strip())

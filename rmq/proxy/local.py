@@ -3,7 +3,8 @@
 `-pc FILE` reads rmq-proxy.json as `rmq proxy` does; `--proxy-port` overrides its
 grpcServerPort (8081). The proxy reaches its broker, and the others of the name servers the
 broker registers with, through the name server and remoting, as in cluster mode: Java's
-local mode calls its broker in process, which rmq does not do yet.
+local mode calls its broker in process, which rmq does not do yet. With enableACL the proxy
+reads the broker's plain_acl.yml unless rmq-proxy.json names another (aclPlainFile).
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def main(argv: list[str] | None = None) -> int:
 
     def beside(broker: BrokerController) -> ProxyServer:
         config.namesrv_addr = ";".join(broker.config.namesrv_addr)
+        # the broker's home and ACL file, as Java's local mode, whose proxy and broker share one home
+        config.rocketmq_home = config.rocketmq_home or broker.config.rocketmq_home
+        if config.enable_acl and not config.acl_plain_file and broker.config.acl_file is not None:
+            config.acl_plain_file = str(broker.config.acl_file)
         if not config.namesrv():
             raise ValueError("--enable-proxy: the proxy finds routes through the broker's name servers; give -n")
         return ProxyServer(config)

@@ -11,6 +11,7 @@ from rmq.client.config import ClientConfig
 from rmq.client.instance import ClientInstance
 from rmq.lifetime import Service
 
+from .auth import GrpcAcl
 from .config import ProxyConfig
 from .grpc import GrpcServer
 from .service import MessagingService
@@ -23,12 +24,23 @@ class ProxyServer(Service):
     and the gRPC server on `grpc_server_port` (0 picks a free one; `port` then says which)."""
 
     def __init__(self, config: ProxyConfig, host: str = "0.0.0.0") -> None:
+        """ValueError for settings it cannot serve with (TLS files, the ACL's files)."""
         self.config = config
+        access_key, secret_key = config.broker_credentials() or (None, None)  # the brokers' ACL
         self.instance = ClientInstance(
-            ClientConfig(namesrv=config.namesrv(), instance_name=f"proxy-{config.proxy_name}")
+            ClientConfig(
+                namesrv=config.namesrv(),
+                instance_name=f"proxy-{config.proxy_name}",
+                access_key=access_key,
+                secret_key=secret_key,
+            )
         )
         self.service = MessagingService(config, self.instance)
-        self.grpc = GrpcServer(self.service.methods(), host=host, port=config.grpc_server_port, tls=config.tls())
+        methods = self.service.methods()
+        self.acl = GrpcAcl(config.acl_file()) if config.enable_acl else None
+        if self.acl is not None:
+            methods = self.acl.guard(methods)
+        self.grpc = GrpcServer(methods, host=host, port=config.grpc_server_port, tls=config.tls())
         self._scope = trio.CancelScope()
 
     @property
@@ -37,11 +49,18 @@ class ProxyServer(Service):
 
     async def serve(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         with self._scope:
-            async with self.instance.running():
+            async with self.instance.running(), trio.open_nursery() as nursery:
+                if self.acl is not None:
+                    await nursery.start(self.acl.watch)
                 async with self.grpc:
                     tls = f"TLS {self.grpc.tls[0].value}" if self.grpc.tls else "plain"
+                    acl = f", ACL {self.acl.acl.path}" if self.acl is not None else ""
                     log.info(
-                        "gRPC proxy (%s mode) on port %d (%s)", self.config.proxy_mode.lower(), self.grpc.port, tls
+                        "gRPC proxy (%s mode) on port %d (%s%s)",
+                        self.config.proxy_mode.lower(),
+                        self.grpc.port,
+                        tls,
+                        acl,
                     )
                     task_status.started(self.grpc.port)
                     await trio.sleep_forever()

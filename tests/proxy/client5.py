@@ -22,7 +22,9 @@ def main() -> None:
     endpoint, scenario, topic, group = sys.argv[1:5]
     n = int(sys.argv[5]) if len(sys.argv) > 5 else 1
     wait = float(sys.argv[6]) if len(sys.argv) > 6 else 30
-    config = ClientConfiguration(endpoint, Credentials())
+    # CLIENT5_AK / CLIENT5_SK: the client's ACL credentials (it signs every call with them)
+    credentials = Credentials(os.environ.get("CLIENT5_AK", ""), os.environ.get("CLIENT5_SK", ""))
+    config = ClientConfiguration(endpoint, credentials)
     # CLIENT5_TLS=1: the client's TLS channel, trusting GRPC_DEFAULT_SSL_ROOTS_FILE_PATH's CAs
     tls = os.environ.get("CLIENT5_TLS") == "1"
 
@@ -165,6 +167,36 @@ def main() -> None:
             get_offset()
             pull(n)
             pull(n + 100)
+    elif scenario in ("send_refused", "receive_refused"):
+        # a client whose start or first call is refused: the Status of a QueryRoute signed as
+        # the client signs (its start hides it), then what the client raised
+        import grpc
+        from rocketmq.grpc_protocol import MessagingServiceStub, QueryRouteRequest, Resource
+        from rocketmq.v5.util.signature import Signature
+
+        with grpc.insecure_channel(endpoint) as channel:
+            request = QueryRouteRequest(topic=Resource(name=topic))
+            response = MessagingServiceStub(channel).QueryRoute(request, metadata=Signature.metadata(config, "probe"))
+            out(route=response.status.code, message=response.status.message)
+        client = None
+        try:
+            if scenario == "send_refused":
+                client = Producer(config, (topic,))
+                client.startup()
+                msg = Message()
+                msg.topic = topic
+                msg.body = b"x"
+                client.send(msg)
+            else:
+                client = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+                client.startup()
+                client.receive(1, 2)
+            out(error=None)
+        except Exception as exc:
+            out(error=type(exc).__name__, code=getattr(exc, "code", None), text=str(exc))
+        finally:
+            if client is not None and client.is_running:
+                client.shutdown()
     elif scenario == "send_error":
         producer = Producer(config)
         producer.startup()
