@@ -2,7 +2,7 @@
 proxy. Run with PYTHONPATH holding only that client and its dependencies (its import name,
 `rocketmq`, is the C++ client's too). Prints one JSON object per line; the last one ends
 with "done". Usage: client5.py ENDPOINT SCENARIO TOPIC GROUP [N [SECONDS]], SECONDS how long
-a receive waits for N messages (30)."""
+a receive waits for N messages (30), or how far off a delayed message is due."""
 
 from __future__ import annotations
 
@@ -45,6 +45,106 @@ def main() -> None:
                 out(sent=receipt.message_id)
         finally:
             producer.shutdown()
+    elif scenario in ("kinds_sync", "kinds_async"):
+        # N messages of each kind: normal, FIFO (two message groups), delay (due in SECONDS),
+        # and with sync sends transactional ones, committed (the client has no async
+        # transactional send)
+        from rocketmq import TransactionChecker, TransactionResolution
+
+        class CommitAll(TransactionChecker):
+            def check(self, message: Message) -> TransactionResolution:
+                return TransactionResolution.COMMIT
+
+        mode = scenario.removeprefix("kinds_")
+        producer = Producer(config, (topic,), CommitAll())
+        producer.startup()
+        try:
+            pending = []
+            for i in range(n):
+                for kind in ("normal", "fifo", "delay", "tx"):
+                    msg = Message()
+                    msg.topic = topic
+                    msg.body = f"{mode}-{kind}-{i}".encode()
+                    msg.tag = kind
+                    due = None
+                    if kind == "fifo":
+                        msg.message_group = f"{mode}-g{i % 2}"
+                    elif kind == "delay":
+                        # the client sends delivery_timestamp as seconds (and reads it back as ms)
+                        due_s = int(time.time() + wait + 1)
+                        msg.delivery_timestamp = due_s
+                        due = due_s * 1000
+                    if kind == "tx":
+                        if mode == "async":
+                            continue
+                        transaction = producer.begin_transaction()
+                        receipt = producer.send(msg, transaction)
+                        transaction.commit()
+                    elif mode == "sync":
+                        receipt = producer.send(msg)
+                    else:
+                        pending.append((kind, msg.body.decode(), due, producer.send_async(msg)))
+                        continue
+                    out(sent=receipt.message_id, kind=kind, body=msg.body.decode(), due=due)
+            for kind, body, due, future in pending:
+                out(sent=future.result(timeout=30).message_id, kind=kind, body=body, due=due)
+        finally:
+            producer.shutdown()
+    elif scenario == "push":
+        # a PushConsumer until it has consumed N distinct bodies "p-<i>" (i < N) or SECONDS
+        # passed, then 2 s more for redeliveries; counts, not the messages (N may be 10,000)
+        import threading
+
+        from rocketmq import ConsumeResult, MessageListener, PushConsumer
+
+        lock = threading.Lock()
+        seen: set[str] = set()
+        counts = {"total": 0, "unexpected": 0}
+        expected = {f"p-{i}" for i in range(n)}
+        all_seen = threading.Event()
+
+        class Count(MessageListener):
+            def consume(self, message: Message) -> ConsumeResult:
+                body = message.body.decode()
+                with lock:
+                    counts["total"] += 1
+                    if body in expected:
+                        seen.add(body)
+                    else:
+                        counts["unexpected"] += 1
+                    if len(seen) == n:
+                        all_seen.set()
+                return ConsumeResult.SUCCESS
+
+        consumer = PushConsumer(config, group, Count(), {topic: FilterExpression()})
+        started = time.monotonic()
+        consumer.startup()
+        try:
+            out(started=True)
+            all_seen.wait(wait)
+            took = time.monotonic() - started
+            time.sleep(2)
+        finally:
+            consumer.shutdown()
+        with lock:
+            out(distinct=len(seen), total=counts["total"], unexpected=counts["unexpected"], seconds=round(took, 1))
+    elif scenario == "never_ack":
+        # receive with a 1 s invisible time and never ack, until N deliveries or SECONDS
+        # passed, then 4 s more to see whether it comes again
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+        consumer.startup()
+        try:
+            got = 0
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                for msg in consumer.receive(16, 1):
+                    got += 1
+                    out(id=msg.message_id, body=msg.body.decode(), attempt=msg.delivery_attempt)
+                if got >= n:
+                    deadline = min(deadline, time.monotonic() + 4)
+                    n = 1 << 30
+        finally:
+            consumer.shutdown()
     elif scenario in ("commit", "rollback", "check"):
         # a half message, then commit or rollback; "check": neither, the broker's check
         # reaches the checker (through the proxy's Telemetry stream), which commits
@@ -276,6 +376,8 @@ def main() -> None:
                         group=msg.message_group,
                         attempt=msg.delivery_attempt,
                         corrupted=msg.corrupted,
+                        due=msg.delivery_timestamp,
+                        at=msg.decode_message_timestamp,
                     )
                     if scenario == "receive":
                         consumer.ack(msg)
