@@ -232,29 +232,36 @@ class _Connection:
             end_stream=True,
         )
 
-    async def _send_message(self, stream_id: int, s: _Stream, message: Proto) -> None:
+    async def _send_message(self, stream_id: int, s: _Stream, message: Proto, *, flush: bool = True) -> None:
+        """The message on the stream (after the response headers, the first time), as the
+        peer's window allows. Without `flush` its last bytes wait in h2's buffer for the
+        next flush: a unary call's answer goes out with its trailers in one write."""
         data = frame(message)
-        async with self.lock:
-            if s.closed:
-                raise trio.ClosedResourceError
-            if not s.headers_sent:
-                self.h2.send_headers(stream_id, [(":status", "200"), ("content-type", "application/grpc")])
-                s.headers_sent = True
-                await self.flush()
         while data:
             async with self.lock:
                 if s.closed:
                     raise trio.ClosedResourceError
+                if not s.headers_sent:
+                    self.h2.send_headers(stream_id, [(":status", "200"), ("content-type", "application/grpc")])
+                    s.headers_sent = True
                 room = min(self.h2.local_flow_control_window(stream_id), self.h2.max_outbound_frame_size)
                 if room > 0:
                     self.h2.send_data(stream_id, data[:room])
                     data = data[room:]
-                    await self.flush()
+                    if data or flush:
+                        await self.flush()
                     continue
+                await self.flush()  # what is buffered, the headers too, before waiting
                 waiter = self.window
             await waiter.wait()
 
-    async def _end(self, stream_id: int, s: _Stream, code: int, message: str) -> None:
+    async def _end(self, stream_id: int, s: _Stream, code: int, message: str, last: Proto | None = None) -> None:
+        """The trailers, after `last` (a unary call's answer) when there is one."""
+        if last is not None:
+            try:
+                await self._send_message(stream_id, s, last, flush=False)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
         async with self.lock:
             if s.closed:
                 return
@@ -273,7 +280,7 @@ class _Connection:
                 pass
 
     async def _serve_call(self, stream_id: int, s: _Stream, requests: trio.MemoryReceiveChannel[Proto]) -> None:
-        code, message = OK, ""
+        code, message, last = OK, "", None
 
         async def send(response: Proto) -> None:
             await self._send_message(stream_id, s, response)
@@ -281,8 +288,9 @@ class _Connection:
         try:
             with s.scope:
                 s.scope.deadline = s.call.deadline
-                code, message = await self._dispatch(s, requests, send)
+                code, message, last = await self._dispatch(s, requests, send)
             if s.scope.cancelled_caught and not s.closed:
+                last = None
                 code, message = (
                     (DEADLINE_EXCEEDED, "deadline exceeded")
                     if trio.current_time() >= s.call.deadline
@@ -296,26 +304,27 @@ class _Connection:
         except Exception as exc:  # a handler's bug ends its call, not the connection
             log.exception("gRPC %s failed", s.call.method)
             code, message = UNKNOWN, f"{type(exc).__name__}: {exc}"
-        await self._end(stream_id, s, code, message)
+        await self._end(stream_id, s, code, message, last)
 
-    async def _dispatch(self, s: _Stream, requests: trio.MemoryReceiveChannel[Proto], send: Send) -> tuple[int, str]:
+    async def _dispatch(
+        self, s: _Stream, requests: trio.MemoryReceiveChannel[Proto], send: Send
+    ) -> tuple[int, str, Proto | None]:
+        """The call's status, and a unary call's answer, which _end sends with the trailers."""
         m = s.method
         try:
             if m.kind == "bidi":
                 await m.handler(s.call, requests, send)
-                return OK, ""
+                return OK, "", None
             try:
                 request = await requests.receive()
             except trio.EndOfChannel:
-                return INVALID_ARGUMENT, "no request message"
+                return INVALID_ARGUMENT, "no request message", None
             if m.kind == "unary":
-                response = await m.handler(s.call, request)
-                await send(response)
-            else:
-                await m.handler(s.call, request, send)
-            return OK, ""
+                return OK, "", await m.handler(s.call, request)
+            await m.handler(s.call, request, send)
+            return OK, "", None
         except GrpcError as exc:
-            return exc.code, exc.message
+            return exc.code, exc.message, None
 
 
 class GrpcServer(Service):
