@@ -5,6 +5,7 @@ checked against plain_acl.yml, the broker's file, and the proxy's own calls to t
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -23,9 +24,12 @@ from rmq.proxy.grpc import Call
 from rmq.proxy.v2 import definition_pb2 as d
 from rmq.proxy.v2 import service_pb2 as s
 from rmq.remoting import RemotingClient
-from tests.client.conftest import Cluster, open_cluster
+from tests.client.conftest import open_cluster
 
+from ..broker.cluster import loopback_namesrv
+from ..ports import free_ports
 from .conftest import FAST, run_client
+from .test_modes import started, wait_for_line
 
 ADMIN = ("ProxyAdmin", "12345678admin")
 USER = ("ClientUser", "12345678user")
@@ -59,18 +63,18 @@ def acl_home(tmp_path: Path) -> Path:
     return home
 
 
-async def create_topic(cluster: Cluster, topic: str) -> None:
+async def create_topic(broker_addr: str, namesrv_addr: str, topic: str) -> None:
     """UPDATE_AND_CREATE_TOPIC signed by the admin, then wait for the name server's route."""
     header = CreateTopicRequestHeader(topic, read_queue_nums=4, write_queue_nums=4, perm=6)
     async with RemotingClient() as client:
         request = RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
         signing.sign(request.ext_fields, request.body, *ADMIN)
-        response = await client.invoke(cluster.broker_addr, request, 3.0)
+        response = await client.invoke(broker_addr, request, 3.0)
         assert response.code == ResponseCode.SUCCESS, response
         with trio.fail_after(10):
             while True:
                 request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
-                if (await client.invoke(cluster.namesrv_addr, request, 3.0)).code == ResponseCode.SUCCESS:
+                if (await client.invoke(namesrv_addr, request, 3.0)).code == ResponseCode.SUCCESS:
                     return
                 await trio.sleep(0.05)
 
@@ -82,7 +86,7 @@ async def acl_proxy(tmp_path: Path, **settings: Any) -> AsyncIterator[str]:
     home = acl_home(tmp_path)
     async with open_cluster(tmp_path, acl_enable=True, rocketmq_home=str(home)) as cluster:
         for topic in (TOPIC, SUB_TOPIC):
-            await create_topic(cluster, topic)
+            await create_topic(cluster.broker_addr, cluster.namesrv_addr, topic)
         values = {
             "namesrvAddr": cluster.namesrv_addr,
             "grpcServerPort": 0,
@@ -148,6 +152,33 @@ async def test_proxy_calls_to_the_broker_are_signed(tmp_path: Path) -> None:
         _, answer = await run_client(endpoint, "send_refused", TOPIC, GROUP, env=keys(USER))
     assert answer["error"] == "InternalErrorException" and answer["code"] == 50001, answer
     assert "AclException: No accessKey is configured" in answer["text"]
+
+
+async def test_local_mode_reads_the_brokers_file(tmp_path: Path) -> None:
+    """`mqbroker --enable-proxy` with aclEnable=true: rmq-proxy.json says only enableACL and
+    enableAclRpcHookForClusterMode; the proxy takes the broker's home and plain_acl.yml."""
+    home = acl_home(tmp_path)
+    broker_port = free_ports(3, below=2)
+    proxy_port = broker_port + 2
+    conf = tmp_path / "broker.conf"
+    conf.write_text(
+        f"brokerName=broker-a\nlistenPort={broker_port}\nbrokerIP1=127.0.0.1\n"
+        f"storePathRootDir={tmp_path / 'store'}\naclEnable=true\nrocketmqHome={home}\n"
+    )
+    proxy_conf = tmp_path / "rmq-proxy.json"
+    proxy_conf.write_text(json.dumps({"enableACL": True, "enableAclRpcHookForClusterMode": True, **FAST}))
+    async with loopback_namesrv() as ns:
+        args = ["broker", "-c", str(conf), "-n", ns.address, "--enable-proxy", "-pc", str(proxy_conf)]
+        args += ["--proxy-port", str(proxy_port), "--log-level", "WARNING"]
+        with started(args, tmp_path / "broker.log") as proc:
+            await wait_for_line(proc, "The store path", tmp_path / "broker.log")
+            await create_topic(f"127.0.0.1:{broker_port}", ns.address, TOPIC)
+            endpoint = f"127.0.0.1:{proxy_port}"
+            sent = await run_client(endpoint, "send", TOPIC, GROUP, "1", env=keys(USER))
+            got = await run_client(endpoint, "receive", TOPIC, GROUP, "1", env=keys(USER))
+            route, refused = await run_client(endpoint, "send_refused", TOPIC, GROUP, env=keys((USER[0], "wrong")))
+    assert got[0]["id"] == sent[0]["sent"] and got[-1] == {"received": 1}
+    assert route["route"] == 40100 and "Check signature failed" in route["message"], (route, refused)
 
 
 def test_settings_need_their_files(tmp_path: Path) -> None:
