@@ -51,6 +51,7 @@ from .convert import (
     send_properties,
     status,
     status_of,
+    timestamp,
 )
 from .grpc import Call, Method, Send
 from .pull import Pulling
@@ -403,6 +404,9 @@ class MessagingService:
             await self._receive(call, request, send)
         except (ProxyError, MQClientError) as exc:
             await send(s.ReceiveMessageResponse(status=status_of(exc)))
+        # the stream ends with the time it was delivered, as Java's writer ends it (onComplete):
+        # the 5.x Python PushConsumer measures its receive latency from it and fails without it
+        await send(s.ReceiveMessageResponse(delivery_timestamp=timestamp(int(time.time() * 1000))))
 
     async def _receive(self, call: Call, request: s.ReceiveMessageRequest, send: Send) -> None:
         c = self.config
