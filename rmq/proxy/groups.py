@@ -33,8 +33,9 @@ class GroupConfigs:
 
     async def get(self, group: str, addr: str) -> SubscriptionGroupConfig | None:
         """The group's config, from the cache while it is fresh, else from the broker at `addr`;
-        None when the broker has none. A broker that cannot answer leaves the cached config
-        (or none) in use."""
+        None when the broker has none. A broker that cannot answer (a 4.x broker has no
+        GET_SUBSCRIPTIONGROUP_CONFIG) leaves the cached config, or none, in use until the
+        next refresh."""
         cached = self._cache.get(group)
         now = trio.current_time()
         if cached is not None and now - cached[0] < self.refresh_seconds:
@@ -43,7 +44,7 @@ class GroupConfigs:
             config = await self._read(group, addr)
         except (MQClientError, ProtocolError) as exc:
             log.warning("cannot read the config of consumer group %s from %s: %s", group, addr, exc)
-            return cached[1] if cached is not None else None
+            config = cached[1] if cached is not None else None
         self._cache[group] = (now, config)
         return config
 

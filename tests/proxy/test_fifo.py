@@ -106,3 +106,20 @@ async def test_a_push_consumer_consumes_in_order_and_discards_what_fails(cluster
     store = cluster.broker.message_store
     [record] = store.get_message(f"%DLQ%{GROUP}", 0, 0).records
     assert decode_record(record)[0].body == b"g1-1"
+
+
+async def test_group_configs_are_cached_and_survive_a_broker_without_them(cluster: Cluster, proxy: ProxyServer) -> None:
+    """The proxy's cache of group configs: read once per refresh; a server that cannot
+    answer GET_SUBSCRIPTIONGROUP_CONFIG (here the name server, as a 4.x broker would) leaves
+    the defaults, or what was read before, in use."""
+    groups = proxy.service.groups
+    await orderly_group(cluster, GROUP, retry_max_times=5)
+    config = await groups.get(GROUP, cluster.broker_addr)
+    assert config is not None and config.consume_message_orderly and config.retry_max_times == 5
+    await orderly_group(cluster, GROUP, retry_max_times=7)
+    assert await groups.get(GROUP, cluster.broker_addr) == config  # cached until the refresh
+    groups.refresh_seconds = 0
+    assert await groups.get(GROUP, cluster.namesrv_addr) == config  # unanswered: the last one read
+    assert await groups.get("Other", cluster.namesrv_addr) is None
+    fresh = await groups.get(GROUP, cluster.broker_addr)
+    assert fresh is not None and fresh.retry_max_times == 7
