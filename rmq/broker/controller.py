@@ -61,7 +61,9 @@ from .ha.slave import HAClient
 from .ha.sync import SlaveSynchronize
 from .long_polling import PullWaiters
 from .offsets import ConsumerOffsetManager
+from .order_info import ConsumerOrderInfoManager
 from .parts import BrokerParts, Identity, RoleCell
+from .pop_queues import PopQueues
 from .processors import build_dispatcher
 from .rebalance_lock import RebalanceLockManager
 from .registration import Registration, register_period
@@ -104,7 +106,8 @@ class BrokerController(Service):
       clock_ms: wall-clock milliseconds for the store and the delivery services.
 
     Attributes (usable once serving):
-      config, topics, offsets, subscriptions, clients, locks, waiters, stats: the parts.
+      config, topics, offsets, subscriptions, clients, locks, waiters, stats, order_info,
+        pop_queues: the parts.
       schedule, timers, transactions: delay levels, timer messages, transactions.
       message_store: the synchronous MessageStore (reads); store: its AsyncMessageStore
         front (appends).
@@ -130,6 +133,8 @@ class BrokerController(Service):
         self.clock_ms = clock_ms
         self.topics = TopicConfigManager(config, on_change=self._topics_changed)
         self.offsets = ConsumerOffsetManager(config.config_dir)
+        self.order_info = ConsumerOrderInfoManager(config.config_dir, now_ms=clock_ms)
+        self.pop_queues = PopQueues()
         self.subscriptions = SubscriptionGroupManager(config)
         self.clients = ClientManager(trio.current_time)
         self.locks = RebalanceLockManager(trio.current_time)
@@ -255,6 +260,7 @@ class BrokerController(Service):
             )
         self.topics.load()
         self.offsets.load()
+        self.order_info.load()
         self.subscriptions.load()
         listeners = [self.waiters] if config.long_polling_enable else []
         store_config = self.store_config()
@@ -277,6 +283,8 @@ class BrokerController(Service):
             locks=self.locks,
             waiters=self.waiters,
             stats=self.stats,
+            order_info=self.order_info,
+            pop_queues=self.pop_queues,
             clock_ms=self.clock_ms,
             sleep_wall=self.sleep_wall,
             notify_consumers=self.notify_consumer_ids_changed,
@@ -361,7 +369,7 @@ class BrokerController(Service):
             await nursery.start(self.acl.watch)
         nursery.start_soon(self.waiters.run)  # parked pulls' deadlines
         nursery.start_soon(self._housekeeping)
-        for table in (self.topics, self.subscriptions, self.offsets):
+        for table in (self.topics, self.subscriptions, self.offsets, self.order_info):
             nursery.start_soon(table.writer.run)
         if self.dledger is None and not config.is_slave:  # a slave copies its master's deliveries
             await nursery.start(self._master_services)
@@ -563,6 +571,7 @@ class BrokerController(Service):
         self.registration = None
         tables: list[tuple[str, Callable[[], None]]] = [
             ("offsets", self.offsets.persist),
+            ("orderly POP batches", self.order_info.persist),
             ("topics", self.topics.persist),
             ("subscription groups", self.subscriptions.persist),
         ]
@@ -640,10 +649,15 @@ class BrokerController(Service):
             for group in self.clients.scan_expired():
                 self.notify_consumer_ids_changed(group)
             self.stats.sample()
+            self.order_info.clean(self._read_queue_nums, lambda group: self.subscriptions.get(group) is not None)
             today = time.localtime().tm_yday
             if today != day:
                 day = today
                 self.stats.new_day()
+
+    def _read_queue_nums(self, topic: str) -> int | None:
+        tc = self.topics.get(topic)
+        return None if tc is None else tc.read_queue_nums
 
 
 class _Arrivals:

@@ -30,6 +30,8 @@ if TYPE_CHECKING:
     from .config import BrokerConfig
     from .long_polling import PullWaiters
     from .offsets import ConsumerOffsetManager
+    from .order_info import ConsumerOrderInfoManager
+    from .pop_queues import PopQueues
     from .rebalance_lock import RebalanceLockManager
     from .stats import BrokerStats
     from .subscriptions import SubscriptionGroupManager
@@ -98,6 +100,7 @@ class BrokerParts:
       identity: the broker's address.
       message_store: the synchronous store (reads); store: its AsyncMessageStore (appends).
       topics, offsets, subscriptions, clients, locks, waiters, stats: the broker's tables.
+      order_info: orderly POP's batches in flight; pop_queues: POP's queue locks and waiting pops.
       clock_ms: wall-clock milliseconds (store and delivery times).
       sleep_wall: sleeps that many seconds of ``clock_ms`` time, less if the clock jumps.
       notify_consumers: tells a group's consumers to rebalance (NOTIFY_CONSUMER_IDS_CHANGED),
@@ -115,6 +118,8 @@ class BrokerParts:
     locks: RebalanceLockManager
     waiters: PullWaiters
     stats: BrokerStats
+    order_info: ConsumerOrderInfoManager
+    pop_queues: PopQueues
     clock_ms: Callable[[], int]
     sleep_wall: Callable[[float], Awaitable[None]]
     notify_consumers: Callable[[str], None]

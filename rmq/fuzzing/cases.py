@@ -51,6 +51,7 @@ from rmq.protocol.codes import CURRENT_VERSION, RPC_ONEWAY, RPC_TYPE, RequestCod
 from rmq.protocol.constants import PULL_COMMIT_OFFSET, PULL_SUBSCRIPTION, PULL_SUSPEND
 from rmq.protocol.frame import DEFAULT_MAX_FRAME_SIZE
 from rmq.protocol.message import COMPRESSED_FLAG, Message, encode_batch_body
+from rmq.protocol.pop import PeekMessageRequestHeader, PollingInfoRequestHeader
 from rmq.raft import messages as DL  # DLedger's peer messages: JSON bodies, sans-IO as this module
 
 BROKER = "broker"
@@ -168,6 +169,10 @@ BROKER_CODES: tuple[CodeSpec, ...] = (
     CodeSpec(R.GET_BROKER_CONFIG),
     CodeSpec(R.UPDATE_BROKER_CONFIG, None, "javaprops", mutates=True),
     CodeSpec(R.GET_BROKER_RUNTIME_INFO),
+    # RocketMQ 5.x; each finds or creates the group it names, as Java's does
+    CodeSpec(R.GET_SUBSCRIPTIONGROUP_CONFIG, H.GetSubscriptionGroupConfigRequestHeader, mutates=True),
+    CodeSpec(R.PEEK_MESSAGE, PeekMessageRequestHeader, mutates=True),
+    CodeSpec(R.POLLING_INFO, PollingInfoRequestHeader, mutates=True),
 )
 NAMESRV_CODES: tuple[CodeSpec, ...] = (
     CodeSpec(R.REGISTER_BROKER, H.RegisterBrokerRequestHeader, "register", mutates=True),

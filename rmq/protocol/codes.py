@@ -136,6 +136,7 @@ class RequestCode(enum.IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    GET_SUBSCRIPTIONGROUP_CONFIG = 352  # RocketMQ 5.x: one group's config (the gRPC proxy's FIFO setting)
     BROKER_HEARTBEAT = 904  # RocketMQ 5.x: a broker's heartbeat to the controller
     GET_BROKER_HA_STATUS = 907  # RocketMQ 5.x: HARuntimeInfo of a master or slave
     # RocketMQ 5.x POP consumption (RIP-19, docs/pop.md)

@@ -636,6 +636,13 @@ class DeleteSubscriptionGroupRequestHeader(Header):
 
 
 @dataclass(slots=True)
+class GetSubscriptionGroupConfigRequestHeader(Header):
+    """GET_SUBSCRIPTIONGROUP_CONFIG (RocketMQ 5.x)."""
+
+    group: str
+
+
+@dataclass(slots=True)
 class CloneGroupOffsetRequestHeader(Header):
     """CLONE_GROUP_OFFSET (314): no topic means every topic the source group has offsets in."""
 

@@ -14,6 +14,11 @@ answer carries the first four in its header, and per queue read the start offset
 "flag queueId o1,o2;..."): a client builds each message's extraInfo from them
 (`receipt_handles`). The checkpoint and ack records the broker keeps are in
 rmq.protocol.bodies.pop.
+
+An orderly pop (order=true) names revive queue 999 (POP_ORDER_REVIVE_QUEUE) in its handles and
+counts in orderCountInfo how often each message was popped before ("flag qo<queueId>%<offset>
+count" per message popped again, then "flag queueId count", the queue's least): a client sets
+a message's reconsumeTimes from it (`order_counts`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ FIRST_POP_TIME = "1ST_POP_TIME"  # when the message was first popped (set at its
 
 NORMAL, RETRY_V1, RETRY_V2 = "0", "1", "2"  # extraInfo's retry flag
 _SEP = " "
+_QUEUE_OFFSET = "qo"  # orderCountInfo's mark of a per-message entry (ExtraInfoUtil.QUEUE_OFFSET)
 
 
 def revive_topic(cluster: str) -> str:
@@ -188,6 +194,50 @@ def receipt_handles(
     return out
 
 
+def order_count_info(topic: str, queue_id: int, counts: dict[int, int], least: int) -> str:
+    """One queue's part of orderCountInfo: each message popped before with its count, then
+    the queue's least count (buildQueueOffsetOrderCountInfo, buildQueueIdOrderCountInfo)."""
+    flag = retry_flag(topic)
+    parts = [f"{flag}{_SEP}{_QUEUE_OFFSET}{queue_id}%{offset}{_SEP}{n}" for offset, n in sorted(counts.items())]
+    parts.append(f"{flag}{_SEP}{queue_id}{_SEP}{least}")
+    return ";".join(parts)
+
+
+def parse_order_count_info(text: str | None) -> dict[str, int]:
+    """orderCountInfo → {"flag@qo<queueId>%<offset>" or "flag@queueId": count}
+    (ExtraInfoUtil.parseOrderCountInfo); HeaderError when malformed or a key repeats."""
+    out: dict[str, int] = {}
+    if not text:
+        return out
+    for one in text.split(";"):
+        parts = one.split(_SEP)
+        if len(parts) != 3:
+            raise HeaderError(f"bad order count info {text!r}")
+        key = f"{parts[0]}@{parts[1]}"
+        if key in out:
+            raise HeaderError(f"order count info {text!r} names {key} twice")
+        try:
+            out[key] = int(parts[2])
+        except ValueError:
+            raise HeaderError(f"bad count in order count info {text!r}") from None
+    return out
+
+
+def order_counts(header: PopMessageResponseHeader, messages: list[MessageExt]) -> None:
+    """Set each message's reconsumeTimes to how often an orderly pop returned it before, as a
+    Java client does from orderCountInfo: the message's own count, else its queue's."""
+    counts = parse_order_count_info(header.order_count_info)
+    if not counts:
+        return
+    for msg in messages:
+        flag = retry_flag(msg.topic)
+        n = counts.get(f"{flag}@{_QUEUE_OFFSET}{msg.queue_id}%{msg.queue_offset}")
+        if n is None:
+            n = counts.get(f"{flag}@{msg.queue_id}")
+        if n is not None and n > 0:
+            msg.reconsume_times = n
+
+
 # --- headers -------------------------------------------------------------------------
 
 
@@ -250,3 +300,47 @@ class ChangeInvisibleTimeResponseHeader(Header):
     pop_time: int
     invisible_time: int
     revive_qid: int
+
+
+@dataclass(slots=True)
+class PeekMessageRequestHeader(Header):
+    """PEEK_MESSAGE: up to `max_msg_nums` messages the group would pop next, changing nothing."""
+
+    topic: str
+    queue_id: int  # -1: every queue
+    max_msg_nums: int
+    consumer_group: str
+
+
+@dataclass(slots=True)
+class NotificationRequestHeader(Header):
+    """NOTIFICATION: answer once the group has a message to pop (long polling, as a pop)."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int  # -1: every queue
+    poll_time: int
+    born_time: int
+    order: bool | None = None
+    attempt_id: str | None = None
+
+
+@dataclass(slots=True)
+class NotificationResponseHeader(Header):
+    has_msg: bool
+    polling_full: bool = False
+
+
+@dataclass(slots=True)
+class PollingInfoRequestHeader(Header):
+    """POLLING_INFO: how many pops of the group wait on (topic, queueId) (-1: the pops of
+    every queue)."""
+
+    consumer_group: str
+    topic: str
+    queue_id: int
+
+
+@dataclass(slots=True)
+class PollingInfoResponseHeader(Header):
+    polling_num: int

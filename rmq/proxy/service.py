@@ -2,10 +2,11 @@
 
 The proxy is a client of the brokers (rmq.client's ClientInstance: routes from the name
 servers, one connection per broker): sends go out as SEND_MESSAGE_V2, receives as
-POP_MESSAGE from every queue of the broker the client names, acks and invisible-time changes
-as ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME with the receipt handle, the message's POP
-extraInfo. Failures answer inside the response's Status, as Java's proxy does (the gRPC call
-itself ends OK); see rmq.proxy.convert for the codes.
+POP_MESSAGE from every queue of the broker the client names (orderly for a group whose config
+says consumeMessageOrderly: FIFO), acks and invisible-time changes as ACK_MESSAGE and
+CHANGE_MESSAGE_INVISIBLETIME with the receipt handle, the message's POP extraInfo. Failures
+answer inside the response's Status, as Java's proxy does (the gRPC call itself ends OK); see
+rmq.proxy.convert for the codes.
 """
 
 from __future__ import annotations
@@ -27,14 +28,16 @@ from rmq.client.route import TopicRoute
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import headers as H
 from rmq.protocol import properties as P
+from rmq.protocol.bodies.configs import SubscriptionGroupConfig
 from rmq.protocol.constants import MASTER_ID, PERM_READ, PERM_WRITE
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.message import TRANSACTION_PREPARED_TYPE
+from rmq.protocol.message import TRANSACTION_PREPARED_TYPE, MessageExt
 from rmq.protocol.pop import (
     AckMessageRequestHeader,
     ChangeInvisibleTimeRequestHeader,
     ExtraInfo,
     PopMessageRequestHeader,
+    order_counts,
     real_topic,
     receipt_handles,
 )
@@ -53,6 +56,7 @@ from .convert import (
     status_of,
     timestamp,
 )
+from .groups import GroupConfigs
 from .grpc import Call, Method, Send
 from .pull import Pulling
 from .transaction import Transactions
@@ -78,6 +82,7 @@ class MessagingService:
         self.transactions = Transactions(instance, config.transaction_data_expire_millis)
         self.pulling = Pulling(self.instance, self.route, self.poll_ms)
         self.consumers = Consumers(instance)
+        self.groups = GroupConfigs(instance, config.subscription_group_config_cache_refresh_seconds)
 
     def methods(self) -> dict[str, Method]:
         unary: dict[str, tuple[type[Proto], Callable[..., Awaitable[Any]]]] = {
@@ -215,8 +220,9 @@ class MessagingService:
         await self.consumers.remove_client(client_id, request.group.name if request.HasField("group") else None)
         return s.NotifyClientTerminationResponse(status=OK_STATUS)
 
-    def merged_settings(self, settings: d.Settings) -> d.Settings:
-        """The client's settings with the proxy's (GrpcClientSettingsManager)."""
+    def merged_settings(self, settings: d.Settings, group: SubscriptionGroupConfig | None = None) -> d.Settings:
+        """The client's settings with the proxy's and, for a consumer, its group's config
+        (GrpcClientSettingsManager): fifo for an orderly group, retryMaxTimes + 1 attempts."""
         out = d.Settings()
         out.CopyFrom(settings)
         c = self.config
@@ -233,8 +239,8 @@ class MessagingService:
             out.subscription.long_polling_timeout.FromMilliseconds(
                 c.grpc_client_consumer_max_long_polling_timeout_millis
             )
-            out.subscription.fifo = False  # rmq does not serve orderly POP yet
-            out.backoff_policy.max_attempts = _DEFAULT_RETRY_MAX_TIMES + 1
+            out.subscription.fifo = group is not None and group.consume_message_orderly
+            out.backoff_policy.max_attempts = _max_attempts(group)
             out.backoff_policy.customized_backoff.next.extend(Duration(seconds=sec) for sec in _CUSTOMIZED_BACKOFF)
         out.metric.on = False
         return out
@@ -268,7 +274,8 @@ class MessagingService:
                         elif command.settings.subscription.group.name:
                             sub = command.settings.subscription
                             self.consumers.add_client(client_id, sub.group.name, subscriptions_of(command.settings))
-                        merged = self.merged_settings(command.settings)
+                        group = await self._subscriber_group(command.settings)
+                        merged = self.merged_settings(command.settings, group)
                         await send(s.TelemetryCommand(status=OK_STATUS, settings=merged))
                     elif kind is None:
                         await send(s.TelemetryCommand(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, "empty command")))
@@ -281,6 +288,21 @@ class MessagingService:
                 self.transactions.remove_client(client_id)
                 with trio.CancelScope(shield=True):  # unregistering has its own time limit
                     await self.consumers.remove_client(client_id)
+
+    async def _subscriber_group(self, settings: d.Settings) -> SubscriptionGroupConfig | None:
+        """A consumer's group config, from a master of a topic it subscribes to."""
+        if not settings.HasField("subscription") or not settings.subscription.group.name:
+            return None
+        for entry in settings.subscription.subscriptions:
+            try:
+                route = await self.route(entry.topic.name)
+            except (ProxyError, MQClientError):
+                continue
+            for qd in route.queue_datas:
+                addr = self.instance.master_addr(qd.broker_name)
+                if addr is not None:
+                    return await self.groups.get(settings.subscription.group.name, addr)
+        return None
 
     # -- sending ----------------------------------------------------------------------------
 
@@ -441,6 +463,10 @@ class MessagingService:
             raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no readable queue")
         addr = self.instance.master_addr(broker_name)
         assert addr is not None
+        # an orderly (FIFO) group pops in order; a message popped as often as the group
+        # delivers one goes to its DLQ instead (ReceiveMessageActivity, PopMessageResultFilterImpl)
+        config = await self.groups.get(group, addr)
+        fifo = config is not None and config.consume_message_orderly
         header = PopMessageRequestHeader(
             consumer_group=group,
             topic=topic,
@@ -452,7 +478,7 @@ class MessagingService:
             init_mode=1,  # ConsumeInitMode.MAX: a new group starts at the queues' ends
             exp_type=exp_type,
             exp=exp,
-            order=False,
+            order=fifo,
             attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
         )
         timeout = poll_ms / 1000 + self.instance.config.request_timeout
@@ -467,10 +493,12 @@ class MessagingService:
             await send(s.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message")))
             return
         try:
+            if fifo:
+                order_counts(result.header, result.messages)  # reconsumeTimes: pops of the message before
             handles = receipt_handles(result.header, result.messages, broker_name, group)
         except ProtocolError as exc:
             raise ProxyError(Code.INTERNAL_SERVER_ERROR, str(exc)) from None
-        await send(s.ReceiveMessageResponse(status=OK_STATUS))
+        deliver: list[tuple[MessageExt, ExtraInfo]] = []
         for msg, handle in zip(result.messages, handles, strict=True):
             # the CommitLog offset as a 9th field, as Java's ReceiptHandle: a dead-letter forward needs it
             handle = dataclasses.replace(
@@ -478,7 +506,26 @@ class MessagingService:
                 queue_offset=msg.queue_offset if handle.queue_offset < 0 else handle.queue_offset,
                 commit_log_offset=msg.commitlog_offset,
             )
+            if msg.reconsume_times >= _max_attempts(config):
+                await self._forward_used_up(addr, group, topic, msg, handle)
+            else:
+                deliver.append((msg, handle))
+        if not deliver:
+            await send(s.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no match message")))
+            return
+        await send(s.ReceiveMessageResponse(status=OK_STATUS))
+        for msg, handle in deliver:
             await send(s.ReceiveMessageResponse(message=received(msg, handle.encode(), handle.invisible_time)))
+
+    async def _forward_used_up(self, addr: str, group: str, topic: str, msg: MessageExt, handle: ExtraInfo) -> None:
+        """A message delivered as often as its group allows, not delivered again: to the DLQ
+        (TO_DLQ of PopMessageResultFilterImpl). If that fails it comes back after its invisible
+        time and is tried again."""
+        message_id = msg.properties.get(P.UNIQ_KEY) or msg.offset_msg_id
+        try:
+            await self._to_dead_letters(addr, group, real_topic(topic, group, handle.retry), handle, message_id)
+        except (ProtocolError, MQClientError) as exc:
+            log.warning("cannot forward %s of %s to the DLQ of %s: %s", message_id, topic, group, exc)
 
     # -- acks -------------------------------------------------------------------------------
 
@@ -533,11 +580,19 @@ class MessagingService:
         addr, handle, read_topic = await self._handle_target(topic, group, request.receipt_handle)
         if handle.commit_log_offset < 0:
             raise ProxyError(Code.INVALID_RECEIPT_HANDLE, "commit log offset is empty")
+        await self._to_dead_letters(addr, group, read_topic, handle, request.message_id)
+        return s.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)
+
+    async def _to_dead_letters(
+        self, addr: str, group: str, read_topic: str, handle: ExtraInfo, message_id: str
+    ) -> None:
+        """CONSUMER_SEND_MSG_BACK with delay level -1 (the broker stores a copy in
+        %DLQ%<group>), then, when it succeeded, an ack of the handle."""
         header = H.ConsumerSendMsgBackRequestHeader(
             offset=handle.commit_log_offset,
             group=group,
             delay_level=-1,
-            origin_msg_id=request.message_id,
+            origin_msg_id=message_id,
             origin_topic=read_topic,
             unit_mode=False,
             max_reconsume_times=0,
@@ -546,12 +601,11 @@ class MessagingService:
         response = await self.instance.api.invoke(addr, command)
         if response.code != ResponseCode.SUCCESS:
             raise MQBrokerError(response.code, response.remark, address=addr)
-        ack = AckMessageRequestHeader(group, read_topic, handle.queue_id, request.receipt_handle, handle.queue_offset)
+        ack = AckMessageRequestHeader(group, read_topic, handle.queue_id, handle.encode(), handle.queue_offset)
         try:
             await self.instance.api.ack(addr, ack)
         except MQClientError as exc:  # the copy is in the DLQ; the original comes back, as in Java
-            log.info("ack after the dead-letter forward of %s failed: %s", request.message_id, exc)
-        return s.ForwardMessageToDeadLetterQueueResponse(status=OK_STATUS)
+            log.info("ack after the dead-letter forward of %s failed: %s", message_id, exc)
 
     async def change_invisible_duration(
         self, call: Call, request: s.ChangeInvisibleDurationRequest
@@ -581,6 +635,11 @@ class MessagingService:
 
 _ALL_TYPES = [d.NORMAL, d.FIFO, d.DELAY, d.TRANSACTION]
 _CONSUMER_TYPES = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
+
+
+def _max_attempts(group: SubscriptionGroupConfig | None) -> int:
+    """How often a message of the group is delivered: retryMaxTimes + 1 (16 + 1 by default)."""
+    return (group.retry_max_times if group is not None else _DEFAULT_RETRY_MAX_TIMES) + 1
 
 
 def _client_id(call: Call) -> str:

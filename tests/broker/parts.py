@@ -16,7 +16,9 @@ import trio
 from rmq.broker.client_manager import ClientManager
 from rmq.broker.long_polling import PullWaiters
 from rmq.broker.offsets import ConsumerOffsetManager
+from rmq.broker.order_info import ConsumerOrderInfoManager
 from rmq.broker.parts import BrokerParts, Identity, RoleCell
+from rmq.broker.pop_queues import PopQueues
 from rmq.broker.rebalance_lock import RebalanceLockManager
 from rmq.broker.stats import BrokerStats
 from rmq.broker.subscriptions import SubscriptionGroupManager
@@ -63,6 +65,8 @@ def broker_parts(store: Path, **props: str) -> Iterator[BrokerParts]:
         locks=RebalanceLockManager(trio.current_time),
         waiters=PullWaiters(),
         stats=BrokerStats(trio.current_time),
+        order_info=ConsumerOrderInfoManager(config.config_dir, now_ms=wall_clock_ms),
+        pop_queues=PopQueues(),
         clock_ms=wall_clock_ms,
         sleep_wall=_sleep,
         notify_consumers=_no_consumers,

@@ -115,6 +115,21 @@ async def test_subscription_group_admin(cluster: Cluster) -> None:
     assert r.code == ResponseCode.SYSTEM_ERROR
 
 
+@pytest.mark.parametrize("broker_props", [{"autoCreateSubscriptionGroup": "false"}])
+async def test_one_subscription_group_config(cluster: Cluster) -> None:
+    """GET_SUBSCRIPTIONGROUP_CONFIG (5.x): what the gRPC proxy reads a group's FIFO setting from."""
+    body = b'{"groupName":"OG","consumeMessageOrderly":true,"retryMaxTimes":3}'
+    assert (await cluster.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=body)).code == 0
+    r = await cluster.call(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "OG"})
+    assert r.code == ResponseCode.SUCCESS
+    config = json_body.loads(r.body)
+    assert config["consumeMessageOrderly"] is True and config["retryMaxTimes"] == 3
+    r = await cluster.call(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {"group": "Nobody"})
+    assert r.code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST and r.remark == "No group in this broker"
+    r = await cluster.call(RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG, {})
+    assert r.code == ResponseCode.SYSTEM_ERROR and "group" in (r.remark or "")
+
+
 async def test_broker_info(cluster: Cluster) -> None:
     await put(cluster, b"x", topic="Info")
     info = json_body.loads((await cluster.call(RequestCode.GET_BROKER_RUNTIME_INFO)).body)["table"]

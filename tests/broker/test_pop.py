@@ -249,7 +249,6 @@ async def test_unacked_messages_go_to_the_dlq_when_retries_are_used_up(
         ({"maxMsgNums": "33"}, ResponseCode.INVALID_PARAMETER, "greater than 32"),
         ({"topic": "NoSuchTopic"}, ResponseCode.TOPIC_NOT_EXIST, "not exist"),
         ({"queueId": "9"}, ResponseCode.INVALID_PARAMETER, "queueId[9] is illegal"),
-        ({"order": "true"}, ResponseCode.SYSTEM_ERROR, "orderly POP"),
         ({"bornTime": "1000"}, ResponseCode.POLLING_TIMEOUT, "timeout too much"),
         ({"invisibleTime": "x"}, ResponseCode.SYSTEM_ERROR, "invisibleTime"),
     ],

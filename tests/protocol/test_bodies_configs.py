@@ -124,6 +124,9 @@ def test_rocketmq5_fields_are_read_past() -> None:
         "whichBrokerWhenConsumeSlowly": 1,
     }
     assert SubscriptionGroupConfig.from_json(group) == SubscriptionGroupConfig("G5")
+    orderly = SubscriptionGroupConfig.from_json({**group, "consumeMessageOrderly": True})
+    assert orderly == SubscriptionGroupConfig("G5", consume_message_orderly=True)
+    assert body.dumps(orderly.to_json()).count(b'"consumeFromMinEnable":true,"consumeMessageOrderly":true,') == 1
     topic = {"attributes": {}, "order": False, "perm": 6, "readQueueNums": 8, "topicName": "T5", "writeQueueNums": 8}
     assert TopicConfig.from_json(topic) == TopicConfig("T5", 8, 8)
     version = {"counter": 2, "stateVersion": 7, "timestamp": 5}

@@ -6,15 +6,30 @@ from __future__ import annotations
 import pytest
 
 from rmq.protocol import RequestCode, ResponseCode, body
-from rmq.protocol.bodies.pop import AckMsg, BatchAck, BatchAckMessageRequestBody, PopCheckPoint
+from rmq.protocol.bodies.pop import (
+    AckMsg,
+    BatchAck,
+    BatchAckMessageRequestBody,
+    ConsumerOrderInfoWrapper,
+    OrderInfo,
+    PopCheckPoint,
+)
 from rmq.protocol.errors import BodyError, HeaderError
 from rmq.protocol.message import MessageExt
 from rmq.protocol.pop import (
     ExtraInfo,
+    NotificationRequestHeader,
+    NotificationResponseHeader,
+    PeekMessageRequestHeader,
+    PollingInfoRequestHeader,
+    PollingInfoResponseHeader,
     PopMessageRequestHeader,
     PopMessageResponseHeader,
     offset_info,
+    order_count_info,
+    order_counts,
     parse_offset_info,
+    parse_order_count_info,
     pop_retry_topic,
     real_topic,
     receipt_handles,
@@ -125,3 +140,82 @@ def test_batch_ack_bits_are_a_java_bitset_in_base64() -> None:
     assert BatchAckMessageRequestBody.from_json(body.loads(body.dumps(req.to_json()))) == req
     with pytest.raises(BodyError, match="base64"):
         BatchAck.from_json({**ack.to_json(), "b": "!!"})
+
+
+# fastjson's form of a ConsumerOrderInfoManager: unquoted queue ids and offsets, the OrderInfo's
+# @JSONField names sorted, offsetList as the first offset then differences from it
+ORDER_INFO_FILE = (
+    b'{"table":{"T@G":{0:{"a":"x","cm":1,"i":60000,"l":1700000000100,"o":[5,1,3],"oc":{6:1},'
+    b'"ot":{6:1700000090000},"popTime":1700000000000}}}}'
+)
+
+
+def test_order_info_json_is_fastjsons() -> None:
+    wrapper = ConsumerOrderInfoWrapper.from_json(body.loads(ORDER_INFO_FILE))
+    info = wrapper.table["T@G"][0]
+    assert info == OrderInfo(1700000000000, (5, 6, 8), 60000, {6: 1700000090000}, {6: 1}, 1700000000100, 1, "x")
+    assert body.dumps(wrapper.to_json(), legacy=True) == ORDER_INFO_FILE
+    assert b"".join(wrapper.pieces()) == ORDER_INFO_FILE
+    one = OrderInfo(7, (3,), 1000)
+    assert body.dumps(one.to_json()) == b'{"cm":0,"i":1000,"l":0,"o":[3],"popTime":7}'
+    with pytest.raises(BodyError):
+        OrderInfo.from_json({"o": ["x"]})
+
+
+def test_order_info_blocks_until_acked_or_visible() -> None:
+    info = OrderInfo(1000, (5, 6, 8), 60_000)
+    assert info.need_block(None, 30_000, 2000) and info.lock_free_time(2000) == 61_000
+    assert not info.need_block(None, 30_000, 61_000) and info.lock_free_time(61_000) == 61_000
+    assert info.next_offset() == 5
+    acked = info.with_commit(5)
+    assert acked is not None and acked.next_offset() == 6 and info.with_commit(7) is None
+    later = acked.with_commit(8)
+    assert later is not None and later.next_offset() == 6  # 6 is still unacked
+    done = later.with_commit(6)
+    assert done is not None and done.next_offset() == 9 and not done.need_block(None, 1, 2000)
+    # a change of invisible time of message 6 keeps the queue blocked until then
+    changed = info.with_next_visible(6, 90_000)
+    assert changed.need_block(None, 1, 70_000) and changed.lock_free_time(70_000) == 90_000
+    assert not OrderInfo(1000, (5,), 60_000, attempt_id="a").need_block("a", 1, 2000)  # the same attempt
+
+
+def test_order_info_counts_what_is_popped_again() -> None:
+    first = OrderInfo(1000, (5, 6), 60_000, attempt_id="a")
+    second = OrderInfo(70_000, (6, 7), 60_000, attempt_id="b").counted_after(first)
+    assert second.consumed == {6: 1}
+    third = OrderInfo(140_000, (6, 7), 60_000, attempt_id="c").counted_after(second)
+    assert third.consumed == {6: 2, 7: 1}
+    same = OrderInfo(140_001, (6, 7), 60_000, attempt_id="c").counted_after(third)
+    assert same.consumed == {6: 2, 7: 1}  # a repeated attempt is not counted again
+
+
+def test_order_count_info_as_extra_info_util_builds_it() -> None:
+    text = order_count_info("T", 2, {6: 2, 5: 1}, 1) + ";" + order_count_info("T", 3, {}, 0)
+    assert text == "0 qo2%5 1;0 qo2%6 2;0 2 1;0 3 0"
+    assert parse_order_count_info(text) == {"0@qo2%5": 1, "0@qo2%6": 2, "0@2": 1, "0@3": 0}
+    with pytest.raises(HeaderError):
+        parse_order_count_info("0 2")
+    with pytest.raises(HeaderError):
+        parse_order_count_info("0 2 1;0 2 1")
+    header = PopMessageResponseHeader(1000, 30000, 999, 0, "0 2 5;0 3 0", "0 2 5,6;0 3 0", text)
+    messages = [
+        MessageExt("T", b"a", queue_id=2, queue_offset=5),
+        MessageExt("T", b"b", queue_id=2, queue_offset=6),
+        MessageExt("T", b"c", queue_id=3, queue_offset=0),
+    ]
+    order_counts(header, messages)
+    assert [m.reconsume_times for m in messages] == [1, 2, 0]
+
+
+def test_peek_notification_and_polling_info_headers() -> None:
+    peek = {"topic": "T", "queueId": "-1", "maxMsgNums": "4", "consumerGroup": "G"}
+    assert PeekMessageRequestHeader.from_ext(peek).to_ext() == peek
+    note = {"consumerGroup": "G", "topic": "T", "queueId": "0", "pollTime": "20000", "bornTime": "1700000000000"}
+    header = NotificationRequestHeader.from_ext({**note, "order": "true", "attemptId": "a"})
+    assert header.born_time == 1700000000000 and header.order is True and header.attempt_id == "a"
+    assert NotificationResponseHeader(True).to_ext() == {"hasMsg": "true", "pollingFull": "false"}
+    info = {"consumerGroup": "G", "topic": "T", "queueId": "-1"}
+    assert PollingInfoRequestHeader.from_ext(info).queue_id == -1
+    assert PollingInfoResponseHeader.from_ext({"pollingNum": "3"}).polling_num == 3
+    with pytest.raises(HeaderError, match="pollTime"):
+        NotificationRequestHeader.from_ext({k: v for k, v in note.items() if k != "pollTime"})

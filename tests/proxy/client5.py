@@ -395,6 +395,110 @@ def main() -> None:
         finally:
             consumer.shutdown()
         out(stopped=True)
+    elif scenario == "send_fifo":
+        # n FIFO messages in three message groups: message i is body "g<i % 3>-<i // 3>"
+        producer = Producer(config, (topic,))
+        producer.startup()
+        try:
+            for i in range(n):
+                msg = Message()
+                msg.topic = topic
+                msg.body = f"g{i % 3}-{i // 3}".encode()
+                msg.message_group = f"g{i % 3}"
+                out(sent=producer.send(msg).message_id)
+        finally:
+            producer.shutdown()
+    elif scenario == "receive_fifo":
+        # n messages acked as they come, after the first batch received is left unacked until
+        # its invisible time (2 s) is over
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+        consumer.startup()
+        try:
+            acked, held = 0, True
+            deadline = time.monotonic() + wait
+            while acked < n and time.monotonic() < deadline:
+                messages = consumer.receive(16, 2)
+                for msg in messages:
+                    out(body=msg.body.decode(), group=msg.message_group, attempt=msg.delivery_attempt, acked=not held)
+                    if not held:
+                        consumer.ack(msg)
+                        acked += 1
+                if held and messages:
+                    held = False
+                    time.sleep(2.5)
+            out(received=acked)
+        finally:
+            consumer.shutdown()
+    elif scenario == "fifo_poison":
+        # one message at a time: "g0-0" is never acked (its invisible time is 1 s), the rest
+        # are; the proxy forwards it to the DLQ once it was delivered as often as the group allows
+        consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2)
+        consumer.startup()
+        try:
+            acked = 0
+            deadline = time.monotonic() + wait
+            while acked < n and time.monotonic() < deadline:
+                for msg in consumer.receive(1, 1):
+                    out(body=msg.body.decode(), attempt=msg.delivery_attempt)
+                    if msg.body != b"g0-0":
+                        consumer.ack(msg)
+                        acked += 1
+            out(received=acked)
+        finally:
+            consumer.shutdown()
+    elif scenario == "push_fifo":
+        # a PushConsumer (FIFO by its settings) whose listener fails "g1-1" every time: the
+        # client retries it locally, then forwards it to the DLQ; n messages in all
+        import threading
+
+        from rocketmq import ConsumeResult, PushConsumer
+        from rocketmq.v5.consumer.push.message_listener import MessageListener
+
+        done = threading.Event()
+        lock = threading.Lock()
+        consumed: list[dict[str, object]] = []
+
+        class Listener(MessageListener):
+            def consume(self, message: Message) -> ConsumeResult:
+                body = message.body.decode()
+                with lock:
+                    consumed.append({"body": body, "group": message.message_group})
+                    if len({str(c["body"]) for c in consumed}) == n and body != "g1-1":
+                        done.set()
+                return ConsumeResult.FAILURE if body == "g1-1" else ConsumeResult.SUCCESS
+
+        consumer = PushConsumer(config, group, Listener(), {topic: FilterExpression()})
+        consumer.startup()
+        try:
+            out(fifo=consumer.fifo, all_consumed=done.wait(wait))
+        finally:
+            consumer.shutdown()
+        for c in consumed:
+            out(**c)
+    elif scenario == "consumer_settings":
+        # the settings a SimpleConsumer of the group gets on its Telemetry stream (the stub's)
+        import grpc
+        from rocketmq.grpc_protocol import MessagingServiceStub
+        from rocketmq.grpc_protocol import definition_pb2 as d5
+        from rocketmq.grpc_protocol import service_pb2 as s5
+
+        settings = d5.Settings(client_type=d5.SIMPLE_CONSUMER)
+        settings.subscription.group.name = group
+        entry = settings.subscription.subscriptions.add()
+        entry.topic.name = topic
+        entry.expression.type = d5.TAG
+        entry.expression.expression = "*"
+        with grpc.insecure_channel(endpoint) as channel:
+            answers = MessagingServiceStub(channel).Telemetry(
+                iter([s5.TelemetryCommand(settings=settings)]), metadata=[("x-mq-client-id", "settings-probe")]
+            )
+            answer = next(answers)
+            merged = answer.settings
+            out(
+                code=answer.status.code,
+                fifo=merged.subscription.fifo,
+                attempts=merged.backoff_policy.max_attempts,
+            )
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     out(done=True)

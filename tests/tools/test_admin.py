@@ -265,12 +265,13 @@ async def test_query_by_key_unique_key_and_id(servers: Servers) -> None:
 
 async def test_sub_group_update_and_delete(servers: Servers) -> None:
     s = servers
-    r = await admin(s, "updateSubGroup", "-c", CLUSTER, "-g", "SG", "-r", "3", "-d", "false")
+    r = await admin(s, "updateSubGroup", "-c", CLUSTER, "-g", "SG", "-r", "3", "-d", "false", "-o", "true")
     assert r.code == 0, r.err
     assert r.lines[0] == f"create subscription group to {s.addr} success."
     assert "retryMaxTimes=3" in r.lines[1] and "consumeBroadcastEnable=false" in r.lines[1]
     group = s.broker.subscriptions.get("SG")
     assert group is not None and group.retry_max_times == 3 and not group.consume_broadcast_enable
+    assert group.consume_message_orderly  # -o: RocketMQ 5's orderly (FIFO) group
     r = await admin(s, "deleteSubGroup", "-b", s.addr, "-g", "SG")
     assert r.lines == [f"delete subscription group [SG] from broker [{s.addr}] success."]
     assert s.broker.subscriptions.get("SG") is None

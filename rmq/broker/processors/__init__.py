@@ -16,6 +16,7 @@ from .admin import AdminProcessor
 from .client_manage import ClientManageProcessor
 from .end_transaction import EndTransactionProcessor
 from .pop import AckProcessor, PopProcessor
+from .pop_watch import NotificationProcessor, PeekProcessor, PollingInfoProcessor
 from .pull import PullProcessor
 from .reply import ReplyProcessor
 from .reset_offset import ResetOffsetProcessor
@@ -43,18 +44,22 @@ def build_dispatcher(
 ) -> Dispatcher:
     """Every broker processor on one Dispatcher, over the broker's parts and the services
     some of them answer for (delay progress, transaction outcomes); `vip` leaves out
-    PULL_MESSAGE and POP_MESSAGE (the fast channel on listenPort - 2 serves everything but
-    pulls and pops). Unknown
-    codes are answered REQUEST_CODE_NOT_SUPPORTED by the dispatcher. With an `acl`
-    (aclEnable=true) it checks every request first (the dispatcher hook)."""
+    PULL_MESSAGE, POP_MESSAGE and the requests that look at POP queues (PEEK_MESSAGE,
+    NOTIFICATION, POLLING_INFO): the fast channel on listenPort - 2 serves everything but
+    those, as RocketMQ's fast port. Unknown codes are answered REQUEST_CODE_NOT_SUPPORTED
+    by the dispatcher. With an `acl` (aclEnable=true) it checks every request first (the
+    dispatcher hook)."""
     dispatcher = Dispatcher(hook=acl.hook if acl is not None else None)
     dispatcher.register(SendProcessor.CODES, SendProcessor(broker), concurrency=SEND_CONCURRENCY)
     # replies wait for their push to the requester: a route of their own, as RocketMQ's reply executor
     dispatcher.register(ReplyProcessor.CODES, ReplyProcessor(broker))
     if not vip:
         dispatcher.register(PullProcessor.CODES, PullProcessor(broker), concurrency=PULL_CONCURRENCY)
-        # a waiting pop holds its slot too
+        # a waiting pop holds its slot too, as does a waiting notification
         dispatcher.register(PopProcessor.CODES, PopProcessor(broker), concurrency=PULL_CONCURRENCY)
+        dispatcher.register(NotificationProcessor.CODES, NotificationProcessor(broker), concurrency=PULL_CONCURRENCY)
+        dispatcher.register(PeekProcessor.CODES, PeekProcessor(broker))
+        dispatcher.register(PollingInfoProcessor.CODES, PollingInfoProcessor(broker))
     dispatcher.register(AckProcessor.CODES, AckProcessor(broker))
     clients = ClientManageProcessor(broker)
     dispatcher.register(
@@ -80,6 +85,9 @@ __all__ = [
     "AdminProcessor",
     "ClientManageProcessor",
     "EndTransactionProcessor",
+    "NotificationProcessor",
+    "PeekProcessor",
+    "PollingInfoProcessor",
     "PopProcessor",
     "PullProcessor",
     "ReplyProcessor",

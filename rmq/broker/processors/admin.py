@@ -39,6 +39,7 @@ from rmq.protocol.headers import (
     DeleteSubscriptionGroupRequestHeader,
     EarliestMsgStoretimeResponseHeader,
     GetConsumeStatsRequestHeader,
+    GetSubscriptionGroupConfigRequestHeader,
     GroupRequestHeader,
     OffsetResponseHeader,
     QueryMessageRequestHeader,
@@ -93,6 +94,7 @@ class AdminProcessor:
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
             RequestCode.GET_ALL_DELAY_OFFSET: self.all_delay_offsets,
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.all_groups,
+            RequestCode.GET_SUBSCRIPTIONGROUP_CONFIG: self.one_group,
             RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_group,
             RequestCode.GET_BROKER_CONFIG: self.broker_config,
@@ -331,6 +333,15 @@ class AdminProcessor:
 
     def all_groups(self, request: RemotingCommand) -> RemotingCommand:
         return ok(request, body=json_body.dumps(self.broker.subscriptions.wrapper()))
+
+    def one_group(self, request: RemotingCommand) -> RemotingCommand:
+        """GET_SUBSCRIPTIONGROUP_CONFIG: the group's config (created first when groups are
+        auto-created, as findSubscriptionGroupConfig does)."""
+        name = GetSubscriptionGroupConfigRequestHeader.from_ext(request.ext_fields).group
+        group = self.broker.subscriptions.find_or_create(name)
+        if group is None:
+            return fail(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, "No group in this broker")
+        return ok(request, body=json_body.dumps(group.to_json()))
 
     def update_group(self, request: RemotingCommand) -> RemotingCommand:
         if self.broker.config.is_slave:

@@ -124,7 +124,10 @@ class TopicConfig:
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionGroupConfig:
-    """A consumer group's settings on one broker; defaults are SubscriptionGroupConfig.java's."""
+    """A consumer group's settings on one broker; defaults are SubscriptionGroupConfig.java's.
+
+    `consume_message_orderly` is RocketMQ 5's (the gRPC proxy serves the group FIFO, by
+    orderly POP); it is written only when true, so a 4.x group's JSON stays 4.9.8's."""
 
     group_name: str
     consume_enable: bool = True
@@ -135,6 +138,7 @@ class SubscriptionGroupConfig:
     broker_id: int = MASTER_ID
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
 
     def __str__(self) -> str:
         def text(v: object) -> str:
@@ -150,7 +154,11 @@ class SubscriptionGroupConfig:
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {wire: getattr(self, attr) for attr, wire in _GROUP_KEYS}
+        return {
+            wire: getattr(self, attr)
+            for attr, wire in _GROUP_KEYS
+            if attr != "consume_message_orderly" or self.consume_message_orderly
+        }
 
     @classmethod
     def from_json(cls, obj: Any) -> SubscriptionGroupConfig:
@@ -173,6 +181,7 @@ _GROUP_KEYS = (
     ("consume_broadcast_enable", "consumeBroadcastEnable"),
     ("consume_enable", "consumeEnable"),
     ("consume_from_min_enable", "consumeFromMinEnable"),
+    ("consume_message_orderly", "consumeMessageOrderly"),
     ("group_name", "groupName"),
     ("notify_consumer_ids_changed_enable", "notifyConsumerIdsChangedEnable"),
     ("retry_max_times", "retryMaxTimes"),

@@ -6,6 +6,8 @@
 - AckMsg (tag "ack"), BatchAckMsg (tag "bAck"): acks of a checkpoint's messages.
 - BatchAckMessageRequestBody with its BatchAck entries: a client's acks in one request, the
   acked messages as a bit set over the offsets from a start offset.
+- OrderInfo and ConsumerOrderInfoWrapper: an orderly POP group's in-flight batch per queue
+  (ConsumerOrderInfoManager.OrderInfo) and config/consumerOrderInfo.json, the table of them.
 
 fastjson's short names (@JSONField) are written, sorted; the long names (alternateNames, and
 the getters' names) are read too.
@@ -15,9 +17,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .. import body
 from ..errors import BodyError
 from . import _fields as F
 
@@ -259,4 +263,155 @@ class BatchAckMessageRequestBody:
         return cls(
             None if bn is None else F.text(bn, "brokerName"),
             tuple(BatchAck.from_json(a) for a in F.array(o.get("acks"), "acks")),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OrderInfo:
+    """The batch an orderly POP group has in flight on one queue (ConsumerOrderInfoManager's
+    OrderInfo): while one of its messages is unacked and still invisible, no other pop of the
+    group gets the queue. Acks set bits of `commit_bits`; the group's offset is the first
+    unacked message. Times are epoch milliseconds."""
+
+    pop_time: int
+    queue_offsets: tuple[int, ...]  # the messages popped ("o": Java keeps the first and differences)
+    invisible_time: int | None = None  # "i"
+    next_visible: dict[int, int] | None = None  # "ot": queue offset → a changed invisible time's end
+    consumed: dict[int, int] | None = None  # "oc": queue offset → times popped before this batch
+    last_consume: int = 0  # "l"
+    commit_bits: int = 0  # "cm": bit i set: message i acked
+    attempt_id: str | None = None  # "a": the pop's attemptId; a pop repeating it is not blocked
+
+    def acked(self, index: int) -> bool:
+        return bool(self.commit_bits >> index & 1)
+
+    def _visible_at(self, index: int, invisible_time: int) -> int:
+        at = self.pop_time + invisible_time
+        if self.next_visible is not None:
+            at = self.next_visible.get(self.queue_offsets[index], at)
+        return at
+
+    def need_block(self, attempt_id: str | None, invisible_time: int, now: int) -> bool:
+        """Whether a pop (with `attempt_id` and `invisible_time`) must leave the queue alone:
+        a message of the batch is unacked and still invisible (OrderInfo.needBlock)."""
+        if not self.queue_offsets or (self.attempt_id is not None and self.attempt_id == attempt_id):
+            return False
+        invisible = invisible_time
+        if self.invisible_time is not None and self.invisible_time > 0:
+            invisible = self.invisible_time
+        return any(not self.acked(i) and now < self._visible_at(i, invisible) for i in range(len(self.queue_offsets)))
+
+    def lock_free_time(self, now: int) -> int | None:
+        """When the queue is free for the next pop: the first unacked message's visible
+        time, `now` when nothing blocks, None when unknown (getLockFreeTimestamp)."""
+        if not self.queue_offsets:
+            return None
+        for i in range(len(self.queue_offsets)):
+            if not self.acked(i):
+                if self.invisible_time is None or self.invisible_time <= 0:
+                    return None
+                at = self._visible_at(i, self.invisible_time)
+                if now < at:
+                    return at
+        return now
+
+    def next_offset(self) -> int:
+        """The group's offset after the acks so far: the first unacked message, or past the
+        batch when all are acked; -2 for an empty batch (getNextOffset)."""
+        if not self.queue_offsets:
+            return -2
+        for i, offset in enumerate(self.queue_offsets):
+            if not self.acked(i):
+                return offset
+        return self.queue_offsets[-1] + 1
+
+    def with_commit(self, offset: int) -> OrderInfo | None:
+        """The batch with the message at `offset` acked; None when it is not the batch's."""
+        try:
+            index = self.queue_offsets.index(offset)
+        except ValueError:
+            return None
+        return replace(self, commit_bits=self.commit_bits | (1 << index))
+
+    def with_next_visible(self, offset: int, at: int) -> OrderInfo:
+        return replace(self, next_visible={**(self.next_visible or {}), offset: at})
+
+    def counted_after(self, previous: OrderInfo) -> OrderInfo:
+        """This new batch with its messages' pop counts from the batch it replaces: one more
+        for each message `previous` had too, or the same counts for a pop repeating the
+        previous one's attemptId (mergeOffsetConsumedCount)."""
+        before = previous.consumed or {}
+        if previous.attempt_id is not None and previous.attempt_id == self.attempt_id:
+            return replace(self, consumed=dict(before))
+        had = set(previous.queue_offsets)
+        return replace(self, consumed={o: before.get(o, 0) + 1 for o in self.queue_offsets if o in had})
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.attempt_id is not None:
+            out["a"] = self.attempt_id
+        out["cm"] = self.commit_bits
+        if self.invisible_time is not None:
+            out["i"] = self.invisible_time
+        out["l"] = self.last_consume
+        first = self.queue_offsets[0] if self.queue_offsets else 0
+        out["o"] = [o if i == 0 else o - first for i, o in enumerate(self.queue_offsets)]
+        if self.consumed is not None:
+            out["oc"] = dict(sorted(self.consumed.items()))
+        if self.next_visible is not None:
+            out["ot"] = dict(sorted(self.next_visible.items()))
+        out["popTime"] = self.pop_time
+        return out
+
+    @classmethod
+    def from_json(cls, obj: Any) -> OrderInfo:
+        o = F.obj(obj, "OrderInfo")
+        raw = [F.integer(n, "OrderInfo.o") for n in F.array(_get(o, "o", "offsetList"), "OrderInfo.o")]
+        offsets = tuple(n if i == 0 else raw[0] + n for i, n in enumerate(raw))
+        it, a = _get(o, "i", "invisibleTime"), _get(o, "a", "attemptId")
+        return cls(
+            pop_time=F.integer(_get(o, "popTime") or 0, "OrderInfo.popTime"),
+            queue_offsets=offsets,
+            invisible_time=None if it is None else F.integer(it, "OrderInfo.i"),
+            next_visible=_offset_map(_get(o, "ot", "offsetNextVisibleTime"), "OrderInfo.ot"),
+            consumed=_offset_map(_get(o, "oc", "offsetConsumedCount"), "OrderInfo.oc"),
+            last_consume=F.integer(_get(o, "l", "lastConsumeTimestamp") or 0, "OrderInfo.l"),
+            commit_bits=F.integer(_get(o, "cm", "commitOffsetBit") or 0, "OrderInfo.cm"),
+            attempt_id=None if a is None else F.text(a, "OrderInfo.a"),
+        )
+
+
+def _offset_map(value: Any, what: str) -> dict[int, int] | None:
+    if value is None:
+        return None
+    return {F.integer(k, what): F.integer(v, what) for k, v in F.obj(value, what).items()}
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOrderInfoWrapper:
+    """config/consumerOrderInfo.json: "topic@group" → queue id → OrderInfo. Queue ids and
+    the offsets inside are integer keys: written with `legacy=True`, as fastjson writes them."""
+
+    table: dict[str, dict[int, OrderInfo]] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"table": self.table}
+
+    def pieces(self) -> Iterator[bytes]:
+        """`body.dumps(self.to_json(), legacy=True)` in pieces, one topic@group each."""
+        yield b'{"table":'
+        yield from body.dumps_members(self.table.items(), legacy=True)
+        yield b"}"
+
+    @classmethod
+    def from_json(cls, obj: Any) -> ConsumerOrderInfoWrapper:
+        table = F.table(F.obj(obj, "ConsumerOrderInfoManager").get("table"), "table")
+        return cls(
+            {
+                F.text(key, "a table key"): {
+                    F.integer(qid, f"{key} queue id"): OrderInfo.from_json(info)
+                    for qid, info in F.obj(queues, str(key)).items()
+                }
+                for key, queues in table.items()
+            }
         )

@@ -34,6 +34,7 @@ async def update_sub_group(admin: MQAdmin, args: Args, out: Out) -> int:
         "consume_enable": args.consume_enable,
         "consume_from_min_enable": args.consume_from_min_enable,
         "consume_broadcast_enable": args.consume_broadcast_enable,
+        "consume_message_orderly": args.consume_message_orderly,
         "retry_queue_nums": args.retry_queue_nums,
         "retry_max_times": args.retry_max_times,
         "broker_id": args.broker_id,
@@ -179,6 +180,7 @@ def _update_sub_group_args(p: Parser) -> None:
     p.add_argument("-s", "--consumeEnable", dest="consume_enable", type=o.boolean)
     p.add_argument("-m", "--consumeFromMinEnable", dest="consume_from_min_enable", type=o.boolean)
     p.add_argument("-d", "--consumeBroadcastEnable", dest="consume_broadcast_enable", type=o.boolean)
+    p.add_argument("-o", "--consumeMessageOrderly", dest="consume_message_orderly", type=o.boolean)
     p.add_argument("-q", "--retryQueueNums", dest="retry_queue_nums", type=int)
     p.add_argument("-r", "--retryMaxTimes", dest="retry_max_times", type=int)
     p.add_argument("-i", "--brokerId", dest="broker_id", type=int)
