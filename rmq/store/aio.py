@@ -548,6 +548,14 @@ class AsyncMessageStore:
             self._flush_wanted.set()
             await self._round_done.wait()
 
+    async def truncate_to(self, offset: int) -> None:
+        """``MessageStore.truncate_to`` once dispatch and any flush in progress are done (a
+        replica's: no appends meanwhile); waits for replicas fail."""
+        await self.wait_dispatched()
+        self.fail_replica_waits()
+        self.store.truncate_to(offset)
+        self.replicated_offset = min(self.replicated_offset, offset)
+
     async def wait_dispatched(self, offset: int | None = None) -> None:
         """Wait until records below ``offset`` (default: everything written so far) are in
         their consume queues, or dispatch has stopped at bytes that are no record."""

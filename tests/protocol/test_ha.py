@@ -111,9 +111,7 @@ def test_handshake_layout_and_round_trip() -> None:
     from rmq.protocol.ha import decode_handshake, encode_handshake
 
     raw = encode_handshake(2, 5, 4096)
-    assert raw == bytes.fromhex(
-        "ffffffffffffffff" "0000000000000002" "0000000000001000" "ffffffff" "00000005"
-    )
+    assert raw == bytes.fromhex("ffffffffffffffff00000000000000020000000000001000ffffffff00000005")
     assert decode_handshake(raw[:-1]) is None
     assert decode_handshake(raw) == (2, 5, 4096)
 
