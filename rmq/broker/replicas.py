@@ -124,6 +124,7 @@ class ReplicasManager:
         self._lock = trio.Lock()  # one role change at a time
         self._nursery: trio.Nursery | None = None
         self._wake_sync = trio.Event()
+        self._leader_lost = trio.Event()
 
     def status_fields(self) -> dict[str, str]:
         """Runtime info fields (GET_BROKER_RUNTIME_INFO) of controller mode."""
@@ -164,10 +165,17 @@ class ReplicasManager:
         if not target:
             raise ControllerRefused(ResponseCode.CONTROLLER_NOT_LEADER, "no controller leader known")
         request = RemotingCommand.request(code, header.to_ext() if header else None, body)
-        response = await self.client.invoke(target, request, REQUEST_TIMEOUT)
+        try:
+            response = await self.client.invoke(target, request, REQUEST_TIMEOUT)
+        except RemotingError:
+            if not addr:  # the leader may be gone: look for another at once
+                self.leader = ""
+                self._leader_lost.set()
+            raise
         if response.code != ResponseCode.SUCCESS:
             if response.code == ResponseCode.CONTROLLER_NOT_LEADER and not addr:
                 self.leader = ""
+                self._leader_lost.set()
             raise ControllerRefused(response.code, response.remark)
         return response
 
@@ -446,9 +454,10 @@ class ReplicasManager:
     async def _sync_controller(self) -> None:
         while True:
             with trio.move_on_after(self._config().sync_controller_metadata_period / 1000):
-                while self.leader:
-                    await trio.sleep(0.2)  # a NOT_LEADER answer clears it: look again at once
-            await self.find_leader()
+                await self._leader_lost.wait()  # a NOT_LEADER answer: look again at once
+            self._leader_lost = trio.Event()
+            if not await self.find_leader():
+                await trio.sleep(RETRY_INTERVAL)
 
     async def _sync_broker(self) -> None:
         while True:
