@@ -19,7 +19,7 @@ from rmq.remoting import RemotingClient
 from tests.broker.cluster import loopback_namesrv
 
 from .checker import Checker, Report, failovers, recoveries
-from .clusters import DLedgerCluster, HACluster, ProcessCluster
+from .clusters import ControllerCluster, DLedgerCluster, HACluster, ProcessCluster
 from .load import CppLoad, History, PinnedLoad, PyLoad
 from .nemesis import KINDS, EventLog, Fault, Nemesis, plan
 from .watch import RouteWatch
@@ -30,7 +30,7 @@ TAIL = 2.0  # seconds of load after the first SEND_OK that follows the last heal
 
 @dataclass(frozen=True)
 class Scenario:
-    cluster: str  # "dledger" or "ha"
+    cluster: str  # "dledger", "ha" or "controller"
     seed: int
     seconds: float = 25.0  # length of the fault schedule
     role: str = "SYNC_MASTER"  # the master's, for "ha"
@@ -53,6 +53,8 @@ class Scenario:
 def make_cluster(s: Scenario, root: Path, namesrv: str) -> ProcessCluster:
     if s.cluster == "dledger":
         return DLedgerCluster(root, namesrv, **s.conf)
+    if s.cluster == "controller":
+        return ControllerCluster(root, namesrv, **s.conf)
     return HACluster(root, namesrv, role=s.role, **s.conf)
 
 
@@ -152,7 +154,7 @@ def judge_availability(s: Scenario, report: Report, nemesis: Nemesis, history: H
     """Failovers, recoveries after heals and the name server's routes, into ``report``."""
     report.faults = nemesis.counts
     bound = s.failover_bound
-    report.failovers, slow = failovers(nemesis.applied, history, bound, elsewhere=s.cluster == "dledger")
+    report.failovers, slow = failovers(nemesis.applied, history, bound, elsewhere=s.cluster != "ha")
     report.availability += slow
     report.recoveries, slow = recoveries(nemesis.applied, history, bound, trio.current_time())
     report.availability += slow
