@@ -173,6 +173,7 @@ class BrokerConfig:
     enable_auto_in_sync_replicas: bool = False  # wait for at most as many as are in sync
     store_path_epoch_file: Path | None = None  # None = <root>/epochFileCheckpoint
     store_path_broker_identity: Path | None = None  # None = <root>/brokerIdentity
+    read_un_committed: bool = False  # consumers may see what not every in-sync replica holds yet
 
     # store
     store_path_root_dir: Path = field(default_factory=lambda: Path.home() / "store")

@@ -506,6 +506,7 @@ class BrokerController(Service):
         if self._ha_scope is not None:
             self._ha_scope.cancel()
             self._ha_scope = None
+        self.store.dispatch_confirmed_only = False
         if self.store.replication is not None:
             self.store.replication = None
             self.store.sync_replication = False
@@ -519,8 +520,9 @@ class BrokerController(Service):
         await self.store.wait_dispatched()
         self.message_store.become_writer()
         end = self.message_store.max_phy_offset
-        self.epochs.truncate_suffix_by_offset(end)  # epochs of which this log holds nothing
-        self.epochs.append(epoch, end)
+        if self.epochs.last_epoch() < epoch:  # else: a restarted master going on with its epoch
+            self.epochs.truncate_suffix_by_offset(end)  # epochs of which this log holds nothing
+            self.epochs.append(epoch, end)
         c = self.config
         self.config = c.replace(broker_role=BrokerRole.SYNC_MASTER, broker_id=MASTER_ID)
         self.master_addr = ""
@@ -529,6 +531,9 @@ class BrokerController(Service):
         self._ha_scope = await self._nursery.start(self._scoped, service.run)
         self.store.replication = service
         self.store.sync_replication = True
+        self.store.replicated_offset = min(self.store.replicated_offset, end)
+        self.store.dispatch_confirmed_only = not c.read_un_committed
+        self.message_store.dispatcher.limit = self.store.replicated_offset if not c.read_un_committed else None
         self.replicas.confirmed = service.confirm
         service.confirm()
         self._adopt_stored_topics()

@@ -41,6 +41,7 @@ class Scenario:
     failover_bound: float = 12.0  # seconds to a SEND_OK after a leader fault or a heal
     kinds: tuple[str, ...] = KINDS
     conf: dict[str, str] = field(default_factory=dict)  # broker.conf lines for every member
+    faults: tuple[Fault, ...] | None = None  # a fixed schedule instead of the seed's
 
     def replay(self) -> str:
         """The command that runs this scenario again."""
@@ -63,7 +64,7 @@ async def run(s: Scenario, root: Path, *, echo: bool = False) -> Report:
     member stopped)."""
     root.mkdir(parents=True, exist_ok=True)
     log = EventLog(root / "nemesis.log", echo=echo)
-    faults = plan(s.seed, s.seconds, s.cluster, kinds=s.kinds)
+    faults = list(s.faults) if s.faults is not None else plan(s.seed, s.seconds, s.cluster, kinds=s.kinds)
     log(f"{s.cluster} seed {s.seed}, {len(faults)} faults planned; replay: {s.replay()}")
     for f in faults:
         log(f"  planned: {f}")

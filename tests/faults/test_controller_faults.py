@@ -1,0 +1,44 @@
+"""A controller-mode group (three brokers with allAckInSyncStateSet, three controllers)
+under faults, our producer and the official C++ client sending throughout. Once healed,
+nothing SEND_OK'd may be lost or stored twice, every broker's CommitLog must be a
+byte-identical prefix of the longest (a deposed master cut back to what its successor
+holds), consume queues complete, and a master taken away must be failed over from
+(checker.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from .nemesis import Fault, plan
+from .run import Scenario, run
+
+pytestmark = pytest.mark.slow
+
+SECONDS = 22.0
+
+SEEDS = {
+    # the master killed, paused and cut off from the controllers
+    10: {("kill", "leader"), ("pause", "leader"), ("partition", "leader")},
+}
+
+
+@pytest.mark.parametrize("seed", sorted(SEEDS))
+async def test_controller_group_under_faults(seed: int, tmp_path: Path) -> None:
+    assert SEEDS[seed] <= {(f.kind, f.target) for f in plan(seed, SECONDS, "controller")}
+    s = Scenario("controller", seed, seconds=SECONDS)
+    report = await run(s, tmp_path)
+    assert not report.problems, f"{report.summary()}\nreplay: {s.replay()}\nlogs: {tmp_path}"
+
+
+async def test_the_master_killed_ten_times(tmp_path: Path) -> None:
+    """kill -9 of whoever is master, restarted a second later, ten times in a row, with the
+    C++ client's send_sync waves as well as ours: a new master within the bound each time,
+    and the checks above (the restarted masters truncate to their successors' logs)."""
+    kills = tuple(Fault(1.0 + 5.0 * i, "kill", "leader", 1.0) for i in range(10))
+    s = Scenario("controller", 0, seconds=52.0, cpp=True, faults=kills, failover_bound=8.0)
+    report = await run(s, tmp_path)
+    assert report.faults["kill"] == 10
+    assert all(f.seconds is not None and f.seconds < 8.0 for f in report.failovers), report.summary()
+    assert not report.problems, f"{report.summary()}\nlogs: {tmp_path}"
