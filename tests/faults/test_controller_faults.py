@@ -19,8 +19,9 @@ pytestmark = pytest.mark.slow
 SECONDS = 22.0
 
 SEEDS = {
-    # the master killed, paused and cut off from the controllers
-    10: {("kill", "leader"), ("pause", "leader"), ("partition", "leader")},
+    # the master killed (restarted at once), reset, cut off from the controllers, and paused
+    # past the failover bound: it must learn it was deposed, acknowledge nothing meanwhile
+    35: {("kill", "leader"), ("pause", "leader"), ("partition", "leader")},
 }
 
 
