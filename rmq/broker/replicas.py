@@ -125,6 +125,7 @@ class ReplicasManager:
         self._nursery: trio.Nursery | None = None
         self._wake_sync = trio.Event()
         self._leader_lost = trio.Event()
+        self._beating: dict[str, bool] = {}  # controller address -> its last heartbeat answered
 
     def status_fields(self) -> dict[str, str]:
         """Runtime info fields (GET_BROKER_RUNTIME_INFO) of controller mode."""
@@ -264,6 +265,7 @@ class ReplicasManager:
             self.broker_id = await self._obtain_id()
             self.insync.local_id = self.broker_id
             log.info("broker %s is brokerId %d in its group's controller", c.broker_name, self.broker_id)
+            await self.beat_all()  # alive before it registers: the controller elects only alive brokers
         r = await self._call(
             RequestCode.CONTROLLER_REGISTER_BROKER,
             RegisterBrokerToControllerRequestHeader(
@@ -420,36 +422,63 @@ class ReplicasManager:
                         await self._register()
                         if not self.running:
                             await self._elect()
-                except (RemotingError, ControllerRefused, KeyError, ValueError) as exc:
+                except ControllerRefused as exc:
+                    # at a group's start the others' elections fail until the first master is in
+                    level = logging.INFO if exc.code == ResponseCode.CONTROLLER_ELECT_MASTER_FAILED else logging.WARNING
+                    log.log(level, "controller registration: %s; retrying", exc)
+                except (RemotingError, KeyError, ValueError) as exc:
                     log.warning("controller registration: %s; retrying", exc)
                 if not self.running:
                     await trio.sleep(RETRY_INTERVAL * (0.5 + random.random()))
             nursery.start_soon(self._sync_controller)
             nursery.start_soon(self._sync_broker)
 
+    def _heartbeat(self) -> RemotingCommand:
+        c = self._config()
+        header = BrokerHeartbeatRequestHeader(
+            cluster_name=c.broker_cluster_name,
+            broker_addr=self._address(),
+            broker_name=c.broker_name,
+            broker_id=self.broker_id,
+            epoch=self.epochs.last_epoch(),
+            max_offset=self.store.max_phy_offset,
+            confirm_offset=self.store.max_phy_offset,
+            heartbeat_timeout_mills=c.controller_heart_beat_timeout_mills,
+            election_priority=c.broker_election_priority,
+        )
+        return RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, header.to_ext())
+
+    async def beat_all(self) -> None:
+        """One BROKER_HEARTBEAT to every controller member, at once."""
+        async with trio.open_nursery() as nursery:
+            for addr in self.controllers:
+                nursery.start_soon(self._beat, addr)
+
+    async def _beat(self, addr: str) -> None:
+        timeout = self._config().send_heartbeat_timeout_millis / 1000
+        try:
+            with trio.fail_after(timeout):
+                r = await self.client.invoke(addr, self._heartbeat(), timeout)
+            ok = r.code == ResponseCode.SUCCESS
+            why = r.remark or str(r.code)
+        except (RemotingError, trio.TooSlowError) as exc:
+            ok, why = False, str(exc) or type(exc).__name__
+        if ok != self._beating.get(addr, True):
+            log.log(
+                logging.INFO if ok else logging.WARNING, "heartbeat to controller %s: %s", addr, "ok" if ok else why
+            )
+        self._beating[addr] = ok
+
     async def _heartbeats(self) -> None:
+        """Every brokerHeartbeatInterval, each member on its own: one that is slow or gone
+        does not delay the others' beats past the controller's timeout."""
         while True:
-            c = self._config()
             if self.broker_id is not None:
-                header = BrokerHeartbeatRequestHeader(
-                    cluster_name=c.broker_cluster_name,
-                    broker_addr=self._address(),
-                    broker_name=c.broker_name,
-                    broker_id=self.broker_id,
-                    epoch=self.epochs.last_epoch(),
-                    max_offset=self.store.max_phy_offset,
-                    confirm_offset=self.store.max_phy_offset,
-                    heartbeat_timeout_mills=c.controller_heart_beat_timeout_mills,
-                    election_priority=c.broker_election_priority,
-                )
-                for addr in self.controllers:
-                    request = RemotingCommand.request(RequestCode.BROKER_HEARTBEAT, header.to_ext())
-                    try:
-                        with trio.move_on_after(c.send_heartbeat_timeout_millis / 1000):
-                            await self.client.invoke(addr, request, c.send_heartbeat_timeout_millis / 1000)
-                    except RemotingError:
-                        pass
-            await trio.sleep(c.broker_heartbeat_interval / 1000)
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self.beat_all)
+                    await trio.sleep(self._config().broker_heartbeat_interval / 1000)
+            else:
+                await trio.sleep(self._config().broker_heartbeat_interval / 1000)
 
     async def _sync_controller(self) -> None:
         while True:
