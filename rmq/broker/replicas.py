@@ -316,6 +316,7 @@ class ReplicasManager:
                     max_not_caught_up_ms=self.insync.max_not_caught_up_ms,
                 )
                 self.insync.adopt(members or frozenset({master_id}), sss.sync_state_set_epoch if sss else 0)
+                self.insync.since_ms = int(time.time() * 1000)
                 log.info("elected master of epoch %d (SyncStateSet %s)", epoch, sorted(self.insync.members))
                 await self._become_master(epoch)
             else:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from rmq.broker.config import _SPECS, BrokerConfig, BrokerRole, ConfigError
+from rmq.broker.config import _SPECS, BrokerConfig, BrokerRole
 from rmq.broker.controller import BrokerController
 from rmq.namesrv.server import NamesrvServer
 

@@ -3,8 +3,11 @@
 The SyncStateSet is the group's brokers that hold everything the master confirmed; the
 controller elects a new master only from it. The master keeps it honest:
 
-* shrink: a slave that has not caught up for haMaxTimeSlaveNotCatchup, or is not connected,
-  leaves the set;
+* shrink: a slave that has not caught up for haMaxTimeSlaveNotCatchup leaves the set (one
+  not connected never catches up). The time counts from the master's election at the
+  earliest, so slaves reconnecting to a new or restarted master keep their place meanwhile;
+  RocketMQ drops a slave not connected at the next check, which leaves a master that just
+  took office alone in its set, and its group with nobody to elect should it die then;
 * expand: a slave whose acks reach the confirm offset and the current epoch joins it.
 
 Either change is proposed to the controller (ALTER_SYNC_STATE_SET) and takes effect when it
@@ -41,6 +44,7 @@ class InSync:
     epoch: int = 0
     proposed: frozenset[int] | None = None
     caught_up_ms: dict[int, int] = field(default_factory=dict)
+    since_ms: int = 0  # when this broker became master: the members' grace starts there
 
     def effective(self) -> frozenset[int]:
         """Whose acks count now: the confirmed set, with the proposed one while in flight."""
@@ -80,23 +84,27 @@ class InSync:
         if at_ms > self.caught_up_ms.get(broker_id, 0):
             self.caught_up_ms[broker_id] = at_ms
 
-    def shrink(self, connected: set[int], now_ms: int) -> frozenset[int] | None:
-        """The set without the slaves that fell behind or left; None when nobody did."""
+    def shrink(self, now_ms: int) -> frozenset[int] | None:
+        """The set without the slaves that have not caught up for max_not_caught_up_ms;
+        None when nobody fell behind."""
         if self.proposed is not None:
             return None
         keep = {
             b
             for b in self.members
             if b == self.local_id
-            or (b in connected and now_ms - self.caught_up_ms.get(b, 0) <= self.max_not_caught_up_ms)
+            or now_ms - max(self.caught_up_ms.get(b, 0), self.since_ms) <= self.max_not_caught_up_ms
         }
         return frozenset(keep) if keep != self.members else None
 
-    def expand(self, broker_id: int, ack: int, confirm: int, epoch_start: int) -> frozenset[int] | None:
+    def expand(
+        self, broker_id: int, ack: int, confirm: int, epoch_start: int, now_ms: int = 0
+    ) -> frozenset[int] | None:
         """The set with ``broker_id`` once its ack reaches the confirm offset and this
         master's epoch; None when it is in already or not there yet."""
         if self.proposed is not None or broker_id in self.members:
             return None
         if ack >= confirm and ack >= epoch_start:
+            self.caught_up(broker_id, now_ms)  # it has everything confirmed: caught up now
             return self.members | {broker_id}
         return None

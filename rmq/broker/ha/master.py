@@ -289,7 +289,7 @@ class HAService(Replication):
         if conn is not None and conn.slave_id is not None:
             entries = role.epoch_entries()
             start = entries[-1][1] if entries else 0
-            grown = role.insync.expand(conn.slave_id, offset, confirmed, start)
+            grown = role.insync.expand(conn.slave_id, offset, confirmed, start, _now_ms())
             if grown is not None:
                 log.info(
                     "HA slave %s (brokerId %d) caught up: proposing it for the SyncStateSet", conn.addr, conn.slave_id
@@ -321,7 +321,7 @@ class HAService(Replication):
         period = self.config.check_sync_state_set_period / 1000
         while True:
             await trio.sleep(period)
-            smaller = self.role.insync.shrink(set(self.slave_acks()), _now_ms())
+            smaller = self.role.insync.shrink(_now_ms())
             if smaller is not None:
                 log.info(
                     "SyncStateSet %s -> %s: slaves fell behind or left",

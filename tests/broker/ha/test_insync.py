@@ -44,15 +44,16 @@ def test_min_in_sync_replicas() -> None:
 
 
 def test_shrink_and_expand() -> None:
-    s = InSync(local_id=1, max_not_caught_up_ms=1000)
+    s = InSync(local_id=1, max_not_caught_up_ms=1000, since_ms=7_000)
     s.adopt(frozenset({1, 2, 3}), 1)
     s.caught_up(2, 10_000)
+    assert s.shrink(7_900) is None  # 3 has not caught up yet, but the master took office at 7 s
     s.caught_up(3, 8_000)
-    assert s.shrink({2, 3}, 8_900) is None
-    assert s.shrink({2, 3}, 10_200) == {1, 2}  # 3 last caught up 2.2 s ago
-    assert s.shrink({3}, 8_500) == {1, 3}  # 2 is not connected
+    assert s.shrink(8_900) is None
+    assert s.shrink(10_200) == {1, 2}  # 3 last caught up 2.2 s ago
     s.adopt(frozenset({1, 2}), 2)
     assert s.expand(3, ack=400, confirm=500, epoch_start=100) is None
     assert s.expand(3, ack=500, confirm=500, epoch_start=600) is None  # not in this epoch yet
-    assert s.expand(3, ack=700, confirm=500, epoch_start=600) == {1, 2, 3}
+    assert s.expand(3, ack=700, confirm=500, epoch_start=600, now_ms=11_000) == {1, 2, 3}
+    assert s.caught_up_ms[3] == 11_000
     assert s.expand(2, ack=700, confirm=500, epoch_start=600) is None  # in already
