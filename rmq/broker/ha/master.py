@@ -249,9 +249,8 @@ class HAService(Replication):
     # -- Replication, as the store calls it --------------------------------------------
 
     def appended(self) -> None:
-        role = self.role
-        if role is not None and not role.insync.effective() - {role.insync.local_id}:
-            self.broker.store.replica_acked(self.store.max_phy_offset)  # alone in the set
+        if self.role is not None:
+            self.confirm()  # alone in the set, or acks that need no slave: confirmed at once
         if self._signal_waited:
             self._signal_waited = False
             self._signal.set()
