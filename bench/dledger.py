@@ -71,12 +71,12 @@ def member_conf(
     return conf
 
 
-async def master_addr(ns: str, not_: str | None = None, timeout: float = 60) -> str:
+async def master_addr(ns: str, not_: str | None = None, timeout: float = 60, group: str = GROUP) -> str:
     async with MQAdmin(namesrv=ns) as admin:
         with trio.fail_after(timeout):
             while True:
                 try:
-                    addrs = (await admin.cluster_info()).brokers[GROUP].addrs
+                    addrs = (await admin.cluster_info()).brokers[group].addrs
                     if addrs.get(0) and addrs[0] != not_:
                         return addrs[0]
                 except (MQClientError, KeyError):
@@ -84,12 +84,12 @@ async def master_addr(ns: str, not_: str | None = None, timeout: float = 60) -> 
                 await trio.sleep(0.05)
 
 
-async def members_registered(ns: str, count: int, timeout: float = 60) -> None:
+async def members_registered(ns: str, count: int, timeout: float = 60, group: str = GROUP) -> None:
     async with MQAdmin(namesrv=ns) as admin:
         with trio.fail_after(timeout):
             while True:
                 try:
-                    addrs = (await admin.cluster_info()).brokers[GROUP].addrs
+                    addrs = (await admin.cluster_info()).brokers[group].addrs
                     if len(addrs) == count and 0 in addrs:
                         return
                 except (MQClientError, KeyError):
@@ -189,8 +189,17 @@ async def load(ns: str, topic: str, args: argparse.Namespace, procs: dict[str, i
     }
 
 
-async def failovers(ns: str, members: dict[str, tuple[Path, subprocess.Popen[str]]], kills: int) -> list[float]:
-    """Kill the master `kills` times; seconds from each kill to the first SEND_OK after it."""
+async def failovers(
+    ns: str,
+    members: dict[str, tuple[Path, subprocess.Popen[str]]],
+    kills: int,
+    *,
+    group: str = GROUP,
+    restart_after_failover: bool = False,
+) -> list[float]:
+    """Kill the master `kills` times; seconds from each kill to the first SEND_OK after it.
+    With `restart_after_failover` the killed master is restarted only once the name server
+    names another master (a controller-mode group: back at once, it would still be master)."""
     answered: list[tuple[float, float]] = []  # (started, answered) of every SEND_OK
     out: list[float] = []
     async with Producer("bench_failover", namesrv=ns, send_timeout=3.0) as producer, trio.open_nursery() as nursery:
@@ -208,8 +217,8 @@ async def failovers(ns: str, members: dict[str, tuple[Path, subprocess.Popen[str
 
         nursery.start_soon(sender)
         for i in range(kills):
-            await members_registered(ns, len(members))
-            master = await master_addr(ns)
+            await members_registered(ns, len(members), group=group)
+            master = await master_addr(ns, group=group)
             await trio.sleep(1.0)
             conf, proc = members[master]
             killed_at = trio.current_time()
@@ -220,6 +229,8 @@ async def failovers(ns: str, members: dict[str, tuple[Path, subprocess.Popen[str
                     await trio.sleep(0.01)
             out.append(min(a for s, a in answered if s >= killed_at) - killed_at)
             print(f"  kill {i + 1}: first SEND_OK after {out[-1]:.2f} s", flush=True)
+            if restart_after_failover:
+                await master_addr(ns, not_=master, group=group)
             restarted = await trio.to_thread.run_sync(spawn, ["broker", "-c", str(conf)], conf.with_suffix(".log"))
             members[master] = (conf, restarted)
         nursery.cancel_scope.cancel()

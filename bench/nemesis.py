@@ -15,6 +15,7 @@ to its next SEND_OK), the longest time from a heal to the next SEND_OK, the long
 name server named as master a member that did not lead, and the checks that failed. A
 failing run keeps its directory (member logs, nemesis.log, history.jsonl) and prints the
 command that replays it; passing runs are removed unless --keep.
+``--cluster controller`` runs a controller-mode group (three brokers, three controllers).
 ``--kinds kill,pause`` limits the faults drawn, to hunt one defect.
 """
 
@@ -78,7 +79,7 @@ def main() -> int:
     p.add_argument("--start", type=int, default=0, help="the first seed")
     p.add_argument("--minutes", type=float, default=5.0, help="length of each fault schedule")
     p.add_argument("--seconds", type=float, default=None, help="the same in seconds (overrides --minutes)")
-    p.add_argument("--cluster", choices=("dledger", "ha", "both"), default="both")
+    p.add_argument("--cluster", choices=("dledger", "ha", "controller", "both"), default="both")
     p.add_argument("--cpp", action="store_true", help="the official C++ client sends too")
     p.add_argument("--async-master", action="store_true", help="ha: ASYNC_MASTER instead of SYNC_MASTER")
     p.add_argument("--kinds", default=",".join(KINDS), help=f"faults to draw from (default all: {','.join(KINDS)})")

@@ -105,6 +105,10 @@ def parse_delay_levels(text: str) -> tuple[int, ...]:
     return tuple(out)
 
 
+# A controller-mode broker's brokerId before the controller assigned one (replicas.py).
+CONTROLLER_UNKNOWN_ID = -1
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     """Every setting the broker acts on. Field `snake_case` ⇄ conf key `camelCase`."""
@@ -151,6 +155,25 @@ class BrokerConfig:
     # rmq's own: followers a commit does not wait for get new entries at most this often
     # (raft/core.py, lazy_push_ms); 0 = at once
     d_leger_lazy_push_ms: int = 200
+
+    # controller mode (RocketMQ 5, docs/controller.md): a controller group elects the master
+    enable_controller_mode: bool = False
+    controller_addr: str = ""  # "host:port;host:port": the controller members
+    sync_broker_metadata_period: int = 5000  # ms between asks of the group's master and SyncStateSet
+    check_sync_state_set_period: int = 5000  # ms between a master's checks of its SyncStateSet
+    sync_controller_metadata_period: int = 10_000  # ms between asks of the controller leader
+    broker_heartbeat_interval: int = 1000  # ms between heartbeats to every controller member
+    send_heartbeat_timeout_millis: int = 1000
+    controller_heart_beat_timeout_mills: int = 10_000  # ms of silence after which the controller deems us dead
+    broker_election_priority: int = 2**31 - 1  # the lower, the likelier this broker is elected
+    ha_max_time_slave_not_catchup: int = 15_000  # ms a slave may lag before it leaves the SyncStateSet
+    all_ack_in_sync_state_set: bool = False  # a send waits for every replica of the SyncStateSet
+    in_sync_replicas: int = 1  # replicas (master included) a send waits for, without allAckInSyncStateSet
+    min_in_sync_replicas: int = 1  # fewer replicas in sync than this: sends are refused
+    enable_auto_in_sync_replicas: bool = False  # wait for at most as many as are in sync
+    store_path_epoch_file: Path | None = None  # None = <root>/epochFileCheckpoint
+    store_path_broker_identity: Path | None = None  # None = <root>/brokerIdentity
+    read_un_committed: bool = False  # consumers may see what not every in-sync replica holds yet
 
     # store
     store_path_root_dir: Path = field(default_factory=lambda: Path.home() / "store")
@@ -249,6 +272,18 @@ class BrokerConfig:
     @property
     def commit_log_dir(self) -> Path:
         return self.store_path_commit_log or self.store_path_root_dir / "commitlog"
+
+    @property
+    def epoch_file(self) -> Path:
+        return self.store_path_epoch_file or self.store_path_root_dir / "epochFileCheckpoint"
+
+    @property
+    def broker_identity_file(self) -> Path:
+        return self.store_path_broker_identity or self.store_path_root_dir / "brokerIdentity"
+
+    @property
+    def controller_addrs(self) -> list[str]:
+        return [a.strip() for a in self.controller_addr.replace(",", ";").split(";") if a.strip()]
 
     @property
     def config_dir(self) -> Path:
@@ -383,18 +418,26 @@ class BrokerConfig:
     def _settled_role(self, props: Mapping[str, str], source: str) -> dict[str, Any]:
         """The changes BrokerStartup makes to brokerRole, brokerId and a master's
         haMasterAddress, each logged under `source`; ConfigError for what it refuses."""
-        if props.get("enableControllerMode", "").strip().lower() == "true":
+        if self.enable_controller_mode:
             if self.enable_d_leger_commit_log:
                 raise ConfigError(
                     "broker config enableControllerMode: enableControllerMode and enableDLegerCommitLog "
                     "cannot both be true (RocketMQ refuses this too)"
                 )
-            raise ConfigError(
-                "broker config enableControllerMode: controller mode (RocketMQ 5's mqcontroller electing "
-                "a group's master) is not supported yet; for elected masters use enableDLegerCommitLog=true, "
-                "or set brokerRole and brokerId by hand"
-            )
-        if self.is_slave and self.broker_id <= 0:
+            if not self.controller_addrs:
+                raise ConfigError("broker config controllerAddr: required with enableControllerMode=true")
+            # A broker is a slave until the controller names its role (replicas.py): one that
+            # acted as a master first could acknowledge sends the elected master never has.
+            given = [key for key in ("brokerRole", "brokerId") if key in props]
+            if given:
+                log.info(
+                    "%s: %s ignored with enableControllerMode=true, as RocketMQ does: the controller assigns "
+                    "the brokerId and elects the master",
+                    source,
+                    " and ".join(given),
+                )
+            return {"broker_role": BrokerRole.SLAVE, "broker_id": CONTROLLER_UNKNOWN_ID}
+        if self.is_slave and self.broker_id <= 0 and not self.enable_controller_mode:
             raise ConfigError(
                 f"broker config brokerId: a SLAVE's brokerId must be > 0, not {self.broker_id} "
                 "(RocketMQ refuses it too; a master is brokerId 0 with brokerRole ASYNC_MASTER or SYNC_MASTER)"
@@ -474,7 +517,7 @@ class BrokerConfig:
             raise bad("busyPollMicros", f"{self.busy_poll_micros} is not in 0..10000 µs")
         if not (0 <= self.ha_listen_port <= 65535):
             raise bad("haListenPort", f"{self.ha_listen_port} is not a port number")
-        if self.is_slave and self.broker_id <= 0:
+        if self.is_slave and self.broker_id <= 0 and not self.enable_controller_mode:
             raise bad("brokerId", f"a SLAVE's brokerId must be > 0, not {self.broker_id} (brokerRole=SLAVE)")
         if not self.is_slave and self.broker_id != MASTER_ID:
             raise bad(
@@ -545,6 +588,15 @@ class BrokerConfig:
             "ha_housekeeping_interval",
             "ha_transfer_batch_size",
             "ha_slave_fallbehind_max",
+            "sync_broker_metadata_period",
+            "check_sync_state_set_period",
+            "sync_controller_metadata_period",
+            "broker_heartbeat_interval",
+            "send_heartbeat_timeout_millis",
+            "controller_heart_beat_timeout_mills",
+            "ha_max_time_slave_not_catchup",
+            "in_sync_replicas",
+            "min_in_sync_replicas",
         ):
             if getattr(self, name) <= 0:
                 raise bad(_camel(name), "must be > 0")
@@ -582,6 +634,8 @@ class BrokerConfig:
         out = {key: spec.format(getattr(self, spec.attr)) for key, spec in _SPECS.items()}
         # Show what the defaults resolve to, as RocketMQ's -p does with its computed paths.
         out["storePathCommitLog"] = str(self.commit_log_dir)
+        out["storePathEpochFile"] = str(self.epoch_file)
+        out["storePathBrokerIdentity"] = str(self.broker_identity_file)
         out["brokerIP2"] = self.advertised_ip2
         out["haListenPort"] = str(self.ha_port)
         for key in ("tls.server.keyPassword", "tls.client.keyPassword"):

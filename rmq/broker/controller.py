@@ -51,6 +51,7 @@ from rmq.remoting import (
 from rmq.store import MessageStore, StoreConfig, wall_clock_ms
 from rmq.store.aio import AsyncMessageStore
 from rmq.store.config import FlushDiskType
+from rmq.store.epochs import EpochCache
 
 from .acl import PlainAcl
 from .client_manager import ClientManager
@@ -67,6 +68,7 @@ from .pop_queues import PopQueues
 from .processors import build_dispatcher
 from .rebalance_lock import RebalanceLockManager
 from .registration import Registration, register_period
+from .replicas import ReplicasManager
 from .revive import ReviveService
 from .schedule import ScheduleService
 from .stats import SAMPLE_INTERVAL, BrokerStats
@@ -162,6 +164,11 @@ class BrokerController(Service):
         self._stopped = trio.Event()
         self._clock_jumped = trio.Event()
         self._leader_changed = trio.Event()  # a DLedger follower's leader changed
+        # enableControllerMode: the controller's client, the epoch file, what role changes stop
+        self.replicas: ReplicasManager | None = None
+        self.epochs: EpochCache | None = None
+        self._ha_scope: trio.CancelScope | None = None
+        self._registering = False
 
     def __repr__(self) -> str:
         return f"<BrokerController {self.config.broker_name} {self.address if self.port else 'not serving'}>"
@@ -335,6 +342,18 @@ class BrokerController(Service):
 
     async def _start(self, nursery: trio.Nursery, namesrv_client: RemotingClient) -> None:
         config = self.config
+        if config.enable_controller_mode:
+            self.epochs = EpochCache(config.epoch_file)
+            self.replicas = ReplicasManager(
+                lambda: self.config,
+                lambda: self.address,
+                self.message_store,
+                self.epochs,
+                namesrv_client,
+                self._controller_master,
+                self._controller_slave,
+            )
+            self.role.controller = self.replicas
         await nursery.start(self.store.run)
         # Records recovered past the last dispatch are re-dispatched by a task; the delay,
         # timer and transaction services rebuild from their consume queues, so wait for it.
@@ -361,10 +380,12 @@ class BrokerController(Service):
             self.topics.wrapper,
             register_period(config.register_name_server_period),
             on_registered=self._registered,
-            # the name server orders a DLedger group's registrations by term (registration.py)
-            state_version=lambda: self.dledger.node.core.term if self.dledger is not None else None,
+            # the name server orders a DLedger group's registrations by term, a controller-mode
+            # group's by master epoch (registration.py)
+            state_version=self._state_version,
         )
-        await nursery.start(self.registration.run)
+        if self.replicas is None:  # a controller-mode broker registers once it knows its role
+            self._start_registration()
         if self.acl is not None:
             await nursery.start(self.acl.watch)
         nursery.start_soon(self.waiters.run)  # parked pulls' deadlines
@@ -373,6 +394,22 @@ class BrokerController(Service):
             nursery.start_soon(table.writer.run)
         if self.dledger is None and not config.is_slave:  # a slave copies its master's deliveries
             await nursery.start(self._master_services)
+        if self.replicas is not None:
+            await nursery.start(self.replicas.run)
+
+    def _state_version(self) -> int | None:
+        if self.dledger is not None:
+            return self.dledger.node.core.term
+        if self.replicas is not None:
+            return self.replicas.master_epoch
+        return None
+
+    def _start_registration(self) -> None:
+        if not self._registering and self.registration is not None and self._nursery is not None:
+            self._registering = True
+            self._nursery.start_soon(self.registration.run)
+        elif self.registration is not None:
+            self.registration.trigger()
 
     async def _master_services(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Delay, timer, transaction check-back and POP revive: a master's work. A DLedger
@@ -389,6 +426,11 @@ class BrokerController(Service):
     async def _start_replication(self, nursery: trio.Nursery, client: RemotingClient) -> None:
         """A master serves its HA port; a slave follows its master and copies its metadata."""
         config = self.config
+        if self.replicas is not None:  # the controller names the role (_controller_master/_slave)
+            self.slave_sync = SlaveSynchronize(self.parts, client, self.schedule)
+            await nursery.start(self.slave_sync.run)
+            nursery.start_soon(self._find_ha_master)
+            return
         if self.dledger is not None:
             self.slave_sync = SlaveSynchronize(self.parts, client, self.schedule)
             await nursery.start(self.slave_sync.run)
@@ -453,6 +495,94 @@ class BrokerController(Service):
         if self.registration is not None:
             self.registration.trigger()
 
+    # -- controller mode ------------------------------------------------------------------
+
+    async def _scoped(
+        self, run: Any, *, task_status: trio.TaskStatus[trio.CancelScope] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        """Run ``run`` (a nursery.start-able task) in a cancel scope reported to the caller."""
+        with trio.CancelScope() as scope:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(run)
+                task_status.started(scope)
+
+    def _stop_replication(self) -> None:
+        """Stop what the last role ran: master services, HA service or client."""
+        if self._leader_scope is not None:
+            self._leader_scope.cancel()
+            self._leader_scope = None
+        if self._ha_scope is not None:
+            self._ha_scope.cancel()
+            self._ha_scope = None
+        self.store.dispatch_confirmed_only = False
+        if self.store.replication is not None:
+            self.store.replication = None
+            self.store.sync_replication = False
+            self.store.fail_replica_waits()  # a deposed master acknowledges nothing more
+        self.ha = self.role.ha = None
+
+    async def _controller_master(self, epoch: int) -> None:
+        """The controller elected this broker master of ``epoch`` (ReplicasManager.changeToMaster)."""
+        assert self.replicas is not None and self.epochs is not None and self._nursery is not None
+        self._stop_replication()
+        await self.store.wait_dispatched()
+        self.message_store.become_writer()
+        end = self.message_store.max_phy_offset
+        if self.epochs.last_epoch() < epoch:  # else: a restarted master going on with its epoch
+            self.epochs.truncate_suffix_by_offset(end)  # epochs of which this log holds nothing
+            self.epochs.append(epoch, end)
+        c = self.config
+        self.config = c.replace(broker_role=BrokerRole.SYNC_MASTER, broker_id=MASTER_ID)
+        self.master_addr = ""
+        service = HAService(self.parts, self.tls, role=self.replicas)
+        self.ha = self.role.ha = service
+        self._ha_scope = await self._nursery.start(self._scoped, service.run)
+        self.store.replication = service
+        self.store.sync_replication = True
+        self.store.replicated_offset = min(self.store.replicated_offset, end)
+        self.store.dispatch_confirmed_only = not c.read_un_committed
+        self.message_store.dispatcher.limit = self.store.replicated_offset if not c.read_un_committed else None
+        self.replicas.confirmed = service.confirm
+        service.confirm()
+        self._adopt_stored_topics()
+        self.schedule.load()
+        self.timers.load()
+        self.transactions.load()
+        await self._nursery.start(self._master_services)
+        log.info("broker %s is master of epoch %d from offset %d", c.broker_name, epoch, end)
+        self._start_registration()
+
+    async def _controller_slave(self, master_addr: str, epoch: int) -> None:
+        """The controller named another master (ReplicasManager.changeToSlave)."""
+        assert self.replicas is not None and self.replicas.broker_id is not None
+        assert self.slave_sync is not None and self._nursery is not None
+        self._stop_replication()
+        c = self.config
+        self.config = c.replace(broker_role=BrokerRole.SLAVE, broker_id=self.replicas.broker_id)
+        self.master_addr = master_addr
+        client = HAClient(self.parts, self.tls, self.slave_sync, self._register_now, role=self.replicas)
+        self.ha = self.role.ha = client
+        self._ha_scope = await self._nursery.start(self._scoped, client.run)
+        self._start_registration()
+        self.slave_sync.trigger()
+        self._leader_changed.set()  # _find_master: register until the name servers name it
+
+    async def _find_ha_master(self) -> None:
+        """Controller mode: after a change of master a slave registers every
+        FIND_MASTER_INTERVAL until its HA client is connected: the name servers give the new
+        master's HA address once that master has registered (HAClient.update_master takes
+        only the master the controller named)."""
+        while True:
+            await self._leader_changed.wait()
+            self._leader_changed = trio.Event()
+            for _ in range(FIND_MASTER_TRIES):
+                ha = self.ha
+                if not isinstance(ha, HAClient) or ha.connected or self._leader_changed.is_set():
+                    break
+                if self.registration is not None:
+                    self.registration.trigger()
+                await trio.sleep(FIND_MASTER_INTERVAL)
+
     def _adopt_stored_topics(self) -> None:
         """A new DLedger master may not have synced its predecessor's topic table yet; a topic
         whose messages it holds gets a config (as many queues as it has), so its route stays."""
@@ -467,6 +597,10 @@ class BrokerController(Service):
             self.registration.trigger()
 
     def _registered(self, master_addr: str | None, ha_addr: str | None) -> None:
+        if self.replicas is not None:  # controller mode: the controller names the master
+            if isinstance(self.ha, HAClient):
+                self.ha.update_master(master_addr, ha_addr)
+            return
         before, self.master_addr = self.master_addr, master_addr or ""
         if isinstance(self.ha, HAClient):
             known = bool(self.ha.master_addr)
@@ -520,8 +654,12 @@ class BrokerController(Service):
 
     async def _start_servers(self, nursery: trio.Nursery) -> None:
         config = self.config
+        dispatcher = build_dispatcher(self.parts, self.schedule, self.transactions, self.acl)
+        if self.replicas is not None:  # a controller's notices; mqadmin getBrokerEpoch
+            dispatcher.register(RequestCode.NOTIFY_BROKER_ROLE_CHANGED, self.replicas.notified)
+            dispatcher.register(RequestCode.GET_BROKER_EPOCH_CACHE, self.replicas.epoch_cache, inline=True)
         main = RemotingServer(
-            build_dispatcher(self.parts, self.schedule, self.transactions, self.acl),
+            dispatcher,
             self._server_config(config.listen_port),
             on_close=self._connection_closed,
         )

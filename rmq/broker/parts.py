@@ -59,7 +59,7 @@ class RoleCell:
     at each use and never keep it across an await.
     """
 
-    __slots__ = ("config", "dledger", "ha", "master_addr", "memory_budget")
+    __slots__ = ("config", "controller", "dledger", "ha", "master_addr", "memory_budget")
 
     def __init__(self, config: BrokerConfig, memory_budget: int = 0) -> None:
         self.config = config
@@ -69,6 +69,7 @@ class RoleCell:
         self.master_addr = ""  # a slave's master, as the name servers last said
         self.ha: ReplicationStatus | None = None  # HA master service or slave client, once started
         self.dledger: MemberStatus | None = None  # the DLedger member, when there is one
+        self.controller: MemberStatus | None = None  # enableControllerMode: its controller dealings
 
 
 class Identity:

@@ -267,7 +267,13 @@ def build_app(settings: Settings, admin: MQAdmin, sampler: data.Sampler | None =
 
     async def cluster(request: Request) -> Response:
         brokers = await data.cluster_rows(admin)
-        return render(request, "cluster.html", brokers=brokers, dledger=data.dledger_rows(brokers))
+        return render(
+            request,
+            "cluster.html",
+            brokers=brokers,
+            dledger=data.dledger_rows(brokers),
+            replicas=data.controller_rows(brokers),
+        )
 
     async def broker_config(request: Request) -> Response:
         addr = request.query_params.get("addr", "")

@@ -79,6 +79,8 @@ async def cluster_rows(admin: MQAdmin) -> list[dict[str, Any]]:
             )
             if rt.get("dLegerGroup"):
                 row["dledger"] = dledger_member(rt)
+            if rt.get("controllerMasterEpoch"):
+                row["replica"] = controller_replica(rt)
         rows.append(row)
     return rows
 
@@ -96,6 +98,26 @@ def dledger_member(rt: dict[str, str]) -> dict[str, str]:
         "applied": rt.get("dLegerAppliedIndex", ""),
         "preferred": rt.get("preferredLeaderId", ""),
     }
+
+
+def controller_replica(rt: dict[str, str]) -> dict[str, str]:
+    """A controller-mode broker's view of its group, from its runtime info (controller* keys)."""
+    return {
+        "broker_id": rt.get("controllerBrokerId", ""),
+        "role": rt.get("brokerRole", ""),
+        "epoch": rt.get("controllerMasterEpoch", ""),
+        "master": rt.get("controllerMasterBrokerId", ""),
+        "sync_state_set": rt.get("syncStateSet", ""),
+        "sync_state_set_epoch": rt.get("syncStateSetEpoch", ""),
+        "controller": rt.get("controllerLeaderAddress", ""),
+        "max_offset": rt.get("commitLogMaxOffset", ""),
+    }
+
+
+def controller_rows(brokers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The controller-mode brokers among `cluster_rows`, by group and controller brokerId."""
+    members = [{**b["replica"], "addr": b["addr"], "broker": b["broker"]} for b in brokers if "replica" in b]
+    return sorted(members, key=lambda m: (m["broker"], m["broker_id"]))
 
 
 def dledger_rows(brokers: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -140,3 +140,80 @@ class ChunkDecoder:
         if self._pos >= _COMPACT_AT or (self._pos and self._pos == len(self._buf)):
             del self._buf[: self._pos]
             self._pos = 0
+
+
+# -- controller mode's handshake (rmq's; docs/controller.md "Replication") -------------------
+#
+# In controller mode a slave must find the last offset its log shares with the master's
+# before it copies anything (a slave that was master in an older epoch may hold records the
+# new master never had). So the slave speaks first with a handshake instead of an offset
+# report, and the master answers with its epochs; then the 4.x stream above follows.
+#
+#   slave -> master: int64 -1 | int64 brokerId | int64 maxOffset | int32 -1 | int32 lastEpoch
+#   master -> slave: int32 masterEpoch | int64 maxOffset | int32 n | n x (int32 epoch | int64 startOffset)
+#
+# A 4.x master takes the handshake for offset reports, and its first and last 8 bytes (the
+# master acts on the last whole report it has) read as negative offsets: it closes the
+# connection. A controller-mode master refuses a 4.x slave, whose first 8 bytes are >= 0.
+
+HANDSHAKE = struct.Struct(">qqqii")
+HANDSHAKE_MARK = -1
+EPOCHS_HEADER = struct.Struct(">iqi")
+EPOCH_ENTRY = struct.Struct(">iq")
+MAX_EPOCH_ENTRIES = 65536
+
+
+def encode_handshake(broker_id: int, last_epoch: int, max_offset: int) -> bytes:
+    """A controller-mode slave's first bytes."""
+    if broker_id < 0 or max_offset < 0:
+        raise LocalProtocolError(f"bad HA handshake: brokerId {broker_id}, offset {max_offset}")
+    return HANDSHAKE.pack(HANDSHAKE_MARK, broker_id, max_offset, -1, last_epoch)
+
+
+def decode_handshake(data: bytes | bytearray | memoryview) -> tuple[int, int, int] | None:
+    """``(broker_id, last_epoch, max_offset)`` from the first HANDSHAKE.size bytes, or None
+    when fewer have arrived. RemoteProtocolError when they are no handshake."""
+    if len(data) < HANDSHAKE.size:
+        return None
+    mark, broker_id, offset, mark2, epoch = HANDSHAKE.unpack_from(data)
+    if mark != HANDSHAKE_MARK or mark2 != -1:
+        raise RemoteProtocolError(
+            "HA peer sent an offset report, not a controller-mode handshake: "
+            "a slave that is not in controller mode cannot follow a controller-mode master"
+        )
+    if broker_id < 0 or offset < 0:
+        raise RemoteProtocolError(f"bad HA handshake: brokerId {broker_id}, offset {offset}")
+    return broker_id, epoch, offset
+
+
+def encode_epochs(master_epoch: int, max_offset: int, entries: list[tuple[int, int]]) -> bytes:
+    """The master's answer to a handshake: its epoch, its log end and its (epoch, start
+    offset) entries, oldest first."""
+    if len(entries) > MAX_EPOCH_ENTRIES:
+        raise LocalProtocolError(f"{len(entries)} epoch entries (limit {MAX_EPOCH_ENTRIES})")
+    out = bytearray(EPOCHS_HEADER.pack(master_epoch, max_offset, len(entries)))
+    for epoch, start in entries:
+        out += EPOCH_ENTRY.pack(epoch, start)
+    return bytes(out)
+
+
+def decode_epochs(
+    data: bytes | bytearray | memoryview,
+) -> tuple[tuple[int, int, list[tuple[int, int]]], int] | None:
+    """``((master_epoch, max_offset, entries), bytes_used)``, or None when incomplete.
+    RemoteProtocolError for a count, offset or order a correct master never sends."""
+    if len(data) < EPOCHS_HEADER.size:
+        return None
+    epoch, max_offset, n = EPOCHS_HEADER.unpack_from(data)
+    if not 0 <= n <= MAX_EPOCH_ENTRIES or max_offset < 0:
+        raise RemoteProtocolError(f"bad HA epoch answer: {n} entries, max offset {max_offset}")
+    used = EPOCHS_HEADER.size + n * EPOCH_ENTRY.size
+    if len(data) < used:
+        return None
+    entries = [EPOCH_ENTRY.unpack_from(data, EPOCHS_HEADER.size + i * EPOCH_ENTRY.size) for i in range(n)]
+    for (e0, s0), (e1, s1) in zip(entries, entries[1:], strict=False):
+        if e1 <= e0 or s1 < s0:
+            raise RemoteProtocolError(f"HA epoch entries out of order: {e0}@{s0} then {e1}@{s1}")
+    if any(s < 0 or s > max_offset for _, s in entries):
+        raise RemoteProtocolError("HA epoch entry starts outside the master's log")
+    return (epoch, max_offset, [(e, s) for e, s in entries]), used

@@ -325,6 +325,10 @@ class AsyncMessageStore:
         self.replicated_offset = 0  # the highest CommitLog offset a slave has acked
         # DLedger: every append waits for its group's commit, whatever its WAIT property says
         self.replica_wait_always = False
+        # Controller mode's master: dispatch (consume queues, long polling) stops at
+        # ``replicated_offset``, the confirm offset, as RocketMQ's reput stops at confirmOffset
+        # (readUnCommitted=false): a failover may cut what is past it.
+        self.dispatch_confirmed_only = False
         self._replica_waits: deque[PutWait] = deque()
         self._replica_wait_added = trio.Event()
 
@@ -519,6 +523,9 @@ class AsyncMessageStore:
         if offset <= self.replicated_offset:
             return
         self.replicated_offset = offset
+        if self.dispatch_confirmed_only:  # consumers see what every replica that must hold it holds
+            self.store.dispatcher.limit = offset
+            self._reput_wanted.set()
         waits = self._replica_waits
         while waits and waits[0].end <= offset:
             waits.popleft().fire()
@@ -547,6 +554,14 @@ class AsyncMessageStore:
         while self._flushed < offset:
             self._flush_wanted.set()
             await self._round_done.wait()
+
+    async def truncate_to(self, offset: int) -> None:
+        """``MessageStore.truncate_to`` once dispatch and any flush in progress are done (a
+        replica's: no appends meanwhile); waits for replicas fail."""
+        await self.wait_dispatched()
+        self.fail_replica_waits()
+        self.store.truncate_to(offset)
+        self.replicated_offset = min(self.replicated_offset, offset)
 
     async def wait_dispatched(self, offset: int | None = None) -> None:
         """Wait until records below ``offset`` (default: everything written so far) are in

@@ -519,6 +519,55 @@ class MessageStore:
         only as the disk levels say. Returns this round's result."""
         return self.space.delete_expired_manually()
 
+    # --- controller mode -------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the CommitLog at ``offset`` (a record boundary at or below its end), with the
+        consume queue entries and index positions of the records cut: a controller-mode
+        replica whose log went past what its new master holds (docs/controller.md).
+
+        Appends (``put`` or ``append_replica``) continue at ``offset``; index entries of cut
+        records stay in the files but are never served (query_message checks each against
+        the CommitLog).
+
+        Raises:
+            StoreError: ``offset`` is past the end, before the first file, or inside a record.
+        """
+        cl = self.commitlog
+        end = cl.max_offset
+        if offset == end:
+            return
+        if offset > end or offset < cl.min_offset or not cl.is_record_start(offset):
+            raise StoreError(f"cannot cut the CommitLog at {offset}: no record boundary in [{cl.min_offset}, {end}]")
+        log.warning("CommitLog cut from %d to %d (%d bytes)", end, offset, end - offset)
+        cl.files.truncate(offset)
+        for cq in self.queues.queues.values():
+            cq.truncate_dirty(offset)
+        if self.index is not None:
+            self.index.last_indexed = min(self.index.last_indexed, offset - 1)
+        d = self.dispatcher
+        d.reput_offset = min(d.reput_offset, offset)
+        if d.limit is not None:
+            d.limit = min(d.limit, offset)
+        d.tags_overrides = {k: v for k, v in d.tags_overrides.items() if k < offset}
+        d.stalled = None
+        cp = self.checkpoint
+        cp.physic_offset = min(cp.physic_offset, offset)
+        cp.logics_offset = min(cp.logics_offset, offset)
+        cp.index_offset = min(cp.index_offset, offset)
+        self.appender.replica_next = offset
+        self.reset_queue_offsets()
+
+    def become_writer(self) -> None:
+        """A replica about to take appends as its group's master (controller mode): a chunk
+        cut inside a record is dropped (RocketMQ's truncateInvalidMsg), dispatch is no longer
+        held at the last whole record, and queue offsets continue from the consume queues."""
+        whole = self.appender.replica_next
+        if 0 < whole < self.commitlog.max_offset:
+            self.truncate_to(whole)
+        self.dispatcher.limit = self.commitlog.dispatch_limit
+        self.reset_queue_offsets()
+
     def commitlog_restarted(self, offset: int) -> None:
         """The CommitLog now begins at ``offset``, everything before it gone at once (a DLedger
         member whose log was rebuilt from its leader's first entry): dispatch goes on from

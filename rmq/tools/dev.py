@@ -6,6 +6,10 @@ Trio run. Ctrl-C (or SIGTERM) stops both cleanly.
 `rmq dev --cluster dledger` runs a DLedger group of three brokers (RaftNode00, as in
 conf/dledger/) that elect their master.
 
+`rmq dev --cluster controller` runs RocketMQ 5's controller mode: three controllers (a Raft
+group of their own, ports broker port + 30010..30012) and broker-c's three brokers
+(allAckInSyncStateSet=true), whose master the controllers elect.
+
 `rmq dev --cluster 2m-2s-sync` (or `2m-2s-async`) runs RocketMQ's two-group deployment
 instead: broker-a and broker-b, each a master (SYNC_MASTER or ASYNC_MASTER) and a SLAVE
 replicating it over the HA port, with the ports and roles of the example files in
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import argparse
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import trio
@@ -38,6 +42,8 @@ import trio
 from rmq import metrics
 from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.controller import BrokerController
+from rmq.controller.config import ControllerConfig
+from rmq.controller.server import ControllerServer
 from rmq.lifetime import SignalledRun, exit_status, until_signalled
 from rmq.namesrv import NamesrvConfig, NamesrvServer
 from rmq.proxy import ProxyConfig, ProxyServer
@@ -60,7 +66,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cluster",
         choices=sorted(CLUSTERS),
-        help="run two broker groups, each a master and a slave (2m-2s-*), or a three-member DLedger group",
+        help="run two broker groups, each a master and a slave (2m-2s-*), a three-member DLedger group, "
+        "or a controller-mode group of three brokers with three controllers",
     )
     parser.add_argument(
         "--metrics", action="store_true", help="serve Prometheus metrics (metricsExporterType=PROM) on every server"
@@ -114,7 +121,8 @@ CLUSTER_BROKERS = (
     ("broker-b", 0, 20),
     ("broker-b", 1, 30),
 )
-CLUSTERS = {"2m-2s-sync": "SYNC_MASTER", "2m-2s-async": "ASYNC_MASTER", "dledger": ""}
+CLUSTERS = {"2m-2s-sync": "SYNC_MASTER", "2m-2s-async": "ASYNC_MASTER", "dledger": "", "controller": ""}
+CONTROLLERS = 3  # the controller group of --cluster controller
 # The dledger group: three members of RaftNode00 (conf/dledger/), listenPort base + 0/10/20,
 # DLedger ports base + 30000 + 0/1/2 (40911..40913 with the default base, as RocketMQ's).
 DLEDGER_MEMBERS = 3
@@ -153,6 +161,59 @@ def dledger_configs(
             environ={},
         )
         for k in range(DLEDGER_MEMBERS)
+    ]
+
+
+def controller_configs(store: Path, host: str = "127.0.0.1", base_port: int = 10911) -> list[ControllerConfig]:
+    """The controller group of --cluster controller: members c0..c2 on broker port + 30010 + k."""
+    if base_port + 30010 + CONTROLLERS > 65535:
+        raise ConfigError(f"--broker-port {base_port}: the controller ports (broker port + 30010) would pass 65535")
+    ip = "127.0.0.1" if host in ("127.0.0.1", "0.0.0.0") else host
+    peers = ";".join(f"c{k}-{ip}:{base_port + 30010 + k}" for k in range(CONTROLLERS))
+    configs = []
+    for k in range(CONTROLLERS):
+        config, _ = ControllerConfig().with_properties(
+            {
+                "controllerDLegerGroup": "DevControllers",
+                "controllerDLegerPeers": peers,
+                "controllerDLegerSelfId": f"c{k}",
+                "controllerStorePath": str(store / "controller" / f"c{k}"),
+                "bindAddress": host,
+            }
+        )
+        config.validate()
+        configs.append(config)
+    return configs
+
+
+def controller_broker_configs(
+    namesrv: str,
+    controllers: list[ControllerConfig],
+    store: Path,
+    host: str = "127.0.0.1",
+    base_port: int = 10911,
+    more: Callable[[int], dict[str, str]] | None = None,
+) -> list[BrokerConfig]:
+    """broker-c's three brokers in controller mode, listenPort base + 0/10/20."""
+    return [
+        BrokerConfig.load(
+            None,
+            {
+                "brokerClusterName": "DefaultCluster",
+                "brokerName": "broker-c",
+                "namesrvAddr": namesrv,
+                "listenPort": str(base_port + 10 * k),
+                "bindAddress": host,
+                "brokerIP1": "127.0.0.1" if host in ("127.0.0.1", "0.0.0.0") else host,
+                "storePathRootDir": str(store / f"broker-c-{k}"),
+                "enableControllerMode": "true",
+                "controllerAddr": ";".join(c.address for c in controllers),
+                "allAckInSyncStateSet": "true",
+                **(more(k) if more is not None else {}),
+            },
+            environ={},
+        )
+        for k in range(3)
     ]
 
 
@@ -233,18 +294,27 @@ async def run(args: argparse.Namespace) -> None:
 
 async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: Path, run: SignalledRun) -> None:
     more = (lambda i: metrics_props(args, 0 if i == 0 else i + 1)) if args.metrics else None
-    configs = cluster_configs(args.cluster, namesrv.address, store, args.host, args.broker_port, more)
+    controllers: list[ControllerServer] = []
+    if args.cluster == "controller":
+        members = controller_configs(store, args.host, args.broker_port)
+        for member in members:
+            controllers.append(await run.nursery.start(ControllerServer(member).serve))
+            print(f"The Controller Server boot success. {member.self_id} listening on {member.address}", flush=True)
+        configs = controller_broker_configs(namesrv.address, members, store, args.host, args.broker_port, more)
+    else:
+        configs = cluster_configs(args.cluster, namesrv.address, store, args.host, args.broker_port, more)
     print(f"The Name Server boot success. listening on {namesrv.address}", flush=True)
     _print_metrics("name server", namesrv)
     brokers = []
     for config in configs:  # masters first: their slaves find them at once
         broker = await run.nursery.start(BrokerController(config).serve)
         brokers.append(broker)
-        role = (
-            f"DLedger member {config.d_leger_self_id} (elects a leader)"
-            if config.enable_d_leger_commit_log
-            else f"role: {config.broker_role.value}, brokerId: {config.broker_id}"
-        )
+        if config.enable_d_leger_commit_log:
+            role = f"DLedger member {config.d_leger_self_id} (elects a leader)"
+        elif config.enable_controller_mode:
+            role = "controller mode (the controllers elect the master)"
+        else:
+            role = f"role: {config.broker_role.value}, brokerId: {config.broker_id}"
         print(
             f"The broker[{config.broker_name}, {broker.address}] boot success. "
             f"{role}, store: {config.store_path_root_dir}",
@@ -254,16 +324,20 @@ async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: 
     proxy = await start_proxy(args, namesrv, run)
     print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
     await run.wait()
-    await run.stop(lambda: _stop(brokers, proxy))
+    await run.stop(lambda: _stop(brokers, proxy, controllers))
 
 
-async def _stop(brokers: list[BrokerController], proxy: ProxyServer | None = None) -> None:
+async def _stop(
+    brokers: list[BrokerController], proxy: ProxyServer | None = None, controllers: Sequence[ControllerServer] = ()
+) -> None:
     if proxy is not None:
         proxy.shutdown()
     for broker in brokers:
         broker.shutdown()
     for broker in brokers:
         await broker.wait_stopped()
+    for controller in controllers:
+        await controller.aclose()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -180,7 +180,13 @@ def test_missing_file_is_a_config_error(tmp_path: Path) -> None:
 def test_to_properties_round_trips() -> None:
     c = BrokerConfig.from_properties(parse_properties(CONF), environ={})
     again = BrokerConfig.from_properties(c.to_properties(), environ={})
-    shown = {"store_path_commit_log": c.commit_log_dir, "broker_ip2": c.advertised_ip2, "ha_listen_port": c.ha_port}
+    shown = {
+        "store_path_commit_log": c.commit_log_dir,
+        "store_path_epoch_file": c.epoch_file,
+        "store_path_broker_identity": c.broker_identity_file,
+        "broker_ip2": c.advertised_ip2,
+        "ha_listen_port": c.ha_port,
+    }
     assert again == c.replace(**shown)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from rmq.broker.config import _SPECS, BrokerConfig, BrokerRole, ConfigError
+from rmq.broker.config import _SPECS, BrokerConfig, BrokerRole
 from rmq.broker.controller import BrokerController
 from rmq.namesrv.server import NamesrvServer
 
@@ -156,8 +156,11 @@ def _dledger_load(
 
 
 @pytest.mark.parametrize("name", sorted(rocketmq_conf.CONTROLLER))
-def test_the_shipped_controller_mode_files_are_refused_as_not_supported_yet(tmp_path: Path, name: str) -> None:
+def test_the_shipped_controller_mode_files_start_as_slaves_of_no_one(tmp_path: Path, name: str) -> None:
+    """RocketMQ 5's conf/controller/quick-start files: brokerRole and brokerId are ignored,
+    the broker is a slave until its controller names its role (tests/broker/controller_mode)."""
     props = rocketmq_conf.adjusted(rocketmq_conf.CONTROLLER[name], tmp_path / "store", free_ports(3, below=2))
     path = rocketmq_conf.write(tmp_path / name, props)
-    with pytest.raises(ConfigError, match="enableControllerMode: controller mode .* is not supported yet"):
-        BrokerConfig.load(path, environ={})
+    config = BrokerConfig.load(path, environ={})
+    assert config.enable_controller_mode and config.controller_addrs
+    assert (config.broker_role, config.broker_id) == (BrokerRole.SLAVE, -1)

@@ -74,17 +74,18 @@ def test_a_dledger_member_without_role_lines_starts_as_a_follower_quietly(caplog
     assert records == []
 
 
-def test_controller_mode_is_refused_clearly(caplog: pytest.LogCaptureFixture) -> None:
+def test_controller_mode_settles_the_role_itself(caplog: pytest.LogCaptureFixture) -> None:
     # RocketMQ 5's conf/controller/quick-start/broker-n0.conf says brokerId=-1 and brokerRole=SLAVE
     controller = {"enableControllerMode": "true", "controllerAddr": "127.0.0.1:9878", "brokerId": "-1"}
-    with pytest.raises(ConfigError, match="enableControllerMode: controller mode .* is not supported yet"):
-        _load(caplog, brokerRole="SLAVE", **controller)
+    config, _ = _load(caplog, brokerRole="SLAVE", **controller)
+    assert (config.broker_role, config.broker_id) == (BrokerRole.SLAVE, -1)
+    with pytest.raises(ConfigError, match="controllerAddr: required"):
+        _load(caplog, enableControllerMode="true")
     with pytest.raises(ConfigError, match="enableControllerMode and enableDLegerCommitLog cannot both be true"):
         _load(caplog, **controller, **DLEDGER)
     config, records = _load(caplog, enableControllerMode="false", controllerAddr="127.0.0.1:9878")
-    assert config.broker_id == 0
-    [line] = records
-    assert line.levelno == logging.INFO and "controllerAddr, enableControllerMode" in line.getMessage()
+    assert config.broker_id == 0 and not config.enable_controller_mode
+    assert records == []  # keys rmq acts on: no "not acted on" line
 
 
 def test_values_rocketmq_corrects_are_corrected_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:

@@ -292,6 +292,8 @@ class Checker:
         """After every member stopped cleanly: the stores themselves."""
         if isinstance(self.cluster, DLedgerCluster):
             self._dledger_logs()
+        elif self.cluster.kind == "controller":
+            self._replica_logs()
         else:
             self._ha_logs()
 
@@ -323,6 +325,23 @@ class Checker:
             upto = mine[-1].pos + len(mine[-1].raw) if mine else 0
             records = [rec for e in log for rec in e.records()]
             r.queues += queue_problems(stores[name], records, upto=upto, label=name)
+
+    def _replica_logs(self) -> None:
+        """Controller mode: every member's CommitLog a byte-identical prefix of the longest
+        (the old masters truncated to what the new ones hold), each with every SEND_OK'd
+        attempt once, and its consume queues complete."""
+        r = self.report
+        members = self.cluster.members
+        logs = {m.name: commitlog_records(m.proc.store) for m in members}
+        spans = {name: span(records) for name, records in logs.items()}
+        r.notes.append(f"CommitLogs span {spans}")
+        longest = max(members, key=lambda m: spans[m.name][1])
+        for m in members:
+            if m is not longest:
+                r.divergence += [f"{m.name}: {p}" for p in prefix_divergence(longest.proc.store, m.proc.store)]
+        for m in members:
+            self._in_log(logs[m.name], f"{m.name}'s CommitLog")
+            r.queues += queue_problems(m.proc.store, logs[m.name], upto=None, label=m.name)
 
     def _ha_logs(self) -> None:
         r = self.report

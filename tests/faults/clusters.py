@@ -5,6 +5,9 @@
   for the link i -> j, so each direction between two members is a proxy of its own.
 * ``HACluster``: a master (SYNC_MASTER or ASYNC_MASTER) and a slave whose haMasterAddress
   is the proxy for the link slave -> master.
+* ``ControllerCluster``: three brokers in controller mode and three controller processes;
+  each broker reaches each controller through a proxy of its own (a partition cuts a broker
+  off from the controllers; the HA links, found through the name server, are not proxied).
 
 Each member also registers with the name server through a proxy of its own (its
 namesrvAddr), which can be slowed down to make its registrations arrive late. Clients and
@@ -29,7 +32,7 @@ from rmq.client.errors import MQClientError
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import body as json_body
 from rmq.remoting import RemotingClient, RemotingError
-from tests.broker.ha.procs import BrokerProcess, DLedgerGroup
+from tests.broker.ha.procs import BrokerProcess, ControllerProcess, DLedgerGroup, free_port_block
 
 from .proxy import CutMode, Proxy
 
@@ -367,3 +370,90 @@ class HACluster(ProcessCluster):
         states["namesrv"] = f"master {master}"
         done = done and len(ends) == 1 and master == self.members[0].address
         return Convergence(done, 0.0, states, self.members[0].address)
+
+
+class ControllerCluster(ProcessCluster):
+    """Brokers n0..n2 of one group in controller mode (allAckInSyncStateSet on), three
+    controllers c0..c2 (never faulted here: their own faults are tests/controller's)."""
+
+    kind = "controller"
+
+    def __init__(self, root: Path, namesrv: str, size: int = 3, **conf: str) -> None:
+        super().__init__(root, namesrv)
+        self.group = "broker-c"
+        self.size = size
+        self.conf = {**DEFAULTS, **CONTROLLER_BROKER, **conf}
+        self.controllers: list[ControllerProcess] = []
+
+    async def start(self, nursery: trio.Nursery, client: RemotingClient) -> None:
+        self.controllers = ControllerProcess.group(self.root / "controllers", 3)
+        for c in self.controllers:
+            await trio.to_thread.run_sync(c.start)
+        procs = []
+        for i in range(self.size):
+            name = f"n{i}"
+            addrs = []
+            for j, c in enumerate(self.controllers):
+                link = await self._proxy(nursery, c.address, f"{name}->c{j}")
+                self.links[(name, f"c{j}")] = link
+                addrs.append(link.address)
+            ns_link = await self._proxy(nursery, self.namesrv, f"{name}->namesrv")
+            proc = BrokerProcess(
+                self.root / name, ns_link.address, self.group, port=free_port_block(5),
+                enableControllerMode="true", controllerAddr=";".join(addrs), **self.conf,
+            )  # fmt: skip
+            procs.append(Member(name, proc, ns_link))
+        self.members = procs
+        await self._boot(client)
+
+    async def leader(self) -> Member | None:
+        best: tuple[int, Member] | None = None
+        for m in self.members:
+            info = await self.runtime(m)
+            if info and info.get("brokerRole") in ("SYNC_MASTER", "ASYNC_MASTER"):
+                epoch = int(info.get("controllerMasterEpoch", "0"))
+                if best is None or epoch > best[0]:
+                    best = (epoch, m)
+        return best[1] if best else None
+
+    async def _converged(self) -> Convergence:
+        states: dict[str, str] = {}
+        ends: set[str] = set()
+        masters = []
+        done = True
+        for m in self.members:
+            info = await self.runtime(m)
+            if info is None:
+                states[m.name] = f"{m.state.value}, no answer"
+                done = False
+                continue
+            behind = info.get("dispatchBehindBytes", "0")
+            states[m.name] = (
+                f"{info['brokerRole']} epoch {info.get('controllerMasterEpoch')} "
+                f"max offset {info['commitLogMaxOffset']} dispatch behind {behind}"
+            )
+            ends.add(info["commitLogMaxOffset"])
+            done = done and behind == "0"
+            if info["brokerRole"] != "SLAVE":
+                masters.append(m)
+        master = await self.namesrv_master()
+        states["namesrv"] = f"master {master}"
+        done = done and len(ends) == 1 and len(masters) == 1 and master == masters[0].address
+        return Convergence(done, 0.0, states, masters[0].address if len(masters) == 1 else None)
+
+    def stop(self) -> None:
+        super().stop()
+        for c in self.controllers:
+            c.stop()
+
+
+# every controller-mode broker's settings: failover within a few seconds
+CONTROLLER_BROKER = {
+    "allAckInSyncStateSet": "true",
+    "controllerHeartBeatTimeoutMills": "3000",
+    "syncBrokerMetadataPeriod": "1000",
+    "checkSyncStateSetPeriod": "1000",
+    "haMaxTimeSlaveNotCatchup": "5000",
+    "haSendHeartbeatInterval": "1000",
+    "flushDiskType": "ASYNC_FLUSH",
+}

@@ -37,7 +37,11 @@ from .clusters import DLedgerCluster, Member, ProcessCluster
 
 KINDS = ("partition", "one_way", "pause", "kill", "reset", "slow", "late_registration")
 WEIGHTS = (3, 2, 3, 3, 1, 1, 2)
-TARGETS = {"dledger": ("leader", "leader", "leader", "follower", "follower"), "ha": ("master", "master", "slave")}
+TARGETS = {
+    "dledger": ("leader", "leader", "leader", "follower", "follower"),
+    "ha": ("master", "master", "slave"),
+    "controller": ("leader", "leader", "leader", "follower", "follower"),
+}
 # A fault that takes the leader away (the group can elect another while it lasts)
 LEADER_FAULTS = ("partition", "pause", "kill", "late_registration")
 

@@ -19,7 +19,7 @@ from rmq.remoting import RemotingClient
 from tests.broker.cluster import loopback_namesrv
 
 from .checker import Checker, Report, failovers, recoveries
-from .clusters import DLedgerCluster, HACluster, ProcessCluster
+from .clusters import ControllerCluster, DLedgerCluster, HACluster, ProcessCluster
 from .load import CppLoad, History, PinnedLoad, PyLoad
 from .nemesis import KINDS, EventLog, Fault, Nemesis, plan
 from .watch import RouteWatch
@@ -30,7 +30,7 @@ TAIL = 2.0  # seconds of load after the first SEND_OK that follows the last heal
 
 @dataclass(frozen=True)
 class Scenario:
-    cluster: str  # "dledger" or "ha"
+    cluster: str  # "dledger", "ha" or "controller"
     seed: int
     seconds: float = 25.0  # length of the fault schedule
     role: str = "SYNC_MASTER"  # the master's, for "ha"
@@ -41,6 +41,7 @@ class Scenario:
     failover_bound: float = 12.0  # seconds to a SEND_OK after a leader fault or a heal
     kinds: tuple[str, ...] = KINDS
     conf: dict[str, str] = field(default_factory=dict)  # broker.conf lines for every member
+    faults: tuple[Fault, ...] | None = None  # a fixed schedule instead of the seed's
 
     def replay(self) -> str:
         """The command that runs this scenario again."""
@@ -53,6 +54,8 @@ class Scenario:
 def make_cluster(s: Scenario, root: Path, namesrv: str) -> ProcessCluster:
     if s.cluster == "dledger":
         return DLedgerCluster(root, namesrv, **s.conf)
+    if s.cluster == "controller":
+        return ControllerCluster(root, namesrv, **s.conf)
     return HACluster(root, namesrv, role=s.role, **s.conf)
 
 
@@ -61,7 +64,7 @@ async def run(s: Scenario, root: Path, *, echo: bool = False) -> Report:
     member stopped)."""
     root.mkdir(parents=True, exist_ok=True)
     log = EventLog(root / "nemesis.log", echo=echo)
-    faults = plan(s.seed, s.seconds, s.cluster, kinds=s.kinds)
+    faults = list(s.faults) if s.faults is not None else plan(s.seed, s.seconds, s.cluster, kinds=s.kinds)
     log(f"{s.cluster} seed {s.seed}, {len(faults)} faults planned; replay: {s.replay()}")
     for f in faults:
         log(f"  planned: {f}")
@@ -152,7 +155,7 @@ def judge_availability(s: Scenario, report: Report, nemesis: Nemesis, history: H
     """Failovers, recoveries after heals and the name server's routes, into ``report``."""
     report.faults = nemesis.counts
     bound = s.failover_bound
-    report.failovers, slow = failovers(nemesis.applied, history, bound, elsewhere=s.cluster == "dledger")
+    report.failovers, slow = failovers(nemesis.applied, history, bound, elsewhere=s.cluster != "ha")
     report.availability += slow
     report.recoveries, slow = recoveries(nemesis.applied, history, bound, trio.current_time())
     report.availability += slow

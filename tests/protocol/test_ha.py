@@ -102,3 +102,61 @@ def test_garbage_raises_only_protocol_errors(junk: bytes) -> None:
         ReportDecoder().feed(junk)
     except ProtocolError:
         pass
+
+
+# -- controller mode's handshake -------------------------------------------------------------
+
+
+def test_handshake_layout_and_round_trip() -> None:
+    from rmq.protocol.ha import decode_handshake, encode_handshake
+
+    raw = encode_handshake(2, 5, 4096)
+    assert raw == bytes.fromhex("ffffffffffffffff00000000000000020000000000001000ffffffff00000005")
+    assert decode_handshake(raw[:-1]) is None
+    assert decode_handshake(raw) == (2, 5, 4096)
+
+
+def test_a_4x_report_is_no_handshake() -> None:
+    from rmq.protocol.ha import decode_handshake
+
+    with pytest.raises(RemoteProtocolError, match="not in controller mode"):
+        decode_handshake(encode_report(0) + bytes(24))
+
+
+def test_a_4x_master_refuses_the_handshake() -> None:
+    """A 4.x master takes the handshake's first 8 bytes for a report of a negative offset."""
+    from rmq.protocol.ha import encode_handshake
+
+    with pytest.raises(RemoteProtocolError):
+        ReportDecoder().feed(encode_handshake(1, 0, 0))
+
+
+def test_epochs_round_trip_and_partial() -> None:
+    from rmq.protocol.ha import decode_epochs, encode_epochs
+
+    raw = encode_epochs(3, 900, [(1, 0), (2, 300), (3, 700)]) + b"rest"
+    for cut in range(len(raw) - 4):
+        assert decode_epochs(raw[:cut]) is None
+    assert decode_epochs(raw) == ((3, 900, [(1, 0), (2, 300), (3, 700)]), len(raw) - 4)
+    assert decode_epochs(encode_epochs(0, 0, [])) == ((0, 0, []), 16)
+
+
+@pytest.mark.parametrize(
+    "entries",
+    [[(2, 0), (1, 10)], [(1, 10), (2, 5)], [(1, 1000)]],
+)
+def test_epochs_a_master_never_sends(entries: list[tuple[int, int]]) -> None:
+    from rmq.protocol.ha import decode_epochs, encode_epochs
+
+    with pytest.raises(RemoteProtocolError):
+        decode_epochs(encode_epochs(2, 900, entries))
+
+
+@given(st.binary(max_size=64))
+def test_epoch_decoder_never_crashes(data: bytes) -> None:
+    from rmq.protocol.ha import decode_epochs
+
+    try:
+        decode_epochs(data)
+    except RemoteProtocolError:
+        pass

@@ -17,22 +17,31 @@ and the connection closes; the master's store is only ever read here.
 
 TLS: with tls.server.mode permissive or enforcing the HA port negotiates as the main port does
 (the slave speaks first), so slaves with tls.enable connect over TLS.
+
+Controller mode (``ControllerRole`` given): each slave first sends a handshake naming its
+brokerId and epoch, and gets this master's epoch entries back (rmq.protocol.ha), so it can cut
+its log to what the two share before it reports its offset. Acks then count per broker id: a
+send is confirmed by the SyncStateSet's replicas (insync.py), and the set shrinks and expands
+through the controller (``ControllerRole.propose``).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from rmq.lifetime import unwrapped
 from rmq.protocol.errors import RemoteProtocolError
-from rmq.protocol.ha import ReportDecoder, encode_chunk_header
+from rmq.protocol.ha import HANDSHAKE, ReportDecoder, decode_handshake, encode_chunk_header, encode_epochs
 from rmq.remoting import RemotingConnectError
 from rmq.remoting.stages.tls import negotiate
 from rmq.store.aio import Replication
 
+from .insync import InSync
 from .rate import ByteRate
 
 if TYPE_CHECKING:
@@ -46,6 +55,26 @@ log = logging.getLogger("rmq.broker.ha")
 RECEIVE_SIZE = 64 * 1024
 MAX_WRITE = 256 * 1024  # bytes of chunks gathered into one socket write
 CLOSE_TIMEOUT = 1.0
+TRANSFER_MARKS = 64  # (time, offset) of recent writes kept to tell when a slave caught up
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ControllerRole(Protocol):
+    """What a controller-mode master's HA service needs from the broker (replicas.py)."""
+
+    insync: InSync
+    master_epoch: int
+
+    def epoch_entries(self) -> list[tuple[int, int]]: ...
+
+    def propose(self, members: frozenset[int]) -> None:
+        """Ask the controller for this SyncStateSet (answered later, through ``adopt``)."""
+
+    def newer_epoch_seen(self, epoch: int) -> None:
+        """A slave knows a master epoch after ours: we may have been replaced."""
 
 
 class Diverged(Exception):
@@ -64,17 +93,66 @@ class SlaveConnection:
         self.transfer_from = -1  # where the writer began
         self.next_offset = -1  # the next byte the writer sends
         self.rate = ByteRate()
+        self.slave_id: int | None = None  # controller mode: the slave's brokerId, from its handshake
+        self._marks: deque[tuple[int, int]] = deque(maxlen=TRANSFER_MARKS)  # (ms, offset) written
         self._requested = trio.Event()
 
     async def run(self) -> None:
+        rest = b""
+        if self.service.role is not None:
+            rest = await self._handshake(self.service.role)
+            if self.slave_id is None:
+                return
         async with unwrapped(), trio.open_nursery() as nursery:
-            nursery.start_soon(self._read, nursery.cancel_scope)
+            nursery.start_soon(self._read, nursery.cancel_scope, rest)
             nursery.start_soon(self._write)
 
-    async def _read(self, scope: trio.CancelScope) -> None:
+    async def _handshake(self, role: ControllerRole) -> bytes:
+        """Controller mode: the slave's handshake in, this master's epochs out. Returns the
+        bytes after the handshake (the slave's first report may follow in the same read)."""
+        buf = b""
+        wait = self.service.config.ha_housekeeping_interval / 1000
+        with trio.move_on_after(wait):
+            while (got := decode_handshake(buf)) is None:
+                data = await self.stream.receive_some(RECEIVE_SIZE)
+                if not data:
+                    log.info("HA slave %s closed before its handshake", self.addr)
+                    return b""
+                buf += data
+            broker_id, epoch, _offset = got
+            mine = role.master_epoch
+            if epoch > mine:
+                log.warning(
+                    "HA slave %s (brokerId %d) knows master epoch %d, after ours (%d): refused; "
+                    "this broker asks the controller for its role",
+                    self.addr, broker_id, epoch, mine,
+                )  # fmt: skip
+                role.newer_epoch_seen(epoch)
+                return b""
+            await self.stream.send_all(encode_epochs(mine, self.service.store.max_phy_offset, role.epoch_entries()))
+            self.slave_id = broker_id
+            log.info("HA slave %s is brokerId %d (epoch %d)", self.addr, broker_id, epoch)
+            return buf[HANDSHAKE.size :]
+        log.warning("HA slave %s sent no handshake in %.0f s: closing", self.addr, wait)
+        return b""
+
+    def caught_up_at(self, offset: int) -> int | None:
+        """The newest time this master had written no more than ``offset`` (the slave's
+        ack): the slave was caught up then. None when no write is covered."""
+        at = None
+        marks = self._marks
+        while marks and marks[0][1] <= offset:
+            at = marks.popleft()[0]
+        return at
+
+    async def _read(self, scope: trio.CancelScope, rest: bytes = b"") -> None:
         service = self.service
         decoder = ReportDecoder()
         idle = service.config.ha_housekeeping_interval / 1000
+        if rest:  # the first report came with the handshake
+            first = decoder.feed(rest)
+            if first is not None:
+                self._ack(first)
         while True:
             with trio.move_on_after(idle) as timer:
                 data = await self.stream.receive_some(RECEIVE_SIZE)
@@ -85,17 +163,20 @@ class SlaveConnection:
                 log.info("HA slave %s disconnected", self.addr)
                 break
             offset = decoder.feed(data)
-            if offset is None:
-                continue
-            end = service.store.max_phy_offset
-            if offset > end:
-                raise Diverged(f"it reports offset {offset}, past this master's CommitLog end {end}")
-            if self.request_offset < 0:
-                self.request_offset = offset
-                self._requested.set()
-            self.ack_offset = offset
-            service.acked(offset)
+            if offset is not None:
+                self._ack(offset)
         scope.cancel()
+
+    def _ack(self, offset: int) -> None:
+        service = self.service
+        end = service.store.max_phy_offset
+        if offset > end:
+            raise Diverged(f"it reports offset {offset}, past this master's CommitLog end {end}")
+        if self.request_offset < 0:
+            self.request_offset = offset
+            self._requested.set()
+        self.ack_offset = offset
+        service.acked(offset, self)
 
     def _start_offset(self) -> int:
         store = self.service.store
@@ -135,10 +216,12 @@ class SlaveConnection:
             if out:
                 await self.stream.send_all(out)
                 self.rate.add(len(out))
+                self._marks.append((_now_ms(), self.next_offset))
                 continue
             signal = service.data_signal()
             if store.max_phy_offset != self.next_offset:
                 continue
+            self._marks.append((_now_ms(), self.next_offset))  # nothing more to send: caught up
             with trio.move_on_after(heartbeat) as timer:
                 await signal.wait()
             if timer.cancelled_caught:
@@ -148,9 +231,10 @@ class SlaveConnection:
 class HAService(Replication):
     """The HA listener of a master broker and its slave connections."""
 
-    def __init__(self, broker: BrokerParts, tls: BrokerTls) -> None:
+    def __init__(self, broker: BrokerParts, tls: BrokerTls, role: ControllerRole | None = None) -> None:
         self.broker = broker
         self.tls = tls  # tls.server.mode of the broker's ports covers the HA port
+        self.role = role  # controller mode: the epochs and the SyncStateSet
         self.config = broker.config
         self.connections: set[SlaveConnection] = set()
         self.port: int | None = None
@@ -165,6 +249,8 @@ class HAService(Replication):
     # -- Replication, as the store calls it --------------------------------------------
 
     def appended(self) -> None:
+        if self.role is not None:
+            self.confirm()  # alone in the set, or acks that need no slave: confirmed at once
         if self._signal_waited:
             self._signal_waited = False
             self._signal.set()
@@ -176,6 +262,8 @@ class HAService(Replication):
         return self._signal
 
     def unavailable(self, end_offset: int) -> str | None:
+        if self.role is not None:
+            return self.role.insync.not_enough()
         if not any(c.ack_offset >= 0 for c in self.connections):
             return "no slave is connected to this SYNC_MASTER"
         behind = self.store.max_phy_offset - self.acked_offset
@@ -185,10 +273,61 @@ class HAService(Replication):
             )
         return None
 
-    def acked(self, offset: int) -> None:
+    def acked(self, offset: int, conn: SlaveConnection | None = None) -> None:
         if offset > self.acked_offset:
             self.acked_offset = offset
-        self.broker.store.replica_acked(offset)
+        role = self.role
+        if role is None:
+            self.broker.store.replica_acked(offset)
+            return
+        if conn is not None and conn.slave_id is not None:
+            at = conn.caught_up_at(offset)
+            if at is not None:
+                role.insync.caught_up(conn.slave_id, at)
+        confirmed = self.confirm()
+        if conn is not None and conn.slave_id is not None:
+            entries = role.epoch_entries()
+            start = entries[-1][1] if entries else 0
+            grown = role.insync.expand(conn.slave_id, offset, confirmed, start, _now_ms())
+            if grown is not None:
+                log.info(
+                    "HA slave %s (brokerId %d) caught up: proposing it for the SyncStateSet", conn.addr, conn.slave_id
+                )
+                role.propose(grown)
+
+    def slave_acks(self) -> dict[int, int]:
+        """Controller mode: the connected slaves' newest acks by broker id."""
+        acks: dict[int, int] = {}
+        for c in self.connections:
+            if c.slave_id is not None and c.ack_offset >= 0:
+                acks[c.slave_id] = max(acks.get(c.slave_id, -1), c.ack_offset)
+        return acks
+
+    def confirm(self) -> int:
+        """Controller mode: move the store's confirmed offset as the SyncStateSet's acks
+        allow; returns it."""
+        assert self.role is not None
+        store = self.broker.store
+        offset = self.role.insync.confirm_offset(self.slave_acks(), self.store.max_phy_offset)
+        if offset is not None:
+            store.replica_acked(offset)
+        return store.replicated_offset
+
+    async def check_sync_state_set(self) -> None:
+        """Controller mode, every checkSyncStateSetPeriod: propose a smaller SyncStateSet
+        without the slaves that fell behind or left (AutoSwitchHAService.maybeShrinkSyncStateSet)."""
+        assert self.role is not None
+        period = self.config.check_sync_state_set_period / 1000
+        while True:
+            await trio.sleep(period)
+            smaller = self.role.insync.shrink(_now_ms())
+            if smaller is not None:
+                log.info(
+                    "SyncStateSet %s -> %s: slaves fell behind or left",
+                    sorted(self.role.insync.members),
+                    sorted(smaller),
+                )
+                self.role.propose(smaller)
 
     # -- serving -----------------------------------------------------------------------
 
@@ -198,6 +337,8 @@ class HAService(Replication):
         log.info("HA service listening on port %d", self.port)
         async with trio.open_nursery() as nursery:
             await nursery.start(trio.serve_listeners, self._serve, listeners)
+            if self.role is not None:
+                nursery.start_soon(self.check_sync_state_set)
             task_status.started()
 
     async def _serve(self, raw: trio.SocketStream) -> None:
@@ -228,7 +369,9 @@ class HAService(Replication):
             # bounded: a TLS close_notify waits on the peer (the socket is closed regardless)
             with trio.CancelScope(shield=True), trio.move_on_after(CLOSE_TIMEOUT):
                 await stream.aclose()
-            if not self.connections:
+            if self.role is not None:
+                self.confirm()  # a slave that left the set may have held the confirm offset back
+            elif not self.connections:
                 self.broker.store.fail_replica_waits()
 
     async def _negotiate(self, raw: trio.SocketStream, addr: str) -> trio.abc.Stream:
@@ -258,7 +401,11 @@ class HAService(Replication):
                     "addr": c.addr,
                     "slaveAckOffset": c.ack_offset,
                     "diff": diff,
-                    "inSync": c.ack_offset >= 0 and diff < fallbehind,
+                    "inSync": (
+                        c.slave_id in self.role.insync.members
+                        if self.role is not None
+                        else c.ack_offset >= 0 and diff < fallbehind
+                    ),
                     "transferredByteInSecond": c.rate.per_second(),
                     "transferFromWhere": c.transfer_from,
                 }

@@ -14,6 +14,13 @@ more: copying on would corrupt its store. Bytes that break the HA protocol only 
 connection.
 
 TLS: with tls.enable the slave speaks TLS to its master's HA port (tls.client.* settings).
+
+Controller mode (``SlaveRole`` given): the slave first sends a handshake (its brokerId, its
+last epoch, its log end) and gets the master's epoch entries back. It refuses a master whose
+epoch is older than the one the controller named, cuts its CommitLog to the last offset the
+two logs share (RocketMQ's EpochFileCache.findConsistentPoint: a slave that was master in an
+older epoch may hold records the new master never had), takes the master's later epochs into
+its epoch file, and then copies as above.
 """
 
 from __future__ import annotations
@@ -21,22 +28,24 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import trio
 
 from rmq.lifetime import unwrapped
 from rmq.protocol.errors import ProtocolError
-from rmq.protocol.ha import ChunkDecoder, encode_report
+from rmq.protocol.ha import ChunkDecoder, decode_epochs, encode_handshake, encode_report
 from rmq.remoting import RemotingConnectError
 from rmq.remoting.stages.tls import wrap_client
 from rmq.store import StoreError
+from rmq.store.epochs import consistent_point
 
 from ..processors.common import host_port
 from .rate import ByteRate
 
 if TYPE_CHECKING:
     from rmq.store import MessageStore
+    from rmq.store.epochs import EpochCache
 
     from ..parts import BrokerParts
     from ..tls import BrokerTls
@@ -53,6 +62,19 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class SlaveRole(Protocol):
+    """What a controller-mode slave's HA client needs (replicas.py)."""
+
+    broker_id: int | None
+    master_epoch: int
+    master_address: str
+    epochs: EpochCache
+
+
+class StaleMaster(Exception):
+    """The HA peer's epoch is older than the master the controller named."""
+
+
 class HAClient:
     """Keeps a slave's CommitLog a copy of its master's."""
 
@@ -62,8 +84,10 @@ class HAClient:
         tls: BrokerTls,
         sync: SlaveSynchronize,
         register_now: Callable[[], None],
+        role: SlaveRole | None = None,
     ) -> None:
         self.broker = broker
+        self.role = role  # controller mode: handshake, epochs and truncation first
         self.tls = tls  # tls.enable: the connection to the master's HA port is TLS
         self.sync = sync  # asks the master where its log ends (status_fields)
         self.register_now = register_now  # asks the name servers for the master again
@@ -88,6 +112,8 @@ class HAClient:
 
     def update_master(self, master_addr: str | None, ha_addr: str | None) -> None:
         """What the name server said about our master when we registered."""
+        if self.role is not None and master_addr != self.role.master_address:
+            return  # controller mode: only the master the controller named (the name server may lag)
         if master_addr:
             self.master_addr = master_addr
         if ha_addr and not self.fixed_address and ha_addr != self.master_ha_addr:
@@ -122,6 +148,8 @@ class HAClient:
                 break
             except ProtocolError as exc:
                 log.warning("HA master %s sent bad data, closing: %s", self.master_ha_addr, exc)
+            except StaleMaster as exc:
+                log.warning("HA master %s: %s; waiting for the new master's address", self.master_ha_addr, exc)
             except (OSError, trio.BrokenResourceError, trio.ClosedResourceError, RemotingConnectError) as exc:
                 log.info("HA master %s unreachable or lost: %s", self.master_ha_addr, exc)
             finally:
@@ -154,11 +182,54 @@ class HAClient:
                 self.store.max_phy_offset,
             )
             try:
+                rest = b""
+                if self.role is not None:
+                    rest = await self._handshake(stream, self.role)
                 nursery.start_soon(self._report_loop, stream, nursery.cancel_scope)
-                await self._read_loop(stream)
+                await self._read_loop(stream, rest)
                 nursery.cancel_scope.cancel()
             finally:
                 self._session = None
+
+    async def _handshake(self, stream: trio.abc.Stream, role: SlaveRole) -> bytes:
+        """Controller mode: handshake, then cut this log to what it shares with the master's.
+        Returns bytes that came after the master's answer (its first chunks)."""
+        assert role.broker_id is not None
+        epochs = role.epochs
+        store = self.store
+        await stream.send_all(encode_handshake(role.broker_id, epochs.last_epoch(), store.max_phy_offset))
+        buf = b""
+        idle = self.config.ha_housekeeping_interval / 1000
+        with trio.fail_after(idle):
+            while (got := decode_epochs(buf)) is None:
+                data = await stream.receive_some(RECEIVE_SIZE)
+                if not data:
+                    raise trio.BrokenResourceError("the master closed the connection at the handshake")
+                buf += data
+        (master_epoch, master_end, entries), used = got
+        if master_epoch < role.master_epoch:
+            self.master_ha_addr = "" if not self.fixed_address else self.master_ha_addr
+            raise StaleMaster(f"its epoch {master_epoch} is older than the elected master's {role.master_epoch}")
+        mine = [(e.epoch, e.start_offset) for e in epochs.entries()]
+        end = store.max_phy_offset
+        if mine:
+            point = consistent_point(mine, end, entries, master_end)
+            if point < 0:
+                raise StoreError(f"no epoch in common with the master's (ours {mine}, the master's {entries})")
+            if point < end:
+                log.warning(
+                    "HA: this log ends at %d; the master's shares it up to %d only: truncating %d bytes "
+                    "(records no master of a later epoch holds)",
+                    end, point, end - point,
+                )  # fmt: skip
+                await self.broker.store.truncate_to(point)
+                epochs.truncate_suffix_by_offset(point)
+        for epoch, start in entries:
+            if epoch > epochs.last_epoch():
+                epochs.truncate_suffix_by_offset(start)  # an epoch that wrote nothing gives way
+                epochs.append(epoch, start)
+        log.info("HA handshake with master of epoch %d done: copying from %d", master_epoch, store.max_phy_offset)
+        return buf[used:]
 
     async def _report_loop(self, stream: trio.abc.Stream, scope: trio.CancelScope) -> None:
         """Report now, then whenever the log advanced, and at least every heartbeat interval.
@@ -177,9 +248,11 @@ class HAClient:
             with trio.move_on_after(heartbeat):
                 await self._advanced.wait()
 
-    async def _read_loop(self, stream: trio.abc.Stream) -> None:
+    async def _read_loop(self, stream: trio.abc.Stream, rest: bytes = b"") -> None:
         decoder = ChunkDecoder()
-        store = self.broker.store
+        if rest:
+            decoder.feed(rest)
+            self._append(decoder)
         idle = self.config.ha_housekeeping_interval / 1000
         while True:
             with trio.move_on_after(idle) as timer:
@@ -193,16 +266,20 @@ class HAClient:
             self.last_read_ms = _now_ms()
             self.rate.add(len(data))
             decoder.feed(data)
-            moved = False
-            for offset, chunk in decoder:
-                mine = self.store.max_phy_offset
-                if mine and offset != mine:
-                    raise StoreError(f"the master sent data at offset {offset}, this slave's CommitLog ends at {mine}")
-                store.append_replica(offset, chunk)
-                self.last_master_offset = offset + len(chunk)
-                moved = moved or bool(chunk)
-            if moved:
-                self._advanced.set()
+            self._append(decoder)
+
+    def _append(self, decoder: ChunkDecoder) -> None:
+        store = self.broker.store
+        moved = False
+        for offset, chunk in decoder:
+            mine = self.store.max_phy_offset
+            if mine and offset != mine:
+                raise StoreError(f"the master sent data at offset {offset}, this slave's CommitLog ends at {mine}")
+            store.append_replica(offset, chunk)
+            self.last_master_offset = offset + len(chunk)
+            moved = moved or bool(chunk)
+        if moved:
+            self._advanced.set()
 
     # -- status --------------------------------------------------------------------------
 

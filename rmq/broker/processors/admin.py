@@ -451,6 +451,9 @@ class AdminProcessor:
         dledger = broker.role.dledger
         if dledger is not None:  # the DLedger member under this broker
             table.update(dledger.status_fields())
+        controller = broker.role.controller
+        if controller is not None:  # controller mode: epoch, brokerId, SyncStateSet
+            table.update(controller.status_fields())
         return ok(request, body=json_body.dumps(KVTable(table).to_json()))
 
 

@@ -226,3 +226,62 @@ class DLedgerGroup:
             lines += [f"{line[11:23]} {m.store.name}: {line.partition(' - ')[2]}" for line in text.splitlines()
                       if any(k in line for k in marks)]  # fmt: skip
         return "\n".join(sorted(lines))
+
+
+class ControllerProcess:
+    """One `rmq controller` member as a process (its Raft and request port in the peers)."""
+
+    def __init__(self, root: Path, self_id: str, peers: str, address: str, **conf: str) -> None:
+        self.id, self.address = self_id, address
+        root.mkdir(parents=True, exist_ok=True)
+        self.conf = root / f"{self_id}.conf"
+        self.log_path = root / f"{self_id}.log"
+        props = {
+            "controllerDLegerGroup": "cgroup", "controllerDLegerPeers": peers, "controllerDLegerSelfId": self_id,
+            "controllerStorePath": str(root / self_id), "mappedFileSize": str(1024 * 1024),
+            "bindAddress": "127.0.0.1", "controllerDLegerElectionTimeoutMs": "1000",
+            "controllerDLegerHeartbeatIntervalMs": "200",
+            "scanNotActiveBrokerInterval": "1000", "scanInactiveMasterInterval": "1000",
+            **conf,
+        }  # fmt: skip
+        self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        self.proc: subprocess.Popen[str] | None = None
+
+    @classmethod
+    def group(cls, root: Path, size: int = 3, **conf: str) -> list[ControllerProcess]:
+        ports = [free_ports() for _ in range(size)]
+        peers = ";".join(f"c{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
+        return [cls(root, f"c{i}", peers, f"127.0.0.1:{p}", **conf) for i, p in enumerate(ports)]
+
+    def start(self, timeout: float = 30.0) -> None:
+        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the process's lifetime
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "rmq", "controller", "-c", str(self.conf)],
+            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )  # fmt: skip
+        log.close()
+        assert self.proc.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if "boot success" in line:
+                return
+            if not line and self.proc.poll() is not None:
+                break
+        raise RuntimeError(f"controller {self.id} did not start:\n{self.log_path.read_text()[-4000:]}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(10)

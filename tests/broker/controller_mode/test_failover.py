@@ -1,0 +1,62 @@
+"""Controller mode with real processes: three controllers, three brokers of one group."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import trio
+
+from rmq.client import Message, Producer
+from rmq.namesrv.server import NamesrvServer
+from rmq.remoting import RemotingClient
+from tests.broker.cluster import loopback_namesrv
+
+from .group import ControllerGroup, master_of, runtime
+
+pytestmark = [pytest.mark.slow]
+
+TOPIC = "CtlTopic"
+
+
+@pytest.fixture
+async def namesrv() -> AsyncIterator[NamesrvServer]:
+    async with loopback_namesrv() as ns:
+        yield ns
+
+
+async def test_a_group_elects_a_master_and_replicates(tmp_path: Path, namesrv: NamesrvServer) -> None:
+    group = ControllerGroup(tmp_path, namesrv.address)
+    try:
+        await trio.to_thread.run_sync(group.start)
+        async with RemotingClient() as client:
+            master, epoch = await master_of(client, group)
+            assert epoch >= 1
+            async with Producer("ctl-p", namesrv=namesrv.address, send_timeout=5.0) as producer:
+                with trio.fail_after(30):
+                    while True:
+                        try:
+                            r = await producer.send(Message(TOPIC, b"warm"))
+                            if r.status.name == "SEND_OK":
+                                break
+                        except Exception:
+                            pass
+                        await trio.sleep(0.2)
+                for i in range(50):
+                    r = await producer.send(Message(TOPIC, f"m{i}".encode()))
+                    assert r.status.name == "SEND_OK"
+            with trio.fail_after(20):
+                while True:
+                    ends = {
+                        b.address: (await runtime(client, b.address) or {}).get("commitLogMaxOffset")
+                        for b in group.brokers
+                    }
+                    if len(set(ends.values())) == 1:
+                        break
+                    await trio.sleep(0.2)
+            with trio.fail_after(20):  # every slave caught up joins the SyncStateSet
+                while ((await runtime(client, master.address)) or {}).get("syncStateSet", "").count(",") != 2:
+                    await trio.sleep(0.2)
+    finally:
+        await trio.to_thread.run_sync(group.stop)
