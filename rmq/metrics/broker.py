@@ -86,6 +86,34 @@ class BrokerCollector(Collector):
         yield from self._events(const)
         yield from self._timer(const)
         yield from self._broker(const)
+        yield from self._controller_mode(const)
+
+    def _controller_mode(self, const: dict[str, str]) -> Iterator[Metric]:
+        """enableControllerMode: the master epoch, elections seen, the SyncStateSet's size."""
+        replicas = self.broker.replicas
+        if replicas is None:
+            return
+        names, values = [*const], [*const.values()]
+        for name, doc, value in (
+            (
+                "rocketmq_broker_master_epoch",
+                "The group's master epoch as this broker last learned it",
+                replicas.master_epoch,
+            ),
+            (
+                "rocketmq_broker_in_sync_replicas",
+                "Brokers in the SyncStateSet (this master included; 0 on a slave)",
+                len(replicas.insync.members) if not self.broker.config.is_slave else 0,
+            ),
+        ):
+            family = GaugeMetricFamily(name, doc, labels=names)
+            family.add_metric(values, value)
+            yield family
+        elections = CounterMetricFamily(
+            "rocketmq_broker_role_changes", "Role changes the controller made this broker follow", labels=names
+        )
+        elections.add_metric(values, replicas.elections_seen)
+        yield elections
 
     def _traffic(self, const: dict[str, str]) -> Iterator[Metric]:
         stats = self.broker.stats
