@@ -183,6 +183,11 @@ class SlaveConnection:
         end = store.max_phy_offset
         wanted = self.request_offset
         if wanted == 0:
+            if self.service.role is not None:
+                # Controller mode: a new replica copies the whole log (AutoSwitch HA's default,
+                # syncFromLastFile=false): once in the SyncStateSet it may be elected, and a
+                # master must hold every message acknowledged before it joined.
+                return store.min_phy_offset
             # A new slave starts at the master's last file, as RocketMQ's does.
             return end - end % store.config.mapped_file_size_commitlog
         if wanted < store.min_phy_offset:

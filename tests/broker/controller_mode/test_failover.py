@@ -60,3 +60,33 @@ async def test_a_group_elects_a_master_and_replicates(tmp_path: Path, namesrv: N
                     await trio.sleep(0.2)
     finally:
         await trio.to_thread.run_sync(group.stop)
+
+
+async def test_a_replica_joining_late_copies_the_whole_log(tmp_path: Path, namesrv: NamesrvServer) -> None:
+    """A new broker copies its master's log from the first file, not the last (RocketMQ's
+    syncFromLastFile=false): once in the SyncStateSet it may be elected, and must then hold
+    everything acknowledged before it joined."""
+    group = ControllerGroup(tmp_path, namesrv.address)
+    late = group.brokers.pop()
+    try:
+        await trio.to_thread.run_sync(group.start)
+        async with RemotingClient() as client, Producer("ctl-l", namesrv=namesrv.address, send_timeout=5.0) as p:
+            master, _ = await master_of(client, group)
+            body = b"x" * 4096
+            with trio.fail_after(60):
+                sent = 0
+                while sent < 400:  # 1.6 MiB: past the first 1 MiB CommitLog file
+                    try:
+                        sent += (await p.send(Message(TOPIC, body))).status.name == "SEND_OK"
+                    except Exception:
+                        await trio.sleep(0.1)
+            await trio.to_thread.run_sync(late.start)
+            group.brokers.append(late)
+            with trio.fail_after(30):
+                while ((await runtime(client, master.address)) or {}).get("syncStateSet", "").count(",") != 2:
+                    await trio.sleep(0.2)
+        records = late.commitlog()
+        assert min(records) == 0
+        assert records == {k: v for k, v in master.commitlog().items() if k <= max(records)}
+    finally:
+        await trio.to_thread.run_sync(group.stop)
