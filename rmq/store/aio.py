@@ -557,11 +557,16 @@ class AsyncMessageStore:
 
     async def truncate_to(self, offset: int) -> None:
         """``MessageStore.truncate_to`` once dispatch and any flush in progress are done (a
-        replica's: no appends meanwhile); waits for replicas fail."""
+        replica's: no appends meanwhile); waits for replicas end as timed out."""
         await self.wait_dispatched()
-        self.fail_replica_waits()
-        self.store.truncate_to(offset)
-        self.replicated_offset = min(self.replicated_offset, offset)
+        # no flush may touch the files being cut: hold both flushers' turns, and let a
+        # kernel sync round end
+        async with self._commitlog_limiter, self._logics_limiter:
+            while self._round is not None:
+                await self._round_done.wait()
+            self.fail_replica_waits()
+            self.store.truncate_to(offset)
+            self.replicated_offset = min(self.replicated_offset, offset)
 
     async def wait_dispatched(self, offset: int | None = None) -> None:
         """Wait until records below ``offset`` (default: everything written so far) are in

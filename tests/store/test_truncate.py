@@ -88,3 +88,17 @@ def test_a_replica_becoming_writer_drops_a_partial_record(open_store: Any, tmp_p
     assert r.status is PutMessageStatus.PUT_OK and r.wrote_offset == last
     s.dispatch_pending()
     assert s.dispatcher.reput_offset == s.max_phy_offset
+
+
+async def test_the_async_front_cuts_while_its_tasks_run(open_store: Any, tmp_path: Path) -> None:
+    from rmq.store.aio import AsyncMessageStore
+
+    a = open_store(root=tmp_path / "a")
+    fill_master(a, 120)
+    cut = records(a)[40][0]
+    async with AsyncMessageStore(a) as front:
+        await front.truncate_to(cut)
+        r = await front.put(MessageDraft("T0", 0, b"after"))
+        assert r.wrote_offset == cut
+        await front.wait_dispatched()
+    assert a.max_phy_offset > cut
