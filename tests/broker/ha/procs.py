@@ -24,6 +24,29 @@ ROOT = Path(__file__).resolve().parents[3]
 COMMITLOG_SIZE = 1024 * 1024
 
 
+def start_rmq(
+    args: list[str], log_path: Path, timeout: float, env: dict[str, str] | None = None
+) -> subprocess.Popen[str] | None:
+    """`python -m rmq ARGS` with stderr appended to ``log_path``, once it printed its boot line;
+    None when it exited or stayed silent for ``timeout`` s."""
+    log = open(log_path, "a")  # noqa: SIM115 - owned by the process's lifetime
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmq", *args],
+        stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )  # fmt: skip
+    log.close()
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if "boot success" in line:
+            return proc
+        if not line and proc.poll() is not None:
+            break
+    return None
+
+
 def free_port_block(size: int = 4) -> int:
     """A port p with p-2 .. p+size-1 all free now (a broker uses listenPort-2, listenPort, +1)."""
     return free_ports(size, below=2)
@@ -83,27 +106,10 @@ class BrokerProcess:
         return self.proc.pid
 
     def start(self, timeout: float = 30.0) -> None:
-        env = {**os.environ, "RMQ_RUN_DIR": str(self.store.parent / "run"), "PYTHONUNBUFFERED": "1"}
-        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the process's lifetime
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rmq", "broker", "-c", str(self.conf)],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            stdin=subprocess.DEVNULL,
-            text=True,
-            env=env,
-            cwd=ROOT,
-        )
-        log.close()
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if "boot success" in line:
-                return
-            if not line and self.proc.poll() is not None:
-                break
-        raise RuntimeError(f"broker {self.name} did not start; its log:\n{self.log()}")
+        env = {"RMQ_RUN_DIR": str(self.store.parent / "run")}
+        self.proc = start_rmq(["broker", "-c", str(self.conf)], self.log_path, timeout, env)
+        if self.proc is None:
+            raise RuntimeError(f"broker {self.name} did not start; its log:\n{self.log()}")
 
     def log(self) -> str:
         try:
@@ -254,22 +260,9 @@ class ControllerProcess:
         return [cls(root, f"c{i}", peers, f"127.0.0.1:{p}", **conf) for i, p in enumerate(ports)]
 
     def start(self, timeout: float = 30.0) -> None:
-        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the process's lifetime
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rmq", "controller", "-c", str(self.conf)],
-            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-        log.close()
-        assert self.proc.stdout is not None
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if "boot success" in line:
-                return
-            if not line and self.proc.poll() is not None:
-                break
-        raise RuntimeError(f"controller {self.id} did not start:\n{self.log_path.read_text()[-4000:]}")
+        self.proc = start_rmq(["controller", "-c", str(self.conf)], self.log_path, timeout)
+        if self.proc is None:
+            raise RuntimeError(f"controller {self.id} did not start:\n{self.log_path.read_text()[-4000:]}")
 
     def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
