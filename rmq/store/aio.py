@@ -128,6 +128,29 @@ class _Round:
         self.closed = closed  # batches the round ends: those queued when it began
 
 
+class _Confirm:
+    """Controller mode's dispatch: stop at the confirm offset (``only``), which is the log's
+    end while every append confirms itself (``itself``) and replicated_offset otherwise."""
+
+    __slots__ = ("itself", "only")
+
+    def __init__(self) -> None:
+        self.only = False
+        self.itself = False
+
+
+class _Flights:
+    """Flush rounds in a worker thread, which truncate_to waits out (a kernel round is
+    AsyncMessageStore._round)."""
+
+    __slots__ = ("commitlog", "logics", "logics_done")
+
+    def __init__(self) -> None:
+        self.commitlog = False
+        self.logics = False
+        self.logics_done = trio.Event()
+
+
 class PutWait(Later):
     """An append's answer once its flush and its slave (or group) wait are over: a `Later`
     settled with the PutMessageResult by the task that ended the last of them (the flusher,
@@ -335,14 +358,11 @@ class AsyncMessageStore:
         self.replica_wait_always = False
         self._replica_waits: deque[PutWait] = deque()
         self._replica_wait_added = trio.Event()
-        # Controller mode (dispatch_confirmed_only): dispatch stops at the confirm offset,
-        # replicated_offset, or follows the log's end when every append confirms itself.
-        self._confirmed_only = False
-        self._self_confirmed = False
-        # Flush rounds in a thread, which truncate_to waits out (kernel rounds: _round)
-        self._thread_round = False
-        self._logics_busy = False
-        self._logics_done = trio.Event()
+        # Controller mode: whether dispatch waits for the confirm offset, and the flush rounds
+        # truncate_to waits out. (Few attributes: past 30 an instance's attributes no longer
+        # live inline, and every attribute load of the send path costs more.)
+        self._confirm = _Confirm()
+        self._flights = _Flights()
 
     # --- lifetime -------------------------------------------------------------------------
 
@@ -540,7 +560,8 @@ class AsyncMessageStore:
         waits = self._replica_waits
         while waits and waits[0].end <= offset:
             waits.popleft().fire()
-        if self._confirmed_only and not self._self_confirmed:
+        confirm = self._confirm
+        if confirm.only and not confirm.itself:
             self._follow_confirmed()
 
     # --- controller mode: confirm offset, truncation -----------------------------------------
@@ -552,13 +573,13 @@ class AsyncMessageStore:
         the arrival listener never see a record a failover could truncate. Off by default
         (dispatch follows the log's end, at no cost to appends). Not for a DLedger CommitLog,
         whose commits bound dispatch themselves."""
-        return self._confirmed_only
+        return self._confirm.only
 
     @dispatch_confirmed_only.setter
     def dispatch_confirmed_only(self, on: bool) -> None:
         if on and self.store.commitlog.in_dledger_entries:
             raise ValueError("a DLedger CommitLog's dispatch follows its commits, not a confirm offset")
-        self._confirmed_only = on
+        self._confirm.only = on
         if on:
             # from what the checkpoint last recorded, as RocketMQ starts
             self.replica_acked(self.store.checkpoint.confirm_phy_offset)
@@ -573,7 +594,7 @@ class AsyncMessageStore:
         """The confirm offset: below it every in-sync replica holds the CommitLog (the log's
         end while appends confirm themselves, ``confirm(None)``)."""
         end = self.store.max_phy_offset
-        return end if self._self_confirmed else min(self.replicated_offset, end)
+        return end if self._confirm.itself else min(self.replicated_offset, end)
 
     def confirm(self, offset: int | None) -> None:
         """Set the confirm offset directly: every in-sync replica holds the CommitLog below
@@ -581,18 +602,16 @@ class AsyncMessageStore:
         hold, as ``replica_acked`` raises it). It only rises, and it wakes the appends waiting
         for replicas below it as an ack does. None: every append is confirmed once written (a
         master alone in its SyncStateSet), until a number is set again."""
-        if offset is None:
-            self._self_confirmed = True
-        else:
-            self._self_confirmed = False
+        self._confirm.itself = offset is None
+        if offset is not None:
             self.replica_acked(offset)
-        if self._confirmed_only:
+        if self._confirm.only:
             self._follow_confirmed()
 
     def _follow_confirmed(self) -> None:
         """Dispatch up to the confirm offset now, recorded in the checkpoint."""
         d = self.store.dispatcher
-        if self._self_confirmed:
+        if self._confirm.itself:
             d.confirmed = None
         else:
             d.confirmed = self.replicated_offset
@@ -634,10 +653,10 @@ class AsyncMessageStore:
             end = self.store.max_phy_offset
             if self._flushed < end:
                 await self.wait_flushed(end)
-            elif self._round is not None or self._thread_round:
+            elif self._round is not None or self._flights.commitlog:
                 await self._round_done.wait()
-            elif self._logics_busy:
-                await self._logics_done.wait()
+            elif self._flights.logics:
+                await self._flights.logics_done.wait()
             else:
                 return
 
@@ -652,7 +671,7 @@ class AsyncMessageStore:
         for w in reversed(doomed):  # their records are gone: not replicated, ever
             w.timed_out = True
             w.fire()
-        if self._confirmed_only:
+        if self._confirm.only:
             self._follow_confirmed()
         self._reput_wanted.set()
         done, self._reput_done = self._reput_done, trio.Event()
@@ -715,11 +734,11 @@ class AsyncMessageStore:
                     plan = store.begin_flush(commitlog=True)
                     if plan.syncs:
                         self.flush_rounds += 1
-                        self._thread_round = True
+                        self._flights.commitlog = True
                         try:
                             await self._sync_in_thread(plan)
                         finally:
-                            self._thread_round = False
+                            self._flights.commitlog = False
                     self._end_round(plan, closed)
                     continue
             while (rnd := self._round) is not None:
@@ -852,13 +871,14 @@ class AsyncMessageStore:
             plan = store.begin_flush(
                 commitlog=False, logics=True, thorough=thorough, max_queues=FLUSH_QUEUES_PER_ROUND, index=index
             )
-            self._logics_busy = True
+            flights = self._flights
+            flights.logics = True
             try:
                 await trio.to_thread.run_sync(self._flush_fn, plan, limiter=self._logics_limiter)
                 store.end_flush(plan)
             finally:
-                self._logics_busy = False
-                done, self._logics_done = self._logics_done, trio.Event()
+                flights.logics = False
+                done, flights.logics_done = flights.logics_done, trio.Event()
                 done.set()
             if plan.queues_left == 0:
                 thorough = False
