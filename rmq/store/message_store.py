@@ -19,6 +19,10 @@ Theory of operation
   first bad record, drops consume queue entries pointing past that end, and replays dispatch
   from the checkpoint's logics offset (entries already present are kept), so nothing
   acknowledged is lost and nothing corrupt is served.
+* Controller mode: ``truncate_to`` cuts the CommitLog back to a record boundary (a slave's
+  consistent point with a new master, epochs.py), consume queues, index and checkpoint with
+  it; ``stop_replica`` turns a slave's store into a master's. The confirm offset that bounds
+  dispatch lives on the async front (aio.py).
 * Disk space (space.py, RocketMQ's levels): retention deletes expired CommitLog files, above
   the levels sooner or unexpired ones too, and above the warning level appends are refused;
   so are they while the disk refuses a CommitLog, consume queue or index write. Nothing is
