@@ -343,7 +343,7 @@ class BrokerController(Service):
     async def _start(self, nursery: trio.Nursery, namesrv_client: RemotingClient) -> None:
         config = self.config
         if config.enable_controller_mode:
-            self.epochs = EpochCache(config.epoch_file)
+            self.epochs = EpochCache(str(config.epoch_file))  # EpochFileError: the file and its .bak damaged
             self.replicas = ReplicasManager(
                 lambda: self.config,
                 lambda: self.address,
@@ -526,9 +526,9 @@ class BrokerController(Service):
         assert self.replicas is not None and self.epochs is not None and self._nursery is not None
         self._stop_replication()
         await self.store.wait_dispatched()
-        self.message_store.become_writer()
+        self.message_store.stop_replica()
         end = self.message_store.max_phy_offset
-        if self.epochs.last_epoch() < epoch:  # else: a restarted master going on with its epoch
+        if self.epochs.last_epoch < epoch:  # else: a restarted master going on with its epoch
             self.epochs.truncate_suffix_by_offset(end)  # epochs of which this log holds nothing
             self.epochs.append(epoch, end)
         c = self.config
@@ -541,7 +541,6 @@ class BrokerController(Service):
         self.store.sync_replication = True
         self.store.replicated_offset = min(self.store.replicated_offset, end)
         self.store.dispatch_confirmed_only = not c.read_un_committed
-        self.message_store.dispatcher.limit = self.store.replicated_offset if not c.read_un_committed else None
         self.replicas.confirmed = service.confirm
         service.confirm()
         self._adopt_stored_topics()

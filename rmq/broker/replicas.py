@@ -143,7 +143,7 @@ class ReplicasManager:
     # -- ControllerRole (ha/master.py) ---------------------------------------------------
 
     def epoch_entries(self) -> list[tuple[int, int]]:
-        return [(e.epoch, e.start_offset) for e in self.epochs.entries()]
+        return [(e.epoch, e.start_offset) for e in self.epochs.entries]
 
     def propose(self, members: frozenset[int]) -> None:
         if self.insync.proposed is not None or self._nursery is None:
@@ -441,7 +441,7 @@ class ReplicasManager:
             broker_addr=self._address(),
             broker_name=c.broker_name,
             broker_id=self.broker_id,
-            epoch=self.epochs.last_epoch(),
+            epoch=self.epochs.last_epoch,
             max_offset=self.store.max_phy_offset,
             confirm_offset=self.store.max_phy_offset,
             heartbeat_timeout_mills=c.controller_heart_beat_timeout_mills,

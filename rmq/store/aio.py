@@ -36,6 +36,14 @@ eventfd (``KernelSync``), with no thread to hand the GIL to. Tasks (all in one n
   covers many messages: the group commit of replication), and the watchdog wakes those still
   waiting ``sync_flush_timeout`` after their append with FLUSH_SLAVE_TIMEOUT.
 
+Controller mode (RocketMQ 5's RIP-44): with ``dispatch_confirmed_only`` the reput stops at
+the confirm offset (``replicated_offset``, raised by ``replica_acked`` or set by ``confirm``;
+``confirm(None)`` when a lone master confirms its own appends), so consumers, parked pulls and
+the arrival listener only ever see records every in-sync replica holds. Off, nothing on the
+append path changes. ``truncate_to`` cuts the CommitLog while the tasks run: it holds appends,
+waits until everything written is synced and no flush round is in flight, then cuts in one
+step (``MessageStore.truncate_to``).
+
 Leaving ``async with`` (or cancelling ``run``) dispatches and syncs what is left; it does not
 close the MessageStore, which its opener owns.
 """
@@ -118,6 +126,29 @@ class _Round:
         self.syncs = syncs
         self.plan = plan
         self.closed = closed  # batches the round ends: those queued when it began
+
+
+class _Confirm:
+    """Controller mode's dispatch: stop at the confirm offset (``only``), which is the log's
+    end while every append confirms itself (``itself``) and replicated_offset otherwise."""
+
+    __slots__ = ("itself", "only")
+
+    def __init__(self) -> None:
+        self.only = False
+        self.itself = False
+
+
+class _Flights:
+    """Flush rounds in a worker thread, which truncate_to waits out (a kernel round is
+    AsyncMessageStore._round)."""
+
+    __slots__ = ("commitlog", "logics", "logics_done")
+
+    def __init__(self) -> None:
+        self.commitlog = False
+        self.logics = False
+        self.logics_done = trio.Event()
 
 
 class PutWait(Later):
@@ -325,12 +356,13 @@ class AsyncMessageStore:
         self.replicated_offset = 0  # the highest CommitLog offset a slave has acked
         # DLedger: every append waits for its group's commit, whatever its WAIT property says
         self.replica_wait_always = False
-        # Controller mode's master: dispatch (consume queues, long polling) stops at
-        # ``replicated_offset``, the confirm offset, as RocketMQ's reput stops at confirmOffset
-        # (readUnCommitted=false): a failover may cut what is past it.
-        self.dispatch_confirmed_only = False
         self._replica_waits: deque[PutWait] = deque()
         self._replica_wait_added = trio.Event()
+        # Controller mode: whether dispatch waits for the confirm offset, and the flush rounds
+        # truncate_to waits out. (Few attributes: past 30 an instance's attributes no longer
+        # live inline, and every attribute load of the send path costs more.)
+        self._confirm = _Confirm()
+        self._flights = _Flights()
 
     # --- lifetime -------------------------------------------------------------------------
 
@@ -519,16 +551,131 @@ class AsyncMessageStore:
             self._reput_wanted.set()
 
     def replica_acked(self, offset: int) -> None:
-        """A slave has everything below ``offset``: wake the appends that waited for it."""
+        """A slave has everything below ``offset``: wake the appends that waited for it. With
+        ``dispatch_confirmed_only`` (and not ``confirm(None)``) it is the confirm offset too:
+        dispatch goes on up to it."""
         if offset <= self.replicated_offset:
             return
         self.replicated_offset = offset
-        if self.dispatch_confirmed_only:  # consumers see what every replica that must hold it holds
-            self.store.dispatcher.limit = offset
-            self._reput_wanted.set()
         waits = self._replica_waits
         while waits and waits[0].end <= offset:
             waits.popleft().fire()
+        confirm = self._confirm
+        if confirm.only and not confirm.itself:
+            self._follow_confirmed()
+
+    # --- controller mode: confirm offset, truncation -----------------------------------------
+
+    @property
+    def dispatch_confirmed_only(self) -> bool:
+        """Controller mode: dispatch only records below the confirm offset (the offset every
+        in-sync replica holds: ``confirmed_offset``), so that consumers, long-polling pulls and
+        the arrival listener never see a record a failover could truncate. Off by default
+        (dispatch follows the log's end, at no cost to appends). Not for a DLedger CommitLog,
+        whose commits bound dispatch themselves."""
+        return self._confirm.only
+
+    @dispatch_confirmed_only.setter
+    def dispatch_confirmed_only(self, on: bool) -> None:
+        if on and self.store.commitlog.in_dledger_entries:
+            raise ValueError("a DLedger CommitLog's dispatch follows its commits, not a confirm offset")
+        self._confirm.only = on
+        if on:
+            # from what the checkpoint last recorded, as RocketMQ starts
+            self.replica_acked(self.store.checkpoint.confirm_phy_offset)
+            self._follow_confirmed()
+        else:
+            self.store.dispatcher.confirmed = None
+            self.store.dispatcher.update_limit()
+            self._reput_wanted.set()
+
+    @property
+    def confirmed_offset(self) -> int:
+        """The confirm offset: below it every in-sync replica holds the CommitLog (the log's
+        end while appends confirm themselves, ``confirm(None)``)."""
+        end = self.store.max_phy_offset
+        return end if self._confirm.itself else min(self.replicated_offset, end)
+
+    def confirm(self, offset: int | None) -> None:
+        """Set the confirm offset directly: every in-sync replica holds the CommitLog below
+        ``offset`` (a slave: what its master says it is; a master: what its in-sync slaves
+        hold, as ``replica_acked`` raises it). It only rises, and it wakes the appends waiting
+        for replicas below it as an ack does. None: every append is confirmed once written (a
+        master alone in its SyncStateSet), until a number is set again."""
+        self._confirm.itself = offset is None
+        if offset is not None:
+            self.replica_acked(offset)
+        if self._confirm.only:
+            self._follow_confirmed()
+
+    def _follow_confirmed(self) -> None:
+        """Dispatch up to the confirm offset now, recorded in the checkpoint."""
+        d = self.store.dispatcher
+        if self._confirm.itself:
+            d.confirmed = None
+        else:
+            d.confirmed = self.replicated_offset
+            self.store.checkpoint.confirm_phy_offset = self.replicated_offset
+        d.update_limit()
+        self._reput_wanted.set()
+
+    async def truncate_to(self, offset: int) -> None:
+        """``MessageStore.truncate_to`` while the store's tasks run: appends are refused
+        (SERVICE_NOT_AVAILABLE; replica appends raise StoreError) until it is done; it waits
+        until everything written is synced, so that the appends waiting for their sync are
+        answered, and until no flush round is in flight (one begun before the cut would record
+        positions past it), then cuts in one step. Appends waiting for a replica past the cut
+        end with FLUSH_SLAVE_TIMEOUT; the flushed, replicated and confirm offsets go back to
+        ``offset`` at the most; dispatch goes on from there.
+
+        Raises:
+            StoreError: as ``MessageStore.truncate_to`` (checked first, then again at the cut).
+            OSError: a file could not be synced or deleted.
+        """
+        store = self.store
+        if not store.check_truncate(offset):
+            return
+        if self._running:
+            space = store.space
+            space.hold(f"the CommitLog is being truncated to {offset}")
+            try:
+                await self._quiesce()
+                self._cut(offset)
+            finally:
+                space.release()
+        else:
+            self._cut(offset)
+
+    async def _quiesce(self) -> None:
+        """Return once everything written is synced and no flush round is in flight (the
+        caller then changes the files in the same scheduler step)."""
+        while True:
+            end = self.store.max_phy_offset
+            if self._flushed < end:
+                await self.wait_flushed(end)
+            elif self._round is not None or self._flights.commitlog:
+                await self._round_done.wait()
+            elif self._flights.logics:
+                await self._flights.logics_done.wait()
+            else:
+                return
+
+    def _cut(self, offset: int) -> None:
+        self.store.truncate_to(offset)
+        self._flushed = min(self._flushed, offset)
+        waits = self._replica_waits
+        doomed = []
+        while waits and waits[-1].end > offset:
+            doomed.append(waits.pop())
+        self.replicated_offset = min(self.replicated_offset, offset)
+        for w in reversed(doomed):  # their records are gone: not replicated, ever
+            w.timed_out = True
+            w.fire()
+        if self._confirm.only:
+            self._follow_confirmed()
+        self._reput_wanted.set()
+        done, self._reput_done = self._reput_done, trio.Event()
+        done.set()  # wait_dispatched looks again: its target may be gone
 
     def wake_reput(self) -> None:
         """Records became dispatchable (a DLedger commit raised the dispatch limit)."""
@@ -554,19 +701,6 @@ class AsyncMessageStore:
         while self._flushed < offset:
             self._flush_wanted.set()
             await self._round_done.wait()
-
-    async def truncate_to(self, offset: int) -> None:
-        """``MessageStore.truncate_to`` once dispatch and any flush in progress are done (a
-        replica's: no appends meanwhile); waits for replicas end as timed out."""
-        await self.wait_dispatched()
-        # no flush may touch the files being cut: hold both flushers' turns, and let a
-        # kernel sync round end
-        async with self._commitlog_limiter, self._logics_limiter:
-            while self._round is not None:
-                await self._round_done.wait()
-            self.fail_replica_waits()
-            self.store.truncate_to(offset)
-            self.replicated_offset = min(self.replicated_offset, offset)
 
     async def wait_dispatched(self, offset: int | None = None) -> None:
         """Wait until records below ``offset`` (default: everything written so far) are in
@@ -600,7 +734,11 @@ class AsyncMessageStore:
                     plan = store.begin_flush(commitlog=True)
                     if plan.syncs:
                         self.flush_rounds += 1
-                        await self._sync_in_thread(plan)
+                        self._flights.commitlog = True
+                        try:
+                            await self._sync_in_thread(plan)
+                        finally:
+                            self._flights.commitlog = False
                     self._end_round(plan, closed)
                     continue
             while (rnd := self._round) is not None:
@@ -733,8 +871,15 @@ class AsyncMessageStore:
             plan = store.begin_flush(
                 commitlog=False, logics=True, thorough=thorough, max_queues=FLUSH_QUEUES_PER_ROUND, index=index
             )
-            await trio.to_thread.run_sync(self._flush_fn, plan, limiter=self._logics_limiter)
-            store.end_flush(plan)
+            flights = self._flights
+            flights.logics = True
+            try:
+                await trio.to_thread.run_sync(self._flush_fn, plan, limiter=self._logics_limiter)
+                store.end_flush(plan)
+            finally:
+                flights.logics = False
+                done, flights.logics_done = flights.logics_done, trio.Event()
+                done.set()
             if plan.queues_left == 0:
                 thorough = False
 

@@ -29,6 +29,7 @@ from rmq.protocol.message import (
     BatchItem,
     Message,
     MessageDraft,
+    RecordMeta,
     encode_host,
     is_ipv6_host,
     pack_record_into,
@@ -190,6 +191,16 @@ class Appender:
             known = self._topic(topic)
             if known is not None:
                 known.offsets[queue_id] = max_offset
+
+    def count_records(self, records: Iterable[RecordMeta]) -> None:
+        """Raise queue offsets past ``records`` (CommitLog records no consume queue holds yet),
+        after ``reset_queue_offsets``: their queues' next offsets follow them."""
+        for meta in records:
+            if meta.sys_flag & TRANSACTION_TYPE_MASK in _NOT_QUEUED:
+                continue
+            state = self._topic(meta.topic)
+            if state is not None and state.offsets.get(meta.queue_id, 0) <= meta.queue_offset:
+                state.offsets[meta.queue_id] = meta.queue_offset + 1
 
     def put_counts(self) -> dict[str, int]:
         """Appends per topic since the store opened (topics with none left out)."""
@@ -540,12 +551,16 @@ class Appender:
         ``MessageStore.append_replica``."""
         if self.closed:
             raise StoreError("store is closed")
+        if self.space.held is not None:
+            raise StoreError(self.space.held)
         if not data:
             return
         empty = not self.commitlog.files.files
         self.replica_next, whole = self.commitlog.append_replica(offset, data, self.replica_next)
+        d = self.dispatcher
         if empty:
-            self.dispatcher.reput_offset = offset
+            d.reput_offset = offset
         # A chunk may end inside a record: dispatch stops at the last whole one.
-        self.dispatcher.limit = whole
+        d.replica_end = whole
+        d.update_limit()
         self._stats.put_message_size_total += len(data)

@@ -26,7 +26,7 @@ from rmq.protocol.message import (
 
 from .errors import StoreError
 from .formats import BLANK, BLANK_MAGIC
-from .mapped_file import MappedFile
+from .mapped_file import MappedFile, sync_directory
 from .mapped_file_queue import MappedFileQueue
 from .records import FileRecords
 
@@ -301,6 +301,26 @@ class CommitLog:
             )
         self.files.truncate(end)
         return end
+
+    def cut(self, offset: int) -> None:
+        """Make ``offset`` (a record boundary at or below the write position, checked by the
+        caller) the write position for good: the bytes after it in its file read as zero,
+        later files are deleted (the file starting at ``offset`` too, unless it is the only
+        one), and both are synced, so nothing cut comes back after a crash.
+
+        Raises:
+            OSError: a sync failed.
+        """
+        count = len(self.files.files)
+        cut_file = self.files.find(offset)
+        self.files.truncate(offset)
+        files = self.files.files
+        if len(files) > 1 and files[-1].wrote == 0:
+            files.pop().destroy()  # begins at ``offset``: nothing of it is left
+        if cut_file is not None and not cut_file.closed:
+            cut_file.sync_cut()
+        if len(self.files.files) < count:
+            sync_directory(self.files.directory)
 
     def file_start_before(self, timestamp: int) -> int:
         """Start of the newest file whose first record is not newer than ``timestamp`` (the

@@ -85,8 +85,15 @@ class Dispatcher:
         self.tags_overrides: dict[int, int] = {}
         self.dispatched_total = 0
         # Dispatch stops here when set: a DLedger member's CommitLog may hold a leader's
-        # appends that a majority does not have yet, and consumers must not see those.
+        # appends that a majority does not have yet, and consumers must not see those. A
+        # DLedger CommitLog sets it itself; otherwise ``update_limit`` makes it the lower of
+        # ``replica_end`` and ``confirmed``.
         self.limit: int | None = commitlog.dispatch_limit
+        # An HA slave's: where its master's whole records end (a chunk may end inside one).
+        self.replica_end: int | None = None
+        # Controller mode: the confirm offset, below which every in-sync replica holds the log
+        # (None: no such bound). Consumers never see a record a failover could cut.
+        self.confirmed: int | None = None
         # Why dispatch cannot go past ``reput_offset`` (a record there is not one), or None.
         # Dispatch never skips bytes it cannot read: the records after them would reach no
         # consumer, though they may have been acknowledged.
@@ -99,6 +106,30 @@ class Dispatcher:
         self.index_from: int | None = None
         self.index_error: str | None = None
         self.index_pinned = False  # index_from stays until a restart indexes again from it
+
+    def update_limit(self) -> None:
+        """``limit`` from ``replica_end`` and ``confirmed``: the lower of those set."""
+        ends = [e for e in (self.replica_end, self.confirmed) if e is not None]
+        self.limit = min(ends) if ends else None
+
+    def cut(self, offset: int) -> None:
+        """The CommitLog now ends at ``offset`` (MessageStore.truncate_to): dispatch goes on
+        from there at the most, and nothing remembered about records past it stays."""
+        if self.reput_offset >= offset:
+            self.reput_offset = offset
+            self.stalled = None  # a stall is at reput_offset: those bytes are gone
+        if self.tags_overrides:
+            self.tags_overrides = {o: code for o, code in self.tags_overrides.items() if o < offset}
+        self.unindexed = [r for r in self.unindexed if r[1] < offset]
+        if self.index_from is not None and self.index_from >= offset:
+            self.index_from = None
+            self.index_pinned = False
+        if self.index is not None:
+            self.index.last_indexed = min(self.index.last_indexed, offset - 1)
+        self.replica_end = None
+        if self.confirmed is not None:
+            self.confirmed = min(self.confirmed, offset)
+        self.update_limit()
 
     @property
     def behind(self) -> int:

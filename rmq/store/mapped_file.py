@@ -387,6 +387,19 @@ class MappedFile:
                 os.fdatasync(self._descriptor())
             self._synced(upto)
 
+    def sync_cut(self) -> None:
+        """fsync the file after ``zero_from`` cut it: the data and the cut itself (its blocks
+        freed), so that bytes past the cut cannot come back after a crash. Store thread."""
+        with self._lock:
+            if self.closed:
+                return
+            fd = os.open(self.path, os.O_RDWR)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self._synced(self.wrote)
+
     def sync_descriptor(self) -> int:
         """A descriptor to sync this (log) file through, kept until it is flushed to its end
         or closed; report the sync with ``synced``. -1 for a closed file."""
@@ -498,6 +511,15 @@ def sync_files(directory: str, items: list[tuple[MappedFile, int]]) -> None:
         os.close(fd)
     for mf, upto in items:
         mf.flushed = max(mf.flushed, upto)
+
+
+def sync_directory(directory: str) -> None:
+    """fsync a directory: the files created, renamed or deleted in it stay so after a crash."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def default_pool_capacity() -> int:

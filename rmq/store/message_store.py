@@ -19,6 +19,10 @@ Theory of operation
   first bad record, drops consume queue entries pointing past that end, and replays dispatch
   from the checkpoint's logics offset (entries already present are kept), so nothing
   acknowledged is lost and nothing corrupt is served.
+* Controller mode: ``truncate_to`` cuts the CommitLog back to a record boundary (a slave's
+  consistent point with a new master, epochs.py), consume queues, index and checkpoint with
+  it; ``stop_replica`` turns a slave's store into a master's. The confirm offset that bounds
+  dispatch lives on the async front (aio.py).
 * Disk space (space.py, RocketMQ's levels): retention deletes expired CommitLog files, above
   the levels sooner or unexpired ones too, and above the warning level appends are refused;
   so are they while the disk refuses a CommitLog, consume queue or index write. Nothing is
@@ -49,7 +53,7 @@ from .dispatch import ArrivalListener, Dispatcher
 from .errors import StoreError, StoreLockedError
 from .flush import Flusher, FlushPlan
 from .index import IndexService
-from .mapped_file import MappedFile, MapPool, default_pool_capacity
+from .mapped_file import MappedFile, MapPool, default_pool_capacity, sync_directory
 from .read import Reader
 from .recovery import replay_start, validation_start
 from .results import (
@@ -180,6 +184,8 @@ class MessageStore:
             if self.checkpoint.has_offsets:  # below it if the last run could not index some
                 bound = min(bound, self.checkpoint.index_offset - 1)
             self.index.last_indexed = min(self.index.last_indexed, bound)
+        if self.checkpoint.confirm_phy_offset > end:  # as RocketMQ's recovery corrects it
+            self.checkpoint.confirm_phy_offset = end
         replay = replay_start(self.checkpoint, self.commitlog, self.queues, crashed, indexed, end)
         self.dispatcher = Dispatcher(self.commitlog, self.queues, self.index, cfg.delay_levels_ms(), replay)
         self._flusher = Flusher(cfg, self.commitlog, self.dispatcher, self.index, self.checkpoint)
@@ -322,6 +328,119 @@ class MessageStore:
             OSError: a new CommitLog file cannot be created.
         """
         self.appender.append_replica(offset, data)
+
+    # --- truncation (controller mode) ----------------------------------------------------
+
+    def check_truncate(self, offset: int) -> bool:
+        """Whether ``truncate_to(offset)`` would cut anything (False: ``offset`` is the end).
+
+        Raises:
+            StoreError: as ``truncate_to`` refuses ``offset``.
+        """
+        cl = self.commitlog
+        where = f"cannot truncate the CommitLog to {offset}"
+        if self.appender.closed:
+            raise StoreError(f"{where}: the store is closed")
+        if cl.in_dledger_entries:
+            raise StoreError(f"{where}: it lives in a DLedger log, which its DLedger member truncates")
+        end = cl.max_offset
+        if offset > end:
+            raise StoreError(f"{where}: past its end {end}")
+        if offset == end:
+            return False
+        if offset < cl.min_offset:
+            raise StoreError(f"{where}: it begins at {cl.min_offset} (retention deleted what came before)")
+        if not cl.is_record_start(offset):
+            raise StoreError(f"{where}: no record begins there (it must be a record boundary)")
+        return True
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the CommitLog at ``offset``, a record boundary at or below its end: a slave
+        whose log went further than its new master's (controller mode's consistent point,
+        ``epochs.consistent_point``; RocketMQ's truncateFiles). Nothing to do at the end.
+
+        Everything past ``offset`` goes for good, synced before this returns: the CommitLog's
+        bytes (whole files after it deleted), consume queue entries of those records, and what
+        the index may claim (its entries past the cut are never served: ``query_message``
+        re-checks each record, and records written later at the same offsets are indexed
+        again). Dispatch, queue offsets, the replica position and the checkpoint go back to
+        ``offset``: ``put`` as a master, or ``append_replica`` as a slave, goes on from there,
+        writing what a store that never had the cut records would write.
+
+        No flush round may be in flight (``AsyncMessageStore.truncate_to`` waits for them).
+
+        Raises:
+            StoreError: ``offset`` is past the end, before the first file, not a record
+                boundary, or the CommitLog is a DLedger log's; nothing was changed.
+            OSError: a file could not be synced or deleted.
+        """
+        if not self.check_truncate(offset):
+            return
+        cl = self.commitlog
+        end = cl.max_offset
+        d = self.dispatcher
+        reput = d.reput_offset
+        log.warning("truncating the CommitLog from %d to %d (%d bytes)", end, offset, end - offset)
+        # The checkpoint first: whatever step a crash interrupts, recovery replays from here.
+        ck = self.checkpoint
+        ck.physic_offset = min(ck.physic_offset, offset)
+        ck.logics_offset = min(ck.logics_offset, offset)
+        ck.index_offset = min(ck.index_offset, offset)
+        ck.confirm_phy_offset = min(ck.confirm_phy_offset, offset)
+        cut_file = cl.files.find(min(offset, end - 1))
+        first_ts = cl.first_store_timestamp(cut_file) if cut_file is not None else None
+        if first_ts is not None:  # for a Java broker's recovery, which goes by these
+            ts = first_ts - 1
+            ck.physic_msg_timestamp = min(ck.physic_msg_timestamp, ts)
+            ck.logics_msg_timestamp = min(ck.logics_msg_timestamp, ts)
+            ck.index_msg_timestamp = min(ck.index_msg_timestamp, ts)
+        ck.write()
+        ck.sync()
+        # Consume queues next (entries past the cut point at records that are gone), then the
+        # CommitLog itself.
+        cut_queues = 0
+        directories: set[str] = set()
+        for cq in self.queues.queues.values():
+            files_before, file_end = len(cq.files.files), cq.file_end
+            max_before = cq.max_offset
+            cq.truncate_dirty(offset)
+            if cq.max_offset == max_before:
+                continue
+            cut_queues += 1
+            if cq.file_end < file_end and (last := cq.files.last()) is not None:
+                last.sync_cut()
+            if len(cq.files.files) < files_before:
+                directories.add(cq.files.directory)
+        for directory in directories:
+            sync_directory(directory)
+        cl.cut(offset)
+        d.cut(offset)
+        self._retake_queue_offsets()
+        self.appender.replica_next = offset
+        self.space.update_refusal()
+        log.info("CommitLog truncated to %d: %d consume queues cut, dispatch from %d (was %d)",
+                 offset, cut_queues, d.reput_offset, reput)  # fmt: skip
+
+    def _retake_queue_offsets(self) -> None:
+        """Queue offsets from the log as it is: what the consume queues hold, and the records
+        not dispatched yet (confirmed-only dispatch may hold many back)."""
+        self.reset_queue_offsets()
+        reput = self.dispatcher.reput_offset
+        if reput < self.commitlog.max_offset:
+            self.appender.count_records(self.commitlog.records(reput))
+
+    def stop_replica(self) -> None:
+        """Stop following a master and take appends of one's own (controller mode: a slave
+        elected master). A record the last chunk left incomplete is cut (``truncate_to``);
+        dispatch follows the log's end again (up to the confirm offset, when dispatch waits
+        for it); the queue offsets of the next appends follow the records the log holds."""
+        whole = self.dispatcher.replica_end
+        if whole is not None and whole < self.commitlog.max_offset:
+            self.truncate_to(whole)
+            return
+        self.dispatcher.replica_end = None
+        self.dispatcher.update_limit()
+        self._retake_queue_offsets()
 
     # --- dispatch -------------------------------------------------------------------------
 
@@ -518,55 +637,6 @@ class MessageStore:
         deleted now and in the next rounds (20 in all) whatever the hour; files not expired
         only as the disk levels say. Returns this round's result."""
         return self.space.delete_expired_manually()
-
-    # --- controller mode -------------------------------------------------------------------
-
-    def truncate_to(self, offset: int) -> None:
-        """Cut the CommitLog at ``offset`` (a record boundary at or below its end), with the
-        consume queue entries and index positions of the records cut: a controller-mode
-        replica whose log went past what its new master holds (docs/controller.md).
-
-        Appends (``put`` or ``append_replica``) continue at ``offset``; index entries of cut
-        records stay in the files but are never served (query_message checks each against
-        the CommitLog).
-
-        Raises:
-            StoreError: ``offset`` is past the end, before the first file, or inside a record.
-        """
-        cl = self.commitlog
-        end = cl.max_offset
-        if offset == end:
-            return
-        if offset > end or offset < cl.min_offset or not cl.is_record_start(offset):
-            raise StoreError(f"cannot cut the CommitLog at {offset}: no record boundary in [{cl.min_offset}, {end}]")
-        log.warning("CommitLog cut from %d to %d (%d bytes)", end, offset, end - offset)
-        cl.files.truncate(offset)
-        for cq in self.queues.queues.values():
-            cq.truncate_dirty(offset)
-        if self.index is not None:
-            self.index.last_indexed = min(self.index.last_indexed, offset - 1)
-        d = self.dispatcher
-        d.reput_offset = min(d.reput_offset, offset)
-        if d.limit is not None:
-            d.limit = min(d.limit, offset)
-        d.tags_overrides = {k: v for k, v in d.tags_overrides.items() if k < offset}
-        d.stalled = None
-        cp = self.checkpoint
-        cp.physic_offset = min(cp.physic_offset, offset)
-        cp.logics_offset = min(cp.logics_offset, offset)
-        cp.index_offset = min(cp.index_offset, offset)
-        self.appender.replica_next = offset
-        self.reset_queue_offsets()
-
-    def become_writer(self) -> None:
-        """A replica about to take appends as its group's master (controller mode): a chunk
-        cut inside a record is dropped (RocketMQ's truncateInvalidMsg), dispatch is no longer
-        held at the last whole record, and queue offsets continue from the consume queues."""
-        whole = self.appender.replica_next
-        if 0 < whole < self.commitlog.max_offset:
-            self.truncate_to(whole)
-        self.dispatcher.limit = self.commitlog.dispatch_limit
-        self.reset_queue_offsets()
 
     def commitlog_restarted(self, offset: int) -> None:
         """The CommitLog now begins at ``offset``, everything before it gone at once (a DLedger

@@ -63,6 +63,7 @@ class DiskSpace:
         self.checked_at = 0  # store clock of the last measurement
         self._manual_rounds = 0  # retention rounds left that a manual delete asked for
         self.last_ratio = 0.0  # last measurement (runtime info: commitLogDiskRatio)
+        self.held: str | None = None  # why appends wait for a change of the files (hold)
 
     def check(self) -> float:
         """Measure disk use (the CommitLog's disk, and the store root's if it is elsewhere):
@@ -107,13 +108,23 @@ class DiskSpace:
         """Appends are refused while the disk is full, and while a consume queue or the index
         cannot be written (RocketMQ's logics and index errors): the entries wait in memory,
         and the CommitLog must not run further ahead of them."""
-        why = self._disk_refusal or self._write_refusal
+        why = self.held or self._disk_refusal or self._write_refusal
         if why is None:
             failures = self.queues.failures
             derived = next(iter(failures.values())) if failures else self.dispatcher.index_error
             if derived is not None:
                 why = f"{derived}; writes are refused until it can"
         self.refusal = why
+
+    def hold(self, why: str) -> None:
+        """Refuse appends (SERVICE_NOT_AVAILABLE, ``why``) and replica appends (StoreError)
+        until ``release``: the files are about to change under them (a truncation)."""
+        self.held = why
+        self.update_refusal()
+
+    def release(self) -> None:
+        self.held = None
+        self.update_refusal()
 
     def run_retention(self, *, force: bool = False) -> RetentionResult:
         """One retention round: see ``MessageStore.run_retention``."""

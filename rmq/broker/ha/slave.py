@@ -38,7 +38,7 @@ from rmq.protocol.ha import ChunkDecoder, decode_epochs, encode_handshake, encod
 from rmq.remoting import RemotingConnectError
 from rmq.remoting.stages.tls import wrap_client
 from rmq.store import StoreError
-from rmq.store.epochs import consistent_point
+from rmq.store.epochs import EpochEntry, consistent_point
 
 from ..processors.common import host_port
 from .rate import ByteRate
@@ -197,7 +197,7 @@ class HAClient:
         assert role.broker_id is not None
         epochs = role.epochs
         store = self.store
-        await stream.send_all(encode_handshake(role.broker_id, epochs.last_epoch(), store.max_phy_offset))
+        await stream.send_all(encode_handshake(role.broker_id, epochs.last_epoch, store.max_phy_offset))
         buf = b""
         idle = self.config.ha_housekeeping_interval / 1000
         with trio.fail_after(idle):
@@ -210,12 +210,13 @@ class HAClient:
         if master_epoch < role.master_epoch:
             self.master_ha_addr = "" if not self.fixed_address else self.master_ha_addr
             raise StaleMaster(f"its epoch {master_epoch} is older than the elected master's {role.master_epoch}")
-        mine = [(e.epoch, e.start_offset) for e in epochs.entries()]
+        mine = epochs.entries
         end = store.max_phy_offset
         if mine:
-            point = consistent_point(mine, end, entries, master_end)
+            point = consistent_point(mine, end, [EpochEntry(e, s) for e, s in entries], master_end)
             if point < 0:
-                raise StoreError(f"no epoch in common with the master's (ours {mine}, the master's {entries})")
+                ours = [(e.epoch, e.start_offset) for e in mine]
+                raise StoreError(f"no epoch in common with the master's (ours {ours}, the master's {entries})")
             if point < end:
                 log.warning(
                     "HA: this log ends at %d; the master's shares it up to %d only: truncating %d bytes "
@@ -225,7 +226,7 @@ class HAClient:
                 await self.broker.store.truncate_to(point)
                 epochs.truncate_suffix_by_offset(point)
         for epoch, start in entries:
-            if epoch > epochs.last_epoch():
+            if epoch > epochs.last_epoch:
                 epochs.truncate_suffix_by_offset(start)  # an epoch that wrote nothing gives way
                 epochs.append(epoch, start)
         log.info("HA handshake with master of epoch %d done: copying from %d", master_epoch, store.max_phy_offset)
