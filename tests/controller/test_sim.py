@@ -25,6 +25,20 @@ def test_seeded_runs(nodes: int) -> None:
     assert not failures, "\n".join(failures[:10])
 
 
+# Seeds bench/controller_sim.py once found failing, and what it was.
+REGRESSIONS = [
+    # A new leader whose followers were found (COMPARE, TRUNCATE) to hold its whole log, no-op
+    # included, never asked them to ack it durable: with nothing proposed after it (the leader
+    # proposes once its no-op is applied) nothing ever committed (rmq/raft/core.py).
+    (3327, 3),
+]
+
+
+@pytest.mark.parametrize(("seed", "nodes"), REGRESSIONS)
+def test_seeds_that_once_failed(seed: int, nodes: int) -> None:
+    run_seed(seed, nodes)
+
+
 def test_runs_exercise_elections_and_refusals() -> None:
     """The runs are not vacuous: masters die and are replaced, and epochs are fenced."""
     seen: dict[str, int] = {}
