@@ -21,11 +21,11 @@ its own settings (an update changes the member it is sent to; mqadmin sends it t
 A broker whose connection to a member closes is inactive on that member at once, as
 RocketMQ's BrokerHousekeepingService has it, without waiting for its heartbeats to time out.
 
-The leader elects a new master for a group whose master's heartbeats stop or whose
-connection closes (a scan every
-scanNotActiveBrokerInterval for brokers gone silent, and every scanInactiveMasterInterval
-for groups whose master is not alive while another broker is), and with
-notifyBrokerRoleChanged tells the group's alive brokers (NOTIFY_BROKER_ROLE_CHANGED, oneway).
+The leader elects a new master for a group whose master's connection closes, or whose
+master's heartbeats stop (a scan every scanNotActiveBrokerInterval for brokers gone silent,
+and every scanInactiveMasterInterval for groups whose master is not alive while another
+broker is), and with notifyBrokerRoleChanged tells the group's alive brokers
+(NOTIFY_BROKER_ROLE_CHANGED, oneway).
 """
 
 from __future__ import annotations
