@@ -132,6 +132,8 @@ PUBLIC: dict[str, list[str]] = {
         "ConsumerOffsetSerializeWrapper",
         "DataVersion",
         "ElectMasterResponseBody",
+        "EpochEntry",
+        "EpochEntryCache",
         "GetConsumerListByGroupResponseBody",
         "GroupList",
         "HeartbeatData",

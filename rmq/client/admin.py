@@ -15,6 +15,10 @@ understands fastjson's unquoted integer keys and MessageQueue object keys.
 Name-server requests go to the first name server that answers; connection failures and
 timeouts move on to the next one. Changes (KV config, topic deletion) go to all.
 
+Controller requests (RocketMQ 5's controller, docs/controller.md) take a controller member's
+address: the reads of its own state (metadata, settings) go to that member, and what only the
+leader answers goes to the leader the member names, as MQClientAPIImpl does.
+
 Errors are MQClientError subclasses: MQNoRouteError (no route for a topic),
 MQConnectError / MQTimeoutError (an address could not be reached or did not answer in
 `timeout` seconds), AdminResponseError (a peer answered an error code: it names the
@@ -52,6 +56,7 @@ from rmq.protocol.bodies.clients import ProducerTableInfo as ProducerTableInfo
 from rmq.protocol.bodies.configs import DataVersion, SubscriptionGroupWrapper, TopicConfigSerializeWrapper
 from rmq.protocol.bodies.configs import SubscriptionGroupConfig as SubscriptionGroupConfig
 from rmq.protocol.bodies.configs import TopicConfig as TopicConfig
+from rmq.protocol.bodies.controller import BrokerMemberGroup, BrokerReplicasInfo, EpochEntryCache
 from rmq.protocol.bodies.lists import GroupList, KVTable, TopicList
 from rmq.protocol.bodies.offsets import ResetOffsetBody
 from rmq.protocol.bodies.stats import ConsumeStats as ConsumeStats
@@ -961,6 +966,82 @@ class MQAdmin:
             msg.properties.pop(P.MIN_OFFSET, None)
             msg.properties.pop(P.MAX_OFFSET, None)
         return out
+
+    # -- controller (RocketMQ 5) ----------------------------------------------------------
+
+    async def controller_metadata(self, addr: str) -> H.GetMetaDataResponseHeader:
+        """CONTROLLER_GET_METADATA_INFO of the member at `addr`: its group, the leader it knows, its peers."""
+        response = await self._request(addr, RequestCode.CONTROLLER_GET_METADATA_INFO)
+        try:
+            return H.GetMetaDataResponseHeader.from_ext(response.ext_fields)
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed controller metadata from {addr}: {exc}") from None
+
+    async def controller_leader(self, addr: str) -> str:
+        """The address of the controller group's leader, as the member at `addr` knows it."""
+        meta = await self.controller_metadata(addr)
+        if not meta.controller_leader_address:
+            raise MQClientError(f"the controller at {addr} knows no leader now; try again")
+        return meta.controller_leader_address
+
+    async def sync_state_data(self, addr: str, broker_names: Sequence[str]) -> BrokerReplicasInfo:
+        """CONTROLLER_GET_SYNC_STATE_DATA from the leader: each group's master, epochs and
+        replicas in and out of its SyncStateSet (groups the controller does not know are left out)."""
+        leader = await self.controller_leader(addr)
+        body = B.dumps(list(broker_names))
+        response = await self._request(leader, RequestCode.CONTROLLER_GET_SYNC_STATE_DATA, body=body)
+        return self._read(response, leader, "sync state data", BrokerReplicasInfo.from_json)
+
+    async def elect_master(
+        self, addr: str, cluster: str, broker_name: str, broker_id: int
+    ) -> tuple[H.ElectMasterResponseHeader, BrokerMemberGroup | None]:
+        """CONTROLLER_ELECT_MASTER on the leader for `broker_id` (an admin's election: that
+        broker is preferred when it may be elected); the new master and the group's members."""
+        leader = await self.controller_leader(addr)
+        header = H.ElectMasterRequestHeader(broker_name, cluster, broker_id, designate_elect=True)
+        response = await self._request(leader, RequestCode.CONTROLLER_ELECT_MASTER, header)
+        try:
+            elected = H.ElectMasterResponseHeader.from_ext(response.ext_fields)
+            body = B.loads(response.body) if response.body else {}
+            group = body.get("brokerMemberGroup") if isinstance(body, dict) else None
+            return elected, None if group is None else BrokerMemberGroup.from_json(group)
+        except ProtocolError as exc:
+            raise MQClientError(f"malformed election answer from {leader}: {exc}") from None
+
+    async def clean_controller_broker_data(
+        self, addr: str, cluster: str | None, broker_name: str, broker_ids: str | None, clean_living: bool
+    ) -> None:
+        """CLEAN_BROKER_DATA on the leader: forget `broker_ids` ("1;2") of a group, or the
+        whole group; brokers still alive only with `clean_living`."""
+        leader = await self.controller_leader(addr)
+        header = H.CleanControllerBrokerDataRequestHeader(broker_name, cluster, broker_ids, clean_living)
+        await self._request(leader, RequestCode.CLEAN_BROKER_DATA, header)
+
+    async def controller_config(self, addrs: Sequence[str]) -> dict[str, dict[str, str]]:
+        """GET_CONTROLLER_CONFIG of each member: address → settings."""
+        out = {}
+        for addr in addrs:
+            response = await self._request(addr, RequestCode.GET_CONTROLLER_CONFIG)
+            out[addr] = javaprops.parse(response.body.decode("utf-8", "replace"))
+        return out
+
+    async def update_controller_config(self, props: dict[str, str], addrs: Sequence[str]) -> None:
+        """UPDATE_CONTROLLER_CONFIG on each member (each changes its own settings); every member
+        is asked, and the last refusal is raised, as MQClientAPIImpl does."""
+        body = "".join(f"{k}={v}\n" for k, v in props.items()).encode("utf-8")
+        refused: AdminResponseError | None = None
+        for addr in addrs:
+            try:
+                await self._request(addr, RequestCode.UPDATE_CONTROLLER_CONFIG, body=body)
+            except AdminResponseError as exc:
+                refused = exc
+        if refused is not None:
+            raise refused
+
+    async def broker_epoch_cache(self, addr: str) -> EpochEntryCache:
+        """GET_BROKER_EPOCH_CACHE of a broker in controller mode: its epochs and max offset."""
+        response = await self._request(addr, RequestCode.GET_BROKER_EPOCH_CACHE)
+        return self._read(response, addr, "epoch cache", EpochEntryCache.from_json)
 
 
 @dataclass(frozen=True)

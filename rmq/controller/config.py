@@ -12,6 +12,11 @@ RocketMQ's ControllerConfig keys rmq acts on (defaults as RocketMQ's):
   enableElectUncleanMaster (false), notifyBrokerRoleChanged (true),
   scanNotActiveBrokerInterval (5000 ms), scanInactiveMasterInterval (5000 ms),
   electMasterMaxRetryCount (3); bindAddress (NettyServerConfig's, 0.0.0.0).
+  configBlackList ("configBlackList;configStorePath"): keys UPDATE_CONTROLLER_CONFIG may not
+  change (configBlackList, configStorePath and rocketmqHome never may).
+
+UPDATE_CONTROLLER_CONFIG changes, on the member it is sent to, the keys that act at once
+(RUNTIME_KEYS); the others take a restart, and it refuses them.
 
 rmq's own: controllerDLegerElectionTimeoutMs (3000) and controllerDLegerHeartbeatIntervalMs
 (1000), the Raft timings (RocketMQ's controller takes DLedger's defaults).
@@ -48,6 +53,7 @@ class ControllerConfig:
     bind_address: str = "0.0.0.0"
     election_timeout_ms: int = 3000
     heartbeat_interval_ms: int = 1000
+    config_black_list: str = "configBlackList;configStorePath"
 
     def validate(self) -> None:
         """Raises ConfigError for a setting a member cannot start with."""
@@ -82,8 +88,14 @@ class ControllerConfig:
     def store_dir(self) -> str:
         return os.path.expanduser(self.store_path)
 
-    def with_properties(self, props: Mapping[str, str]) -> tuple[ControllerConfig, list[str]]:
-        """A copy with RocketMQ-named properties applied, and the keys it did not know."""
+    def with_properties(
+        self, props: Mapping[str, str], *, runtime_only: bool = False
+    ) -> tuple[ControllerConfig, list[str]]:
+        """A copy with RocketMQ-named properties applied, and the keys it did not know.
+
+        Raises ConfigError naming the key for a bad value, and with `runtime_only` for a key
+        that only takes effect at startup.
+        """
         changes: dict[str, Any] = {}
         unknown = []
         for key, text in props.items():
@@ -91,12 +103,19 @@ class ControllerConfig:
             if entry is None:
                 unknown.append(key)
                 continue
+            if runtime_only and key not in RUNTIME_KEYS:
+                raise ConfigError(key, "can only be set at startup")
             name, parse, _ = entry
             try:
                 changes[name] = parse(text.strip())
             except ValueError as exc:
                 raise ConfigError(key, f"bad value {text!r} ({exc})") from None
         return dataclasses.replace(self, **changes), unknown
+
+    def black_list(self) -> frozenset[str]:
+        """The keys UPDATE_CONTROLLER_CONFIG refuses (ControllerRequestProcessor's configBlackList)."""
+        listed = {k.strip() for k in self.config_black_list.split(";") if k.strip()}
+        return frozenset({"configBlackList", "configStorePath", "rocketmqHome"} | listed)
 
     def to_properties(self) -> dict[str, str]:
         """The settings under their key names, sorted (-p, GET_CONTROLLER_CONFIG)."""
@@ -127,4 +146,16 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str]]] = {
     "bindAddress": ("bind_address", str, str),
     "controllerDLegerElectionTimeoutMs": ("election_timeout_ms", int, str),
     "controllerDLegerHeartbeatIntervalMs": ("heartbeat_interval_ms", int, str),
+    "configBlackList": ("config_black_list", str, str),
 }
+KEYS = frozenset(_KEYS)
+# What a running member acts on at once: the server reads these settings afresh each time
+RUNTIME_KEYS = frozenset(
+    {
+        "enableElectUncleanMaster",
+        "notifyBrokerRoleChanged",
+        "scanNotActiveBrokerInterval",
+        "scanInactiveMasterInterval",
+        "electMasterMaxRetryCount",
+    }
+)

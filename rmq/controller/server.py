@@ -14,13 +14,18 @@ entry (a new leader first learns everything committed before it), one at a time,
 RocketMQ's EventScheduler does: the request is looked at against the applied state, its
 events are proposed, and the answer goes out once they are applied. Any other member
 answers CONTROLLER_NOT_LEADER, naming the leader it knows (CONTROLLER_GET_METADATA_INFO
-tells it too). BROKER_HEARTBEAT and CONTROLLER_GET_METADATA_INFO are answered by every
-member: each keeps its own heartbeat table.
+tells it too). BROKER_HEARTBEAT, CONTROLLER_GET_METADATA_INFO, GET_CONTROLLER_CONFIG and
+UPDATE_CONTROLLER_CONFIG are answered by every member: each keeps its own heartbeat table and
+its own settings (an update changes the member it is sent to; mqadmin sends it to each).
 
-The leader elects a new master for a group whose master's heartbeats stop (a scan every
-scanNotActiveBrokerInterval for brokers gone silent, and every scanInactiveMasterInterval
-for groups whose master is not alive while another broker is), and with
-notifyBrokerRoleChanged tells the group's alive brokers (NOTIFY_BROKER_ROLE_CHANGED, oneway).
+A broker whose connection to a member closes is inactive on that member at once, as
+RocketMQ's BrokerHousekeepingService has it, without waiting for its heartbeats to time out.
+
+The leader elects a new master for a group whose master's connection closes, or whose
+master's heartbeats stop (a scan every scanNotActiveBrokerInterval for brokers gone silent,
+and every scanInactiveMasterInterval for groups whose master is not alive while another
+broker is), and with notifyBrokerRoleChanged tells the group's alive brokers
+(NOTIFY_BROKER_ROLE_CHANGED, oneway).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import trio
 from rmq.dledger.node import DLedgerNode, NodeConfig
 from rmq.lifetime import Service
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
+from rmq.protocol import javaprops as properties
 from rmq.protocol.bodies.controller import SyncStateSet
 from rmq.protocol.body import dumps, loads
 from rmq.protocol.errors import BodyError
@@ -52,8 +58,9 @@ from rmq.protocol.headers import (
     RegisterBrokerToControllerRequestHeader,
 )
 from rmq.raft.core import NotLeader, RaftConfig
-from rmq.remoting import RemotingClient, RemotingError
+from rmq.remoting import Connection, RemotingClient, RemotingError
 from rmq.remoting.dispatcher import Dispatcher
+from rmq.rocketmq_keys import ConfigError
 
 from .config import ControllerConfig
 from .elect import DefaultElectPolicy
@@ -86,7 +93,10 @@ class ControllerServer(Service):
             self_id=config.self_id, peers=dict(config.peers), store=config.store_dir, group=config.group,
             bind_host=config.bind_address, raft=raft, data_file_size=config.mapped_file_size, sync_flush=True,
         )  # fmt: skip
-        self.node = DLedgerNode(node_config, on_commit=self._on_commit, serve_appends=False, dispatcher=self.dispatcher)
+        self.node = DLedgerNode(
+            node_config, on_commit=self._on_commit, serve_appends=False, dispatcher=self.dispatcher,
+            on_close=self._connection_closed,
+        )  # fmt: skip
         self.applied = -1
         self._applied = trio.Event()
         self._lock = trio.Lock()  # one request at a time (RocketMQ's EventScheduler)
@@ -137,6 +147,7 @@ class ControllerServer(Service):
         d.register(RequestCode.BROKER_HEARTBEAT, self._on_heartbeat, inline=True)
         d.register(RequestCode.CONTROLLER_GET_METADATA_INFO, self._on_metadata, inline=True)
         d.register(RequestCode.GET_CONTROLLER_CONFIG, self._on_get_config, inline=True)
+        d.register(RequestCode.UPDATE_CONTROLLER_CONFIG, self._on_update_config, inline=True)
         d.register(
             (
                 RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET, RequestCode.CONTROLLER_ELECT_MASTER,
@@ -255,6 +266,32 @@ class ControllerServer(Service):
         text = "".join(f"{k}={v}\n" for k, v in self.config.to_properties().items())
         return request.make_response(ResponseCode.SUCCESS, None, body=text.encode())
 
+    async def _on_update_config(self, ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        """This member's settings changed, all of the body's keys or none (ControllerRequestProcessor's
+        handleUpdateControllerConfig; RocketMQ ignores keys it does not know, rmq says so)."""
+        if not request.body:
+            return request.make_response(ResponseCode.SUCCESS)
+        try:
+            text = request.body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"the config body is not UTF-8: {exc}")
+        props = properties.parse(text)
+        if self.config.black_list() & props.keys():
+            return request.make_response(ResponseCode.NO_PERMISSION, "Can not update config in black list.")
+        try:
+            config, unknown = self.config.with_properties(props, runtime_only=True)
+            config.validate()
+        except ConfigError as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"config not updated: {exc}")
+        if unknown:
+            return request.make_response(
+                ResponseCode.SYSTEM_ERROR, f"config not updated: keys rmq does not know or act on: {', '.join(unknown)}"
+            )
+        self.config = config
+        self.replicas.enable_elect_unclean_master = config.enable_elect_unclean_master
+        log.info("controller config updated: %s", ", ".join(f"{k}={v}" for k, v in props.items()))
+        return request.make_response(ResponseCode.SUCCESS)
+
     # -- elections the controller starts ---------------------------------------------------------
 
     async def elect_for(self, broker_name: str) -> RemotingCommand | None:
@@ -281,9 +318,21 @@ class ControllerServer(Service):
             await trio.sleep(self.config.scan_not_active_broker_interval_ms / 1000)
             for cluster, name, broker_id in self.heartbeats.scan(self._clock_ms()):
                 log.warning("broker %s/%s id %d: heartbeats stopped", cluster, name, broker_id)
-                state = self.replicas.sync_states.get(name)
-                if self.leading and state is not None and state.master_broker_id == broker_id:
+                if self._was_master(name, broker_id):
                     await self.elect_for(name)
+
+    def _was_master(self, broker_name: str, broker_id: int) -> bool:
+        """``broker_id`` is ``broker_name``'s master and this member leads (it elects)."""
+        state = self.replicas.sync_states.get(broker_name)
+        return self.leading and state is not None and state.master_broker_id == broker_id
+
+    def _connection_closed(self, conn: Connection) -> None:
+        """The brokers that beat on ``conn`` are inactive now (BrokerHousekeepingService); a
+        master among them is replaced at once."""
+        for cluster, name, broker_id in self.heartbeats.on_channel_close(conn):
+            log.warning("broker %s/%s id %d: its connection closed", cluster, name, broker_id)
+            if self._was_master(name, broker_id) and self._nursery is not None:
+                self._nursery.start_soon(self.elect_for, name)
 
     async def _scan_masters(self) -> None:
         while True:

@@ -10,9 +10,11 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from collections.abc import Collection
 
 import trio
 
+from rmq import rocketmq_keys
 from rmq.lifetime import exit_status, until_signalled
 from rmq.protocol import javaprops as properties
 from rmq.rocketmq_keys import ConfigError
@@ -38,8 +40,12 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_config(path: str | None) -> ControllerConfig:
-    """Defaults, then the file. Raises ConfigError or OSError."""
+def load_config(path: str | None, *, namesrv_keys: Collection[str] | None = None) -> ControllerConfig:
+    """Defaults, then the file. Raises ConfigError or OSError.
+
+    `namesrv_keys`: the file is that of a name server acting on these keys, which the member
+    runs in (enableControllerInNamesrv); the name server reports other keys, this member only
+    the controller's own that neither acts on."""
     config = ControllerConfig()
     if path:
         with open(path, encoding="utf-8") as f:
@@ -48,6 +54,8 @@ def load_config(path: str | None) -> ControllerConfig:
             config, unknown = config.with_properties(properties.parse(text))
         except ConfigError as exc:
             raise ConfigError(exc.key, f"{exc.message} (in {path})") from None
+        if namesrv_keys is not None:
+            unknown = [k for k in unknown if k in rocketmq_keys.CONTROLLER and k not in namesrv_keys]
         report_unused(unknown, path)
     return config
 

@@ -51,7 +51,7 @@ from rmq.raft.core import (
     RaftNode,
     Send,
 )
-from rmq.remoting import RemotingClient, RemotingError, RemotingServer, ServerConfig
+from rmq.remoting import Connection, RemotingClient, RemotingError, RemotingServer, ServerConfig
 from rmq.remoting.dispatcher import Dispatcher
 from rmq.store.aio import sync_files
 from rmq.store.dledger_log import DLedgerLog
@@ -140,6 +140,7 @@ class DLedgerNode:
         dlog: DLedgerLog | None = None,
         serve_appends: bool = True,
         dispatcher: Dispatcher | None = None,
+        on_close: Callable[[Connection], None] | None = None,
     ) -> None:
         if config.self_id not in config.peers:
             raise ValueError(f"dLegerSelfId {config.self_id} is not in dLegerPeers")
@@ -153,6 +154,8 @@ class DLedgerNode:
         # Requests of others served on the member's port too (the controller's, as RocketMQ's
         # controller serves on its DLedger server's port); the member adds its own codes.
         self.dispatcher = dispatcher or Dispatcher()
+        # told of each connection to the member's port that closes (the controller's brokers)
+        self.on_close = on_close
         self._owns_dlog = dlog is None  # a log passed in is closed by whoever opened it
         self.dlog = dlog or config.open_log()
         self._sealing: int | None = None  # index of the entry propose_pending is sealing
@@ -492,7 +495,9 @@ class DLedgerNode:
         dispatcher.register(M.GET, self._on_get, inline=True)
         dispatcher.register(M.PULL, self._on_pull, inline=True)
         host, _, port = self.config.peers[self.config.self_id].rpartition(":")
-        server = RemotingServer(dispatcher, ServerConfig(host=self.config.bind_host, port=int(port)))
+        server = RemotingServer(
+            dispatcher, ServerConfig(host=self.config.bind_host, port=int(port)), on_close=self.on_close
+        )
         if self.config.sync_flush:
             self._kernel_sync = KernelSync.open()
         try:

@@ -4,8 +4,9 @@ Built from keyword arguments, or from RocketMQ-style properties (a `-c` file or 
 UPDATE_NAMESRV_CONFIG body) with RocketMQ's key names. Durations are seconds here and
 milliseconds in properties, as in RocketMQ. A file RocketMQ's mqnamesrv starts with starts
 this one: RocketMQ's keys that rmq does not act on are named in one INFO line
-(`report_unused`); only the controller inside the name server is refused, as not supported
-(the controller runs as its own process: rmq.controller).
+(`report_unused`). With enableControllerInNamesrv=true the process also runs a controller
+member from the same file (`rmq namesrv` assembles the two, rmq/tools/namesrv.py); its keys
+are the controller's to judge, so the name server leaves them out of its report.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ class NamesrvConfig:
       metrics_exporter_type: "PROM" serves Prometheus metrics (`metricsExporterType`).
       metrics_prom_exporter_host, metrics_prom_exporter_port: where (`metricsPromExporterHost`,
         "" = listen_host; `metricsPromExporterPort`, 0 for a free port).
+      enable_controller_in_namesrv: run a controller member in the name server's process
+        (`enableControllerInNamesrv`); the name server itself does nothing with it.
     """
 
     listen_host: str = "0.0.0.0"
@@ -84,6 +87,7 @@ class NamesrvConfig:
     metrics_exporter_type: str = "DISABLE"
     metrics_prom_exporter_host: str = ""
     metrics_prom_exporter_port: int = 5558
+    enable_controller_in_namesrv: bool = False
 
     def __post_init__(self) -> None:
         for name in ("listen_port", "websocket_port", "metrics_prom_exporter_port"):
@@ -119,13 +123,6 @@ class NamesrvConfig:
         changes: dict[str, Any] = {}
         unknown: list[str] = []
         if not runtime_only:
-            if props.get("enableControllerInNamesrv", "").strip().lower() == "true":
-                raise ConfigError(
-                    "enableControllerInNamesrv",
-                    "controller mode inside the name server is not supported yet; run the controller as "
-                    "its own process instead: rmq controller -c controller.conf (mqcontroller), with the same "
-                    "controllerDLeger* keys",
-                )
             try:
                 props = with_tls_config_file(props, _KEYS)
             except TlsConfigError as exc:
@@ -158,9 +155,13 @@ class NamesrvConfig:
         return out
 
 
-def report_unused(keys: Iterable[str], source: str) -> None:
+def report_unused(keys: Iterable[str], source: str, *, controller_beside: bool = False) -> None:
     """Log the keys `with_properties` did not know: RocketMQ's own (the name server's and
-    its controller's) in one INFO line, any other key in a WARNING naming the closest one."""
+    its controller's) in one INFO line, any other key in a WARNING naming the closest one.
+    With `controller_beside` (enableControllerInNamesrv) the controller's keys are left to
+    the controller's own report."""
+    if controller_beside:
+        keys = [k for k in keys if k not in rocketmq_keys.CONTROLLER]
     rocketmq_keys.report_unused(
         keys,
         honoured=_KEYS,
@@ -216,5 +217,7 @@ _KEYS: dict[str, tuple[str, Callable[[str], Any], Callable[[Any], str], bool]] =
     "metricsExporterType": ("metrics_exporter_type", _metrics_type, str, False),
     "metricsPromExporterHost": ("metrics_prom_exporter_host", str, str, False),
     "metricsPromExporterPort": ("metrics_prom_exporter_port", int, str, False),
+    "enableControllerInNamesrv": ("enable_controller_in_namesrv", parse_bool, show_bool, False),
 }
 _PROPERTY_OF = {field_name: key for key, (field_name, *_) in _KEYS.items()}
+KEYS = frozenset(_KEYS)  # the keys the name server acts on

@@ -8,6 +8,10 @@ logs go to stderr. A pid
 file `namesrv-<port>.pid` (under ~/.rmq/run or $RMQ_RUN_DIR) lets `mqshutdown
 namesrv` find the process; it is removed on exit. The first signal shuts down
 gracefully (in-flight requests finish); a second one stops at once.
+
+`rmq namesrv` comes here through rmq/tools/namesrv.py, which with enableControllerInNamesrv=true
+builds a controller member and hands it to `serve_until_signalled` to run beside the name
+server (this package does not import the controller).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import argparse
 import contextlib
 import logging
 import sys
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import trio
 
@@ -30,6 +36,14 @@ from .server import NamesrvServer
 log = logging.getLogger("rmq.namesrv")
 
 _PRINT = object()  # what a bare -p stores; -p with a number stores the number (a port)
+
+
+class Beside(Protocol):
+    """A server run in the name server's process (the controller member)."""
+
+    async def serve(self, *, task_status: Any = ...) -> None: ...
+
+    async def aclose(self) -> None: ...
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,7 +85,7 @@ def load_config(args: argparse.Namespace) -> NamesrvConfig:
             config, unknown = config.with_properties(properties.parse(text))
         except ConfigError as exc:
             raise ConfigError(exc.key, f"{exc.message} (in {args.config})") from None
-        report_unused(unknown, args.config)
+        report_unused(unknown, args.config, controller_beside=config.enable_controller_in_namesrv)
     if args.namesrvAddr is not None:
         log.info("-n %s ignored: a name server does not use name server addresses", args.namesrvAddr)
     flags = {}
@@ -84,10 +98,14 @@ def load_config(args: argparse.Namespace) -> NamesrvConfig:
     return config
 
 
-async def serve_until_signalled(config: NamesrvConfig) -> None:
+async def serve_until_signalled(config: NamesrvConfig, beside: Sequence[tuple[Beside, str]] = ()) -> None:
+    """Serve until SIGINT or SIGTERM, with each of `beside` (a server and its boot line)
+    started after the name server and stopped before it."""
     async with until_signalled(log) as run:
         server = NamesrvServer(config)
         await run.nursery.start(server.serve)
+        for companion, _ in beside:
+            await run.nursery.start(companion.serve)
         assert server.port is not None
         with contextlib.ExitStack() as stack:
             try:
@@ -95,22 +113,46 @@ async def serve_until_signalled(config: NamesrvConfig) -> None:
             except OSError as exc:
                 log.warning("cannot write the pid file (%s): mqshutdown will not find this name server", exc)
             print(f"The Name Server boot success. serializeType=JSON, listening on {server.listen_address}", flush=True)
+            for _, tip in beside:
+                print(tip, flush=True)
             await run.wait()
-            await run.stop(server.aclose)
+
+            async def stopping() -> None:
+                for companion, _ in beside:
+                    await companion.aclose()
+                await server.aclose()
+
+            await run.stop(stopping)
     log.info("name server stopped")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line, and logging set up as it asks."""
     args = _parser().parse_args(argv)
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)-7s %(name)s - %(message)s", stream=sys.stderr
     )
-    return exit_status("mqnamesrv", lambda: _run(args), bad_config=(ConfigError,))
+    return args
 
 
-def _run(args: argparse.Namespace) -> None:
-    config = load_config(args)
-    if args.printConfigItem or args.p is _PRINT:
+def printing(args: argparse.Namespace) -> bool:
+    """-p (or --printConfigItem): print the settings and exit."""
+    return bool(args.printConfigItem or args.p is _PRINT)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    return exit_status("mqnamesrv", lambda: run(args, load_config(args)), bad_config=(ConfigError,))
+
+
+def run(args: argparse.Namespace, config: NamesrvConfig) -> None:
+    """Print the settings (-p), or serve until signalled."""
+    if config.enable_controller_in_namesrv:
+        raise ConfigError(
+            "enableControllerInNamesrv",
+            "the name server with its controller is started by `rmq namesrv` (mqnamesrv), which assembles the two",
+        )
+    if printing(args):
         for key, value in config.to_properties().items():
             print(f"{key}={value}")
         return

@@ -792,9 +792,13 @@ class RaftNode:
                 p.rebuild = False
                 if msg.code == Code.SUCCESS:
                     # The follower's prefix equals ours now, but may not be durable there yet:
-                    # it counts once an APPEND ack (sent after its fsync) covers it.
+                    # it counts once an APPEND ack (sent after its fsync) covers it. With nothing
+                    # after the prefix the last entry goes again (the follower holds it and acks
+                    # it once durable), or the prefix would wait for the next proposal to count.
                     p.mode = _Mode.APPEND
                     p.next = msg.index + 1
+                    if p.next > self.log.end_index and p.match < msg.index:
+                        p.next = msg.index
                 else:
                     p.mode = _Mode.COMPARE
                     p.compare_index = max(-1, min(msg.end_index, p.compare_index - 1))

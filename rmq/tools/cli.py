@@ -57,7 +57,7 @@ def _namesrv(argv: list[str]) -> int:
     from rmq import metrics  # metricsExporterType=PROM: the servers do not import their exporters
 
     metrics.install_namesrv()
-    return _call("rmq.namesrv.startup", "main", argv)
+    return _call("rmq.tools.namesrv", "main", argv)  # with enableControllerInNamesrv, a controller beside it
 
 
 def _broker(argv: list[str]) -> int:

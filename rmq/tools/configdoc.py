@@ -183,6 +183,8 @@ NAMESRV = {
     "metricsExporterType": "PROM serves Prometheus metrics (docs/operations.md, Metrics); DISABLE does not.",
     "metricsPromExporterHost": "Address of the metrics endpoint. Default: bindAddress.",
     "metricsPromExporterPort": "Port of the metrics endpoint (GET /metrics); 0 picks a free port.",
+    "enableControllerInNamesrv": "Also run a controller member in this process, its settings (controllerDLeger* "
+    "and the rest) from the same file (docs/controller.md).",
 }
 
 CLIENT = {
@@ -328,9 +330,9 @@ def render() -> str:
             "  (INFO); mappedFileSizeConsumeQueue is rounded up to a multiple of 20 and diskMaxUsedSpaceRatio",
             "  is kept within 10..95 (WARNING).",
             "- What RocketMQ refuses is refused: a SLAVE with brokerId <= 0, and enableControllerMode together",
-            "  with enableDLegerCommitLog. RocketMQ 5's controller mode itself (enableControllerMode on a",
-            "  broker, enableControllerInNamesrv on a name server, mqcontroller) is not supported yet and is",
-            "  refused with that said; nor is RocketMQ 5's proxy.",
+            "  with enableDLegerCommitLog. RocketMQ 5's controller runs as mqcontroller or inside a name",
+            "  server (enableControllerInNamesrv, docs/controller.md); a broker in controller mode",
+            "  (enableControllerMode) is not supported yet and is refused with that said.",
             "- Where RocketMQ takes a value it cannot parse as the default, or any boolean but `true` as",
             "  false, in silence, rmq refuses the value and stops with the key named.",
             "",

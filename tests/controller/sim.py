@@ -1,7 +1,9 @@
 """A deterministic simulation of a controller group: tests/raft/sim.py's Raft members (drops,
 delays, duplicates, partitions, crashes, power failures, drifting clocks), each applying its
 committed log to a ReplicasInfoManager, and broker groups whose brokers beat every
-controller member, die, come back and lose their links to members.
+controller member, die (half the time with their connections closing, which makes them
+inactive on every member at once, as BrokerHousekeepingService does), come back and lose
+their links to members.
 
 The leader (once it has applied its own term's first entry, and with nothing of its own in
 flight, as RocketMQ's controller serialises its requests) answers requests from its applied
@@ -47,6 +49,9 @@ class ControllerSim(Sim):
         self.broker_up: dict[tuple[str, int], bool] = {(g, b): True for g in GROUPS for b in BROKERS}
         self.offsets: dict[tuple[str, int], int] = {(g, b): 0 for g in GROUPS for b in BROKERS}
         self.cut: set[tuple[str, int, str]] = set()  # (group, broker, member): beats lost
+        # each broker's connection (a new one when it comes back): what a member's table holds
+        self.channels: dict[tuple[str, int], object] = {key: object() for key in self.broker_up}
+        self.closes = 0
         self.requests: dict[str, int] = {}
         super().__init__(seed, n, Faults(retention_rate=0.0), fault_ms=8000, heal_ms=4000)
         self._at(7, "beats", None)
@@ -120,6 +125,7 @@ class ControllerSim(Sim):
                 self.heartbeats[m.id].on_heartbeat(
                     CLUSTER, g, f"{g}-{b}", b, self._local(m), timeout_ms=BROKER_TIMEOUT_MS, epoch=epoch,
                     max_offset=self.offsets[g, b], election_priority=self.rng.randrange(3),
+                    channel=self.channels[g, b],
                 )  # fmt: skip
 
     def _chaos(self) -> None:
@@ -132,6 +138,12 @@ class ControllerSim(Sim):
         if self.rng.random() < 0.05:
             key = self.rng.choice(list(self.broker_up))
             self.broker_up[key] = not self.broker_up[key]
+            if self.broker_up[key]:
+                self.channels[key] = object()
+            elif self.rng.random() < 0.5:  # its connections close: inactive at once, not after the timeout
+                self.closes += 1
+                for hb in self.heartbeats.values():
+                    hb.on_channel_close(self.channels[key])
         if self.rng.random() < 0.03:
             self.cut = {(g, b, i) for g in GROUPS for b in BROKERS for i in self.ids if self.rng.random() < 0.2}
 

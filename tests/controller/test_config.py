@@ -1,5 +1,6 @@
 """ControllerConfig from RocketMQ's keys, `rmq controller -p`, and the example files in
-conf/controller/ (a group of three that runs on one machine)."""
+conf/controller/ (a group of three that runs on one machine, as controllers of their own or
+inside three name servers)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from rmq.controller.config import ConfigError, ControllerConfig
 from rmq.controller.startup import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
-FILES = sorted((ROOT / "conf" / "controller").glob("*.conf"))
+FILES = sorted((ROOT / "conf" / "controller").glob("controller-*.conf"))
+IN_NAMESRV = sorted((ROOT / "conf" / "controller").glob("namesrv-*.conf"))
 
 
 def test_keys_and_defaults() -> None:
@@ -55,6 +57,26 @@ def test_example_files_make_a_group(caplog: pytest.LogCaptureFixture) -> None:
         c.validate()
     assert len({c.self_id for c in configs}) == 3 and len({c.store_path for c in configs}) == 3
     assert all(c.peers == configs[0].peers for c in configs)
+
+
+def test_example_name_servers_make_a_group(caplog: pytest.LogCaptureFixture) -> None:
+    from rmq.namesrv.config import KEYS
+    from rmq.namesrv.startup import _parser
+    from rmq.namesrv.startup import load_config as load_namesrv
+
+    assert [p.name for p in IN_NAMESRV] == ["namesrv-n0.conf", "namesrv-n1.conf", "namesrv-n2.conf"]
+    with caplog.at_level(logging.INFO):
+        namesrvs = [load_namesrv(_parser().parse_args(["-c", str(p)])) for p in IN_NAMESRV]
+        configs = [load_config(str(p), namesrv_keys=KEYS) for p in IN_NAMESRV]
+    assert not caplog.records, [r.getMessage() for r in caplog.records]
+    assert all(n.enable_controller_in_namesrv for n in namesrvs)
+    assert len({n.listen_port for n in namesrvs}) == 3 and len({n.kv_config_path for n in namesrvs}) == 3
+    for c in configs:
+        c.validate()
+    assert len({c.self_id for c in configs}) == 3 and len({c.store_path for c in configs}) == 3
+    assert all(c.peers == configs[0].peers for c in configs)
+    ports = {int(a.rpartition(":")[2]) for a in configs[0].peers.values()}
+    assert not ports & {n.listen_port for n in namesrvs}
 
 
 def test_print_config() -> None:

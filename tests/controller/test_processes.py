@@ -1,6 +1,7 @@
 """Three `rmq controller` processes: a broker group registers through raw remoting requests
 with the controller's headers, the controller leader is SIGKILLed, another member takes over
-knowing the group, and a new master is elected there."""
+knowing the group, and a new master is elected there. The same with the controller inside
+three name servers (`rmq namesrv` with enableControllerInNamesrv=true)."""
 
 from __future__ import annotations
 
@@ -33,8 +34,12 @@ TIMEOUT = 3.0
 
 
 class Member:
-    def __init__(self, tmp: Path, self_id: str, peers: str, address: str) -> None:
+    """A controller member's process: `rmq controller`, or with `namesrv_port` a name server
+    (`rmq namesrv`) with the member inside."""
+
+    def __init__(self, tmp: Path, self_id: str, peers: str, address: str, namesrv_port: int | None = None) -> None:
         self.id, self.address = self_id, address
+        self.namesrv = None if namesrv_port is None else f"127.0.0.1:{namesrv_port}"
         self.conf = tmp / f"{self_id}.conf"
         self.log_path = tmp / f"{self_id}.log"
         props = {
@@ -45,21 +50,27 @@ class Member:
             # the test elects by request: no election of the controller's own gets there first
             "scanNotActiveBrokerInterval": "600000", "scanInactiveMasterInterval": "600000",
         }  # fmt: skip
+        if namesrv_port is not None:
+            props.update(
+                listenPort=str(namesrv_port), kvConfigPath=str(tmp / f"{self_id}-kv.json"),
+                enableControllerInNamesrv="true",
+            )  # fmt: skip
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
         log = open(self.log_path, "a")  # noqa: SIM115 - owned by the process's lifetime
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rmq", "controller", "-c", str(self.conf)],
+            [sys.executable, "-m", "rmq", "controller" if self.namesrv is None else "namesrv", "-c", str(self.conf)],
             stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )  # fmt: skip
         log.close()
         assert self.proc.stdout is not None
+        ready = "boot success" if self.namesrv is None else "The ControllerManager boot success"
         for _ in range(50):
             line = self.proc.stdout.readline()
-            if "boot success" in line:
+            if ready in line:
                 return
             if not line and self.proc.poll() is not None:
                 break
@@ -187,6 +198,59 @@ async def test_the_group_survives_its_leader(tmp_path: Path) -> None:
             )
             assert r.code == ResponseCode.SUCCESS, r.remark
             assert (r.ext_fields["masterBrokerId"], r.ext_fields["masterEpoch"]) == ("2", "2")
+    finally:
+        for m in members:
+            m.stop()
+
+
+async def test_the_controller_inside_name_servers_survives_its_leader(tmp_path: Path) -> None:
+    ports = [free_ports() for _ in range(3)]
+    namesrv_ports = [free_ports() for _ in range(3)]
+    peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
+    members = [Member(tmp_path, f"n{i}", peers, f"127.0.0.1:{p}", namesrv_ports[i]) for i, p in enumerate(ports)]
+    try:
+        for m in members:
+            m.start()
+        async with RemotingClient() as client:
+            for m in members:  # each process is a name server too
+                assert m.namesrv is not None
+                r = await call(client, m.namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
+                assert r.code == ResponseCode.SUCCESS, r.remark
+            leader = await leader_of(client, members)
+            for broker_id in (1, 2):
+                addr = f"127.0.0.1:{20000 + broker_id}"
+                r = await call(client, leader.address, RequestCode.CONTROLLER_APPLY_BROKER_ID,
+                               ApplyBrokerIdRequestHeader(C, G, broker_id, f"{addr};{broker_id}"))  # fmt: skip
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                await beat(client, members, broker_id, 60_000 if broker_id == 2 else 1500)
+                r = await call(client, leader.address, RequestCode.CONTROLLER_REGISTER_BROKER,
+                               RegisterBrokerToControllerRequestHeader(C, G, broker_id, addr))  # fmt: skip
+                assert r.code == ResponseCode.SUCCESS, r.remark
+            r = await call(client, leader.address, RequestCode.CONTROLLER_ELECT_MASTER,
+                           ElectMasterRequestHeader(G, C, 1))  # fmt: skip
+            assert r.code == ResponseCode.SUCCESS and r.ext_fields["masterBrokerId"] == "1", r.remark
+            body = json.dumps({"syncStateSet": [1, 2], "syncStateSetEpoch": 1}).encode()
+            r = await call(client, leader.address, RequestCode.CONTROLLER_ALTER_SYNC_STATE_SET,
+                           AlterSyncStateSetRequestHeader(G, 1, 1), body)  # fmt: skip
+            assert r.code == ResponseCode.SUCCESS, r.remark
+
+            leader.kill()  # SIGKILL: the name server and its controller member together
+            survivors = [m for m in members if m is not leader]
+            new = await leader_of(client, survivors)
+            with trio.fail_after(20):
+                while True:
+                    await beat(client, survivors, 2, 60_000)
+                    r = await call(client, new.address, RequestCode.CONTROLLER_ELECT_MASTER,
+                                   ElectMasterRequestHeader(G, C, 2))  # fmt: skip
+                    if r.code != ResponseCode.CONTROLLER_MASTER_STILL_EXIST:
+                        break
+                    await trio.sleep(0.2)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            assert (r.ext_fields["masterBrokerId"], r.ext_fields["masterEpoch"]) == ("2", "2")
+            for m in survivors:  # and the name servers left still serve
+                assert m.namesrv is not None
+                r = await call(client, m.namesrv, RequestCode.GET_BROKER_CLUSTER_INFO)
+                assert r.code == ResponseCode.SUCCESS, r.remark
     finally:
         for m in members:
             m.stop()

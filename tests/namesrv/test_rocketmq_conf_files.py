@@ -1,7 +1,8 @@
 """The name server configuration files RocketMQ 5.x ships (4.9.8 ships none) start our name
 server as their mqnamesrv starts them, adjusted only for the port and the KV file (issue 50):
-every key is acted on or named in one INFO line; the controller inside the name server is
-refused as not supported yet."""
+every key is acted on or named in one INFO line. The ones with enableControllerInNamesrv=true
+start a controller member beside the name server (`rmq namesrv`, rmq/tools/namesrv.py): `-p`
+shows both; tests/controller/test_namesrv_processes.py runs them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from rmq import rocketmq_keys
 from rmq.namesrv.config import _KEYS
 from rmq.namesrv.server import NamesrvServer
 from rmq.namesrv.startup import _parser, load_config, main
+from rmq.tools import namesrv as mqnamesrv
 
 
 def _controller(self_id: str, peers: str) -> dict[str, str]:
@@ -29,7 +31,7 @@ STARTS = {
     **{f"controller/cluster-3n-independent/controller-n{k}.conf": _controller(f"n{k}", THREE) for k in range(3)},
     "controller/controller-standalone.conf": _controller("n0", "n0-127.0.0.1:9878"),
 }
-REFUSED = {
+EMBEDDED = {
     "controller/quick-start/namesrv.conf": {
         "enableControllerInNamesrv": "true",
         **_controller("n0", "n0-127.0.0.1:9878"),
@@ -71,15 +73,43 @@ async def test_a_shipped_file_starts_a_name_server_and_names_its_ignored_keys(
         assert namesrv.port
 
 
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_a_controller_in_the_name_server_is_refused_as_not_supported_yet(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+@pytest.mark.parametrize("name", sorted(EMBEDDED))
+def test_a_controller_in_the_name_server_is_read_from_the_same_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, name: str
 ) -> None:
-    path = _write(tmp_path, REFUSED[name])
+    path = _write(tmp_path, EMBEDDED[name])
+    with caplog.at_level(logging.INFO):
+        assert mqnamesrv.main(["-c", str(path), "-p"]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert "enableControllerInNamesrv=true" in printed and "kvConfigPath=" + str(tmp_path / "kvConfig.json") in printed
+    for key in ("controllerDLegerGroup", "controllerDLegerPeers", "controllerDLegerSelfId"):
+        assert f"{key}={EMBEDDED[name][key]}" in printed
+    # nothing is named ignored that one of the two acts on; the XML comment's lines are unknown
+    messages = [r.getMessage() for r in caplog.records]
+    assert not any("accepted and ignored" in m for m in messages), messages
+    unknown = sorted(k for k in EMBEDDED[name] if k in ("<!--", "Licensed", "-->"))
+    assert sorted(m.split("'")[1] for m in messages if "unknown key" in m) == unknown
+
+
+def test_the_name_server_alone_refuses_the_controller_it_cannot_start(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _write(tmp_path, EMBEDDED["controller/quick-start/namesrv.conf"])
     assert main(["-c", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "mqnamesrv: bad configuration: enableControllerInNamesrv: controller mode" in err
-    assert "is not supported yet" in err and str(path) in err
+    assert "mqnamesrv: bad configuration: enableControllerInNamesrv: " in err and "rmq namesrv" in err
+
+
+def test_the_controllers_keys_it_does_not_act_on_are_named_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    props = {"enableControllerInNamesrv": "true", **_controller("n0", "n0-127.0.0.1:9878")}
+    path = _write(tmp_path, {**props, "controllerType": "DLedger", "rocketmqHome": "/opt", "metricsExporterType": "0"})
+    with caplog.at_level(logging.INFO):
+        assert mqnamesrv.main(["-c", str(path), "-p"]) == 0
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{path}: accepted and ignored (RocketMQ keys rmq does not act on): controllerType, rocketmqHome"
+    ]
 
 
 def test_every_key_rocketmqs_name_server_reads_is_acted_on_or_named(

@@ -536,3 +536,30 @@ def test_next_tick_is_the_election_timer_for_a_follower_and_none_for_a_leader_at
     for peer in ("n1", "n2"):
         ack(leader, peer, log.end_index, 1011)
     assert leader.next_tick_ms() is not None
+
+
+def test_a_follower_matched_at_the_leaders_last_entry_is_still_asked_to_ack_it() -> None:
+    """A follower found by COMPARE and TRUNCATE to hold the leader's whole log (the no-op
+    included) must still ack it as durable with an APPEND: with nothing proposed after it (a
+    controller's leader proposes only once its no-op is applied), the no-op would otherwise
+    never commit. Found by the controller simulation (tests/controller/sim.py, seed 3327)."""
+    leader, log = node("n0", [Entry(0, 1)], term=1)
+    elect(leader, log)
+    noop = log.end_index
+    run(log, leader.persisted(noop, 1000))
+
+    def answer(kind: PushType, index: int, code: Code = Code.SUCCESS) -> list[object]:
+        r = PushEntryResponse("g", "n1", "n0", leader.term, code=code, type=kind, index=index, end_index=noop)
+        return run(log, leader.receive(r, 1001))
+
+    # n1 first matches at index 0 and is sent the no-op; its answer is lost, and a resent push is
+    # refused (say n1 restarted meanwhile): the leader looks for the match point again, from n1's end
+    answer(PushType.COMPARE, 0)
+    answer(PushType.TRUNCATE, 0)
+    assert leader._progress["n1"].sent_last == noop
+    answer(PushType.APPEND, noop, Code.INCONSISTENT_STATE)
+    answer(PushType.COMPARE, noop)
+    out = answer(PushType.TRUNCATE, noop)
+    pushed = sends(out, PushEntryRequest)
+    assert [(p.message.type, [e.index for e in p.message.entries]) for p in pushed] == [(PushType.APPEND, [noop])]
+    assert Commit(noop) in answer(PushType.APPEND, noop)

@@ -12,7 +12,8 @@
 - offsets: ConsumerOffsetSerializeWrapper, OffsetSerializeWrapper, ResetOffsetBody
 - lists: TopicList, GroupList, KVTable
 - controller: SyncStateSet, ElectMasterResponseBody (BrokerMemberGroup), BrokerReplicasInfo
-  (ReplicasInfo, ReplicaIdentity), RocketMQ 5.x's controller's
+  (ReplicasInfo, ReplicaIdentity), RocketMQ 5.x's controller's; EpochEntryCache (EpochEntry),
+  a controller-mode broker's epochs
 
 Each class has `from_json(obj)`, reading the object `rmq.protocol.body.loads` parsed in any
 dialect peers write (Java's fastjson, Go's and C++'s clients: quoted or unquoted keys,
@@ -39,6 +40,8 @@ from .configs import TopicConfigSerializeWrapper as TopicConfigSerializeWrapper
 from .controller import BrokerMemberGroup as BrokerMemberGroup
 from .controller import BrokerReplicasInfo as BrokerReplicasInfo
 from .controller import ElectMasterResponseBody as ElectMasterResponseBody
+from .controller import EpochEntry as EpochEntry
+from .controller import EpochEntryCache as EpochEntryCache
 from .controller import ReplicaIdentity as ReplicaIdentity
 from .controller import ReplicasInfo as ReplicasInfo
 from .controller import SyncStateSet as SyncStateSet
@@ -77,6 +80,8 @@ __all__ = [
     "ConsumerOffsetSerializeWrapper",
     "DataVersion",
     "ElectMasterResponseBody",
+    "EpochEntry",
+    "EpochEntryCache",
     "GetConsumerListByGroupResponseBody",
     "GroupList",
     "HeartbeatData",

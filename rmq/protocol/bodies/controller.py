@@ -1,5 +1,6 @@
 """The controller's bodies (RocketMQ 5.x, RIP-44): SyncStateSet, ElectMasterResponseBody with
-its BrokerMemberGroup, and BrokerReplicasInfo (CONTROLLER_GET_SYNC_STATE_DATA)."""
+its BrokerMemberGroup, BrokerReplicasInfo (CONTROLLER_GET_SYNC_STATE_DATA), and a controller-mode
+broker's EpochEntryCache with its EpochEntry list (GET_BROKER_EPOCH_CACHE)."""
 
 from __future__ import annotations
 
@@ -163,3 +164,67 @@ class BrokerReplicasInfo:
     def from_json(cls, obj: Any) -> BrokerReplicasInfo:
         table = F.table(F.obj(obj, "BrokerReplicasInfo").get("replicasInfoTable") or {}, "replicasInfoTable")
         return cls({F.text(k, "a broker name"): ReplicasInfo.from_json(v) for k, v in table.items()})
+
+
+LONG_MAX = 2**63 - 1  # EpochEntry's endOffset while its epoch is the current one (Long.MAX_VALUE)
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEntry:
+    """One master epoch of a broker's epoch file: where in the CommitLog it starts and ends."""
+
+    epoch: int
+    start_offset: int
+    end_offset: int = LONG_MAX
+
+    def to_json(self) -> dict[str, Any]:
+        return {"endOffset": self.end_offset, "epoch": self.epoch, "startOffset": self.start_offset}
+
+    @classmethod
+    def from_json(cls, obj: Any) -> EpochEntry:
+        obj = F.obj(obj, "EpochEntry")
+        end = obj.get("endOffset")
+        return cls(
+            F.integer(obj.get("epoch", 0), "epoch"),
+            F.integer(obj.get("startOffset", 0), "startOffset"),
+            LONG_MAX if end is None else F.integer(end, "endOffset"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class EpochEntryCache:
+    """GET_BROKER_EPOCH_CACHE's answer: a controller-mode broker's identity, its epoch entries
+    (the last one, the current epoch, open-ended) and its CommitLog's max offset."""
+
+    cluster_name: str
+    broker_name: str
+    broker_id: int
+    epoch_list: tuple[EpochEntry, ...] = ()
+    max_offset: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "brokerId": self.broker_id,
+            "brokerName": self.broker_name,
+            "clusterName": self.cluster_name,
+            "epochList": [e.to_json() for e in self.epoch_list],
+            "maxOffset": self.max_offset,
+        }
+
+    @classmethod
+    def from_json(cls, obj: Any) -> EpochEntryCache:
+        obj = F.obj(obj, "EpochEntryCache")
+        return cls(
+            F.text(obj.get("clusterName", ""), "clusterName"),
+            F.text(obj.get("brokerName", ""), "brokerName"),
+            F.integer(obj.get("brokerId", 0), "brokerId"),
+            tuple(EpochEntry.from_json(e) for e in F.array(obj.get("epochList"), "epochList")),
+            F.integer(obj.get("maxOffset", 0), "maxOffset"),
+        )
+
+    def shown(self) -> tuple[EpochEntry, ...]:
+        """The entries as mqadmin's getBrokerEpoch prints them: the last one ends at maxOffset."""
+        if not self.epoch_list:
+            return ()
+        *done, last = self.epoch_list
+        return (*done, EpochEntry(last.epoch, last.start_offset, self.max_offset))

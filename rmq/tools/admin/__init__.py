@@ -14,8 +14,9 @@ updateGlobalWhiteAddr and clusterAclConfigVersion manage brokers' ACL (docs/secu
 
 The commands are thin: each parses its options, calls the admin operations of rmq.admin
 (the dashboard's too) or MQAdmin, and prints. One module per command group, as in rmq.admin:
-topics, groups, brokers, offsets, messages, consume, monitoring, export, probes, acl, and
-namesrv and producers (single MQAdmin calls).
+topics, groups, brokers, offsets, messages, consume, monitoring, export, probes, acl,
+controller (RocketMQ 5's controller, `-a` its members), and namesrv and producers (single
+MQAdmin calls).
 
 A failure prints one line on stderr ("error: <command>: <what failed>") and exits 1;
 bad usage exits 2.
@@ -33,7 +34,21 @@ from rmq.client import MQAdmin, MQClientError
 
 from ..aclopts import acl_credentials, add_acl_arguments
 from ..tlsopts import add_tls_arguments, tls_option
-from . import acl, brokers, consume, export, groups, messages, monitoring, namesrv, offsets, probes, producers, topics
+from . import (
+    acl,
+    brokers,
+    consume,
+    controller,
+    export,
+    groups,
+    messages,
+    monitoring,
+    namesrv,
+    offsets,
+    probes,
+    producers,
+    topics,
+)
 from .options import Commands, Parser
 from .output import Out
 from .output import human_ms as human_ms
@@ -52,6 +67,8 @@ ORDER = (
     "producerConnection", "consumerStatus", "getConsumerConfig", "cloneGroupOffset", "skipAccumulatedMessage",
     "queryMsgByOffset", "queryMsgByTime", "printMsg", "printMsgByQueue", "queryCq", "queryMsgTraceById",
     "sendMsgStatus", "checkMsgSendRT", "clusterRT", "statsAll", "exportMetadata", "exportConfigs", "exportMetrics",
+    "getControllerMetaData", "getSyncStateSet", "getBrokerEpoch", "electMaster", "cleanBrokerMetadata",
+    "getControllerConfig", "updateControllerConfig",
 )  # fmt: skip
 ALIASES = {"deleteAclConfig": "deleteAccessConfig"}  # RocketMQ's command name; deleteAccessConfig is its alias
 
@@ -71,6 +88,7 @@ def all_commands() -> Commands:
         consume,
         monitoring,
         export,
+        controller,
     ):
         found.update(group.COMMANDS)
     return {name: found[name] for name in ORDER}

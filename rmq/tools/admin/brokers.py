@@ -5,9 +5,6 @@ maintenance requests (cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog).
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
-
-import trio
 
 from rmq.admin import brokers
 from rmq.admin.common import now_ms
@@ -30,16 +27,6 @@ BROKER_CONSUME = "{:<64}  {:<64}  {:<32}  {:<4}  {:<20}  {:<20}  {:<20}  {}"
 STATS_HEAD = "{:<64}  {:<64} {:>12} {:>11} {:>11} {:>14} {:>14}"
 STATS_ROW = "{:<64}  {:<64} {:>12d} {:>11.2f} {:>11.2f} {:>14d} {:>14d}"
 STATS_NO_CONSUMER = "{:<64}  {:<64} {:>12d} {:>11.2f} {:>11} {:>14d} {:>14}"
-
-
-async def _repeat(args: Args, once: Callable[[], Awaitable[int]]) -> int:
-    """`once()`, then with `-i N` again every N seconds until interrupted (mqadmin's
-    clusterList and haStatus loop the same way); the last exit code."""
-    code = await once()
-    while args.interval:
-        await trio.sleep(args.interval)
-        code = await once()
-    return code
 
 
 # -- clusterList ------------------------------------------------------------------------------
@@ -95,7 +82,7 @@ def _cluster_more_row(out: Out, b: brokers.BrokerRuntime) -> None:
 async def cluster_list(admin: MQAdmin, args: Args, out: Out) -> int:
     """One row per broker, masters and slaves (#BID), as mqadmin's clusterList; with -i,
     again every interval seconds until interrupted."""
-    return await _repeat(args, lambda: _cluster_list_once(admin, args, out))
+    return await o.repeat(args, lambda: _cluster_list_once(admin, args, out))
 
 
 async def _cluster_list_once(admin: MQAdmin, args: Args, out: Out) -> int:
@@ -145,7 +132,7 @@ async def broker_status(admin: MQAdmin, args: Args, out: Out) -> int:
 async def ha_status(admin: MQAdmin, args: Args, out: Out) -> int:
     """RocketMQ 5.x's haStatus layout: a master's slaves, or a slave's master (`-c`: every
     master of the cluster); with -i, again every interval seconds until interrupted."""
-    return await _repeat(args, lambda: _ha_status_once(admin, args, out))
+    return await o.repeat(args, lambda: _ha_status_once(admin, args, out))
 
 
 async def _ha_status_once(admin: MQAdmin, args: Args, out: Out) -> int:
@@ -270,9 +257,7 @@ def _cluster_list_args(p: Parser) -> None:
 
 def _ha_status_args(p: Parser) -> None:
     o.broker_or_cluster(p)
-    p.add_argument(
-        "-i", "--interval", type=o.seconds, nargs="?", const=3, help="print again every this many seconds (default 3)"
-    )
+    o.interval(p)
 
 
 def _update_broker_config_args(p: Parser) -> None:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Awaitable, Callable
 
+import trio
+
 from rmq.admin import AdminError
 from rmq.client.admin import MQAdmin
 
@@ -69,3 +71,21 @@ def checked(runner: Runner) -> Runner:
         return await runner(admin, args, out)
 
     return run
+
+
+async def repeat(args: Args, once: Callable[[], Awaitable[int]]) -> int:
+    """`once()`, then with `-i N` again every N seconds until interrupted (mqadmin's
+    clusterList, haStatus, getSyncStateSet and getBrokerEpoch loop the same way); the last
+    exit code."""
+    code = await once()
+    while args.interval:
+        await trio.sleep(args.interval)
+        code = await once()
+    return code
+
+
+def interval(p: Parser) -> None:
+    """-i, with no value 3 seconds (haStatus, getSyncStateSet, getBrokerEpoch)."""
+    p.add_argument(
+        "-i", "--interval", type=seconds, nargs="?", const=3, help="print again every this many seconds (default 3)"
+    )
