@@ -23,7 +23,6 @@ nothing is acknowledged by a broker that is not its group's elected master.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import random
@@ -35,7 +34,8 @@ from typing import TYPE_CHECKING
 import trio
 
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
-from rmq.protocol.bodies.controller import SyncStateSet
+from rmq.protocol import body as json_body
+from rmq.protocol.bodies.controller import EpochEntry, EpochEntryCache, SyncStateSet
 from rmq.protocol.headers import (
     AlterSyncStateSetRequestHeader,
     ApplyBrokerIdRequestHeader,
@@ -287,7 +287,7 @@ class ReplicasManager:
         sss: SyncStateSet | None = None
         if body:
             try:
-                sss = SyncStateSet.from_json(json.loads(body))
+                sss = SyncStateSet.from_json(json_body.loads(body))
             except (ValueError, TypeError):
                 sss = None
         if sss is None and fields.get("syncStateSetEpoch"):
@@ -349,7 +349,7 @@ class ReplicasManager:
 
     async def _alter(self, members: frozenset[int]) -> None:
         c = self._config()
-        body = json.dumps(SyncStateSet(members, self.insync.epoch).to_json()).encode()
+        body = json_body.dumps(SyncStateSet(members, self.insync.epoch).to_json())
         try:
             assert self.broker_id is not None
             r = await self._call(
@@ -385,23 +385,23 @@ class ReplicasManager:
         return request.make_response(ResponseCode.SUCCESS)
 
     async def epoch_cache(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        """GET_BROKER_EPOCH_CACHE: this broker's epochs (RocketMQ's EpochEntryCache)."""
+        """GET_BROKER_EPOCH_CACHE: this broker's epochs (RocketMQ's EpochEntryCache; the last
+        entry open-ended, as EpochFileCache keeps it)."""
         c = self._config()
-        end = self.store.max_phy_offset
         entries = self.epoch_entries()
-        listed = [
-            {"epoch": e, "startOffset": s, "endOffset": entries[i + 1][1] if i + 1 < len(entries) else end}
+        listed = tuple(
+            EpochEntry(e, s, entries[i + 1][1]) if i + 1 < len(entries) else EpochEntry(e, s)
             for i, (e, s) in enumerate(entries)
-        ]
-        body = {
-            "clusterName": c.broker_cluster_name,
-            "brokerName": c.broker_name,
-            "brokerId": -1 if self.broker_id is None else self.broker_id,
-            "epochList": listed,
-            "maxOffset": end,
-        }
+        )
+        body = EpochEntryCache(
+            c.broker_cluster_name,
+            c.broker_name,
+            -1 if self.broker_id is None else self.broker_id,
+            listed,
+            self.store.max_phy_offset,
+        )
         response = request.make_response(ResponseCode.SUCCESS)
-        response.body = json.dumps(body).encode()
+        response.body = json_body.dumps(body.to_json())
         return response
 
     async def _follow_quietly(self, fields: dict[str, str], body: bytes | None) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -11,9 +12,10 @@ import trio
 from rmq.client import Message, Producer
 from rmq.namesrv.server import NamesrvServer
 from rmq.remoting import RemotingClient
+from rmq.tools.admin import run as admin_run
 from tests.broker.cluster import loopback_namesrv
 
-from .group import ControllerGroup, master_of, runtime
+from .group import GROUP, ControllerGroup, master_of, runtime
 
 pytestmark = [pytest.mark.slow]
 
@@ -58,6 +60,14 @@ async def test_a_group_elects_a_master_and_replicates(tmp_path: Path, namesrv: N
             with trio.fail_after(20):  # every slave caught up joins the SyncStateSet
                 while ((await runtime(client, master.address)) or {}).get("syncStateSet", "").count(",") != 2:
                     await trio.sleep(0.2)
+        # mqadmin sees the same from the controller and from the brokers
+        controller = group.controllers[0].address
+        out, err = io.StringIO(), io.StringIO()
+        assert await admin_run(["getSyncStateSet", "-a", controller, "-b", GROUP], out, err) == 0, err.getvalue()
+        assert out.getvalue().count("InSyncReplica:\tReplicaIdentity{brokerName='broker-c'") == 3, out.getvalue()
+        out = io.StringIO()
+        assert await admin_run(["getBrokerEpoch", "-n", namesrv.address, "-b", GROUP], out, err) == 0, err.getvalue()
+        assert out.getvalue().count(f"#Epoch: EpochEntry{{epoch={epoch}, startOffset=0") == 3, out.getvalue()
     finally:
         await trio.to_thread.run_sync(group.stop)
 
