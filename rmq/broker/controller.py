@@ -65,7 +65,7 @@ from .parts import BrokerParts, Identity, RoleCell
 from .processors import build_dispatcher
 from .rebalance_lock import RebalanceLockManager
 from .registration import Registration, register_period
-from .revive import ReviveService
+from .revive import ReviveService, recover_pop_offsets
 from .schedule import ScheduleService
 from .stats import SAMPLE_INTERVAL, BrokerStats
 from .subscriptions import SubscriptionGroupManager
@@ -334,6 +334,8 @@ class BrokerController(Service):
         self.schedule.load()
         self.timers.load()
         self.transactions.load()
+        if self.message_store.crashed:  # before the first pop: the offsets file lags the pops
+            recover_pop_offsets(self.parts)
         await self._start_servers(nursery)
         factory = type(self).exporter_factory
         if config.prometheus_enabled and factory is not None:  # serve() refused PROM without one
@@ -435,6 +437,7 @@ class BrokerController(Service):
             self._leader_scope = None
         if master:
             self._adopt_stored_topics()
+            recover_pop_offsets(self.parts)  # the offsets synced from the last master lag its pops
         if master and self._nursery is not None:
             self.schedule.persist()  # what the last master said, as synced, then what the log says
             self.timers.persist()

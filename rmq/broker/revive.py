@@ -49,6 +49,8 @@ from rmq.store.results import GetMessageStatus
 from .routing import to_dead_letters
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from rmq.store.results import PutMessageResult
 
     from .parts import BrokerParts
@@ -57,6 +59,7 @@ log = logging.getLogger("rmq.broker.revive")
 
 READ_BATCH = 32  # revive-queue entries read at a time
 READ_ROUNDS = 1000  # batches one read takes in at most; the rest on the next round
+RECOVERY_ROUNDS = 1 << 40  # the whole queue (the read ends where the queue does)
 RETRY_QUEUE_NUMS = 1  # queues of a POP retry topic (PopAckConstants.retryQueueNum)
 
 
@@ -120,29 +123,40 @@ class ReviveQueue:
 
     def read(self) -> None:
         """Take in what was appended since the last read (up to READ_ROUNDS batches)."""
+        for item, offset in self.records(READ_ROUNDS):
+            if isinstance(item, PopCheckPoint):
+                if offset not in self.pending:
+                    self.pending[offset] = replace(item, revive_offset=offset)
+                    self._by_key.setdefault(item.key(), []).append(offset)
+            else:
+                self._ack(item)
+
+    def records(self, rounds: int) -> Iterator[tuple[PopCheckPoint | AckMsg, int]]:
+        """The checkpoints and acks from the read position on (up to `rounds` batches), with
+        their offsets; the read position moves past each batch."""
         store = self.broker.message_store
-        for _ in range(READ_ROUNDS):
+        for _ in range(rounds):
             result = store.get_message(self.topic, self.queue_id, self.offset, READ_BATCH)
             for record, offset in zip(result.records, result.queue_offsets, strict=True):
-                self._take(record, offset)
+                item = self._parse(record, offset)
+                if item is not None:
+                    yield item, offset
             moved = result.next_begin_offset != self.offset
             self.offset = result.next_begin_offset
             if result.status is not GetMessageStatus.FOUND or not moved:
                 return
 
-    def _take(self, record: bytes, offset: int) -> None:
+    def _parse(self, record: bytes, offset: int) -> PopCheckPoint | AckMsg | None:
         try:
             msg = decode_record(record)[0]
             tag = msg.properties.get(P.TAGS)
             if tag == CK_TAG:
-                ck = PopCheckPoint.from_json(loads(msg.body))
-                if offset not in self.pending:
-                    self.pending[offset] = replace(ck, revive_offset=offset)
-                    self._by_key.setdefault(ck.key(), []).append(offset)
-            elif tag in (ACK_TAG, BATCH_ACK_TAG):
-                self._ack(AckMsg.from_json(loads(msg.body)))
+                return PopCheckPoint.from_json(loads(msg.body))
+            if tag in (ACK_TAG, BATCH_ACK_TAG):
+                return AckMsg.from_json(loads(msg.body))
         except ProtocolError as exc:  # not ours to fix: skip it, as RocketMQ does
             log.warning("revive queue %d: unreadable record at offset %d: %s", self.queue_id, offset, exc)
+        return None
 
     def _ack(self, ack: AckMsg) -> None:
         """Mark the acked messages on the oldest checkpoint of the ack's key that has them
@@ -229,6 +243,29 @@ class ReviveQueue:
         if progress != self._committed:
             self.broker.offsets.commit(REVIVE_GROUP, self.topic, self.queue_id, progress)
             self._committed = progress
+
+
+def recover_pop_offsets(broker: BrokerParts) -> int:
+    """After a crash, move each group's offset past what the checkpoints in the revive log
+    say it popped; how many offsets moved.
+
+    A pop's checkpoint is in the CommitLog before the pop is answered (synced first with
+    SYNC_FLUSH), the group's offset only in consumerOffset.json, which lags by up to its
+    write delay: without this a killed broker would hand out again, at once, messages still
+    invisible or acked. Read from each revive queue's committed progress, which is as old as
+    the offsets beside it in that file."""
+    moved = 0
+    for queue_id in range(broker.config.revive_queue_num):
+        reader = ReviveQueue(broker, queue_id)
+        for item, _ in reader.records(RECOVERY_ROUNDS):
+            if isinstance(item, PopCheckPoint) and item.num > 0:
+                past = item.offset_at(item.num - 1) + 1
+                if broker.offsets.query(item.cid, item.topic, item.queue_id) < past:
+                    broker.offsets.commit(item.cid, item.topic, item.queue_id, past)
+                    moved += 1
+    if moved:
+        log.info("recovered %d POP offsets from the revive log", moved)
+    return moved
 
 
 class ReviveService:
