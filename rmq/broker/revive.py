@@ -85,8 +85,12 @@ async def append_checkpoint(broker: BrokerParts, ck: PopCheckPoint, revive_qid: 
 
 
 async def append_ack(broker: BrokerParts, ack: AckMsg, revive_qid: int) -> PutMessageResult:
+    return await broker.store.put(_ack_draft(broker, ack, revive_qid))
+
+
+def _ack_draft(broker: BrokerParts, ack: AckMsg, revive_qid: int) -> MessageDraft:
     props = {P.TAGS: BATCH_ACK_TAG if ack.is_batch else ACK_TAG, P.UNIQ_KEY: ack_unique_id(ack)}
-    return await broker.store.put(_draft(broker, revive_qid, dumps(ack.to_json()), props))
+    return _draft(broker, revive_qid, dumps(ack.to_json()), props)
 
 
 def _draft(broker: BrokerParts, revive_qid: int, body: bytes, props: dict[str, str]) -> MessageDraft:
@@ -220,18 +224,22 @@ class ReviveQueue:
                 broker.topics.create_if_absent(topic, RETRY_QUEUE_NUMS, PERM_READ | PERM_WRITE)
                 if broker.offsets.query(ck.cid, topic, 0) < 0:
                     broker.offsets.commit(ck.cid, topic, 0, 0)
-        put = await broker.store.put(
-            redraft(
-                msg,
-                topic=topic,
-                queue_id=0,
-                properties=props,
-                born_host=broker.store_host,
-                store_host=broker.store_host,
-                reconsume_times=msg.reconsume_times + 1,
-                wait=True,
-            )
+        again = redraft(
+            msg,
+            topic=topic,
+            queue_id=0,
+            properties=props,
+            born_host=broker.store_host,
+            store_host=broker.store_host,
+            reconsume_times=msg.reconsume_times + 1,
+            wait=True,
         )
+        # The re-put and an ack of the message in one piece (one write, all or none): the
+        # progress committed in consumerOffset.json lags, and a restart that reads this
+        # checkpoint again finds the message revived, rather than revive it a second time
+        # after its copy may have been consumed and acked.
+        ack = AckMsg(offset, ck.start_offset, ck.cid, ck.topic, ck.queue_id, ck.pop_time, ck.broker_name)
+        put = await broker.store.put_many([again, _ack_draft(broker, ack, self.queue_id)])
         if not put.ok:
             log.error("revive: cannot re-put %s queue %d offset %d: %s", ck.topic, ck.queue_id, offset, put.status)
             return False
