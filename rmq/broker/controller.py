@@ -334,8 +334,9 @@ class BrokerController(Service):
         self.schedule.load()
         self.timers.load()
         self.transactions.load()
-        if self.message_store.crashed:  # before the first pop: the offsets file lags the pops
-            recover_pop_offsets(self.parts)
+        if self.message_store.crashed:  # the metadata files lag the store: catch up before serving
+            self._adopt_stored_topics()  # e.g. a POP retry topic made just before the crash
+            recover_pop_offsets(self.parts)  # before the first pop: the offsets file lags the pops
         await self._start_servers(nursery)
         factory = type(self).exporter_factory
         if config.prometheus_enabled and factory is not None:  # serve() refused PROM without one
@@ -449,8 +450,9 @@ class BrokerController(Service):
             self.registration.trigger()
 
     def _adopt_stored_topics(self) -> None:
-        """A new DLedger master may not have synced its predecessor's topic table yet; a topic
-        whose messages it holds gets a config (as many queues as it has), so its route stays."""
+        """A new DLedger master may not have synced its predecessor's topic table yet, nor a
+        broker back from a crash written its own; a topic whose messages it holds gets a
+        config (as many queues as it has), so its route stays."""
         for topic, queue_ids in self.message_store.topics().items():
             if topic not in self.topics:
                 self.topics.create_if_absent(topic, max(queue_ids) + 1, PERM_READ | PERM_WRITE)
