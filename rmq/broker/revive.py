@@ -9,11 +9,14 @@ and once a checkpoint's invisible time is over re-puts each message it still has
 into the group's POP retry topic `%RETRY%<group>_<topic>` with reconsumeTimes + 1, or into
 `%DLQ%<group>` when it used up the group's retries (routing.to_dead_letters).
 
-Progress is the consumer offset of CID_RMQ_SYS_REVIVE_GROUP on each revive queue: the
-offset of the oldest checkpoint still pending, or the read position when none is. A
-restart reads again from there, so a checkpoint is dropped from the log's view only once
-all its messages were acked or re-put: a popped message is never lost. A crash between a
-re-put and the next commit of progress can re-put it twice (at least once, as RocketMQ).
+Progress is the consumer offset of CID_RMQ_SYS_REVIVE_GROUP on each revive queue (in
+consumerOffset.json): the offset of the oldest checkpoint still pending, or the read
+position when none is. A restart reads again from there, so a checkpoint is dropped from
+the log's view only once all its messages were acked or re-put: a popped message is never
+lost. The file lags (5 s), so each re-put goes in with an ack of the message, in one write:
+a restart that reads a checkpoint again finds what was revived settled, and revives
+nothing twice. After a crash the groups' offsets, which lag as much, are caught up from
+the checkpoints (recover_pop_offsets; docs/pop.md, "Restarts").
 
 RocketMQ 5 delays checkpoints and acks through its timer wheel so that they reach the revive
 queue near their revive time; here they are appended at once and the pending ones kept in
