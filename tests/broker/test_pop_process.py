@@ -112,21 +112,22 @@ async def test_acks_racing_the_kill(tmp_path: Path, flush: str) -> None:
 
 
 async def test_killed_while_reviving_loses_nothing(tmp_path: Path) -> None:
-    """400 popped, every third acked; the broker is killed as soon as the revive service has
-    moved some, not all, of the rest to the retry topic. After the restart each un-acked
-    message comes back exactly once (the restart finds what was revived marked), no acked
-    one at all."""
+    """800 popped, every third acked; the broker is killed as soon as the revive service has
+    moved some, not all, of the rest to the retry topic (533 re-puts, each synced: a few
+    hundred ms). After the restart each un-acked message comes back exactly once (the
+    restart finds what was revived marked), no acked one at all."""
+    invisible_ms = 6000  # the acks must all be in before the revive begins
     async with pop_broker(tmp_path, flush="SYNC_FLUSH") as pb:
-        await pb.send_many(400)
-        got = await pb.pop_all(400, invisible_ms=INVISIBLE_MS)
+        await pb.send_many(800)
+        got = await pb.pop_all(800, invisible_ms=invisible_ms)
         acked = [d for d in got if d.n % 3 == 0]
-        with trio.fail_after(INVISIBLE_MS / 2000):  # all acked well before the revive
+        with trio.fail_after(invisible_ms / 2000):
             async with trio.open_nursery() as nursery:
                 for i in range(4):
                     nursery.start_soon(pb.ack_all, acked[i::4])
         unacked = {d.n for d in got} - {d.n for d in acked}
         retry = pop_retry_topic(TOPIC, GROUP)
-        with trio.fail_after(INVISIBLE_MS / 1000 + BACK_S):
+        with trio.fail_after(invisible_ms / 1000 + BACK_S):
             while not (moved := await pb.max_offset(retry)):
                 await trio.sleep(0.002)
         await pb.kill()

@@ -44,14 +44,16 @@ def main() -> None:
         finally:
             producer.shutdown()
     elif scenario == "send_paced":
-        # N sends, one every 20 ms, for at most SECONDS; a failed send is printed and the
-        # next one goes on (a test kills brokers meanwhile)
+        # up to N sends, one every 20 ms, for at most SECONDS or until stdin ends; a failed
+        # send is printed and the next one goes on (a test kills brokers meanwhile)
+        import select
+
         producer = Producer(config, (topic,), tls_enable=tls)
         producer.startup()
         try:
             end = time.monotonic() + wait
             for i in range(n):
-                if time.monotonic() > end:
+                if time.monotonic() > end or select.select([sys.stdin], [], [], 0)[0]:
                     break
                 msg = Message()
                 msg.topic = topic

@@ -34,8 +34,8 @@ from .conftest import CHILD, CLIENT5, require_client5
 pytestmark = pytest.mark.slow
 
 TOPIC = "FailoverTopic"
-SENDS = 600  # one every 20 ms or so: the load outlasts the outage
-SEND_SECONDS = 60.0  # and stops after this at the latest
+SENDS = 5000  # one every 20 ms or so, failed ones faster: the load outlasts the outage...
+SEND_SECONDS = 90.0  # ...and stops when the test has seen enough, or after this
 KILL_AFTER = 60  # receipts before the kill
 CONSUME_SECONDS = 60.0
 
@@ -46,6 +46,7 @@ class Client5Run:
     def __init__(self, proc: trio.Process) -> None:
         self.proc = proc
         self.lines: list[dict[str, Any]] = []
+        self.stderr = b""  # its tail
 
     async def read(self) -> None:
         assert self.proc.stdout is not None
@@ -54,6 +55,12 @@ class Client5Run:
             buf += chunk
             *complete, buf = buf.split(b"\n")
             self.lines += [json.loads(line) for line in complete if line.startswith(b"{")]
+
+    async def read_stderr(self) -> None:
+        """Kept reading, so that a chatty client never blocks on a full pipe."""
+        assert self.proc.stderr is not None
+        while chunk := await self.proc.stderr.receive_some(65536):
+            self.stderr = (self.stderr + chunk)[-3000:]
 
     @property
     def receipts(self) -> dict[int, str]:
@@ -74,24 +81,32 @@ class Client5Run:
 
 @asynccontextmanager
 async def paced_sender(endpoint: str) -> AsyncIterator[Client5Run]:
-    """client5.py send_paced in the background; the block's end waits for it to finish."""
+    """client5.py send_paced in the background; the block's end stops it (its stdin ends)
+    and waits for it to finish."""
     require_client5()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     env["PYTHONPATH"] = str(CLIENT5)
     args = [sys.executable, str(CHILD), endpoint, "send_paced", TOPIC, "unused", str(SENDS), str(SEND_SECONDS)]
-    proc = await trio.lowlevel.open_process(args, stdout=-1, stderr=-1, env=env)  # -1: subprocess.PIPE
+    proc = await trio.lowlevel.open_process(args, stdin=-1, stdout=-1, stderr=-1, env=env)  # -1: a pipe
     run = Client5Run(proc)
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(run.read)
-            yield run
-            with trio.fail_after(SEND_SECONDS + 60):
+            nursery.start_soon(run.read_stderr)
+            try:
+                yield run
+            except BaseException:
+                proc.kill()  # its pipes close, and the readers end
+                raise
+            assert proc.stdin is not None
+            await proc.stdin.aclose()
+            with trio.fail_after(60):
                 await proc.wait()
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    assert proc.returncode == 0 and run.lines[-1:] == [{"done": True}], (proc.returncode, run.lines[-3:])
+    assert proc.returncode == 0 and run.lines[-1:] == [{"done": True}], (proc.returncode, run.lines[-3:], run.stderr)
 
 
 async def consume_ids(namesrv: str, group: str, want: set[str]) -> set[str]:
