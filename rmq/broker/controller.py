@@ -69,7 +69,7 @@ from .processors import build_dispatcher
 from .rebalance_lock import RebalanceLockManager
 from .registration import Registration, register_period
 from .replicas import ReplicasManager
-from .revive import ReviveService
+from .revive import ReviveService, recover_pop_offsets
 from .schedule import ScheduleService
 from .stats import SAMPLE_INTERVAL, BrokerStats
 from .subscriptions import SubscriptionGroupManager
@@ -361,6 +361,9 @@ class BrokerController(Service):
         self.schedule.load()
         self.timers.load()
         self.transactions.load()
+        if self.message_store.crashed:  # the metadata files lag the store: catch up before serving
+            self._adopt_stored_topics()  # e.g. a POP retry topic made just before the crash
+            recover_pop_offsets(self.parts)  # before the first pop: the offsets file lags the pops
         await self._start_servers(nursery)
         factory = type(self).exporter_factory
         if config.prometheus_enabled and factory is not None:  # serve() refused PROM without one
@@ -485,6 +488,7 @@ class BrokerController(Service):
             self._leader_scope = None
         if master:
             self._adopt_stored_topics()
+            recover_pop_offsets(self.parts)  # the offsets synced from the last master lag its pops
         if master and self._nursery is not None:
             self.schedule.persist()  # what the last master said, as synced, then what the log says
             self.timers.persist()
@@ -544,6 +548,9 @@ class BrokerController(Service):
         self.replicas.confirmed = service.confirm
         service.confirm()
         self._adopt_stored_topics()
+        recover_pop_offsets(self.parts)  # the offsets synced from the last master lag its pops
+        self.schedule.persist()  # what the last master said, as synced, then what the log says
+        self.timers.persist()
         self.schedule.load()
         self.timers.load()
         self.transactions.load()
@@ -583,8 +590,9 @@ class BrokerController(Service):
                 await trio.sleep(FIND_MASTER_INTERVAL)
 
     def _adopt_stored_topics(self) -> None:
-        """A new DLedger master may not have synced its predecessor's topic table yet; a topic
-        whose messages it holds gets a config (as many queues as it has), so its route stays."""
+        """A new DLedger master may not have synced its predecessor's topic table yet, nor a
+        broker back from a crash written its own; a topic whose messages it holds gets a
+        config (as many queues as it has), so its route stays."""
         for topic, queue_ids in self.message_store.topics().items():
             if topic not in self.topics:
                 self.topics.create_if_absent(topic, max(queue_ids) + 1, PERM_READ | PERM_WRITE)

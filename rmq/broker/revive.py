@@ -9,11 +9,14 @@ and once a checkpoint's invisible time is over re-puts each message it still has
 into the group's POP retry topic `%RETRY%<group>_<topic>` with reconsumeTimes + 1, or into
 `%DLQ%<group>` when it used up the group's retries (routing.to_dead_letters).
 
-Progress is the consumer offset of CID_RMQ_SYS_REVIVE_GROUP on each revive queue: the
-offset of the oldest checkpoint still pending, or the read position when none is. A
-restart reads again from there, so a checkpoint is dropped from the log's view only once
-all its messages were acked or re-put: a popped message is never lost. A crash between a
-re-put and the next commit of progress can re-put it twice (at least once, as RocketMQ).
+Progress is the consumer offset of CID_RMQ_SYS_REVIVE_GROUP on each revive queue (in
+consumerOffset.json): the offset of the oldest checkpoint still pending, or the read
+position when none is. A restart reads again from there, so a checkpoint is dropped from
+the log's view only once all its messages were acked or re-put: a popped message is never
+lost. The file lags (5 s), so each re-put goes in with an ack of the message, in one write:
+a restart that reads a checkpoint again finds what was revived settled, and revives
+nothing twice. After a crash the groups' offsets, which lag as much, are caught up from
+the checkpoints (recover_pop_offsets; docs/pop.md, "Restarts").
 
 RocketMQ 5 delays checkpoints and acks through its timer wheel so that they reach the revive
 queue near their revive time; here they are appended at once and the pending ones kept in
@@ -49,6 +52,8 @@ from rmq.store.results import GetMessageStatus
 from .routing import to_dead_letters
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from rmq.store.results import PutMessageResult
 
     from .parts import BrokerParts
@@ -57,6 +62,7 @@ log = logging.getLogger("rmq.broker.revive")
 
 READ_BATCH = 32  # revive-queue entries read at a time
 READ_ROUNDS = 1000  # batches one read takes in at most; the rest on the next round
+RECOVERY_ROUNDS = 1 << 40  # the whole queue (the read ends where the queue does)
 RETRY_QUEUE_NUMS = 1  # queues of a POP retry topic (PopAckConstants.retryQueueNum)
 
 
@@ -82,8 +88,12 @@ async def append_checkpoint(broker: BrokerParts, ck: PopCheckPoint, revive_qid: 
 
 
 async def append_ack(broker: BrokerParts, ack: AckMsg, revive_qid: int) -> PutMessageResult:
+    return await broker.store.put(_ack_draft(broker, ack, revive_qid))
+
+
+def _ack_draft(broker: BrokerParts, ack: AckMsg, revive_qid: int) -> MessageDraft:
     props = {P.TAGS: BATCH_ACK_TAG if ack.is_batch else ACK_TAG, P.UNIQ_KEY: ack_unique_id(ack)}
-    return await broker.store.put(_draft(broker, revive_qid, dumps(ack.to_json()), props))
+    return _draft(broker, revive_qid, dumps(ack.to_json()), props)
 
 
 def _draft(broker: BrokerParts, revive_qid: int, body: bytes, props: dict[str, str]) -> MessageDraft:
@@ -120,29 +130,40 @@ class ReviveQueue:
 
     def read(self) -> None:
         """Take in what was appended since the last read (up to READ_ROUNDS batches)."""
+        for item, offset in self.records(READ_ROUNDS):
+            if isinstance(item, PopCheckPoint):
+                if offset not in self.pending:
+                    self.pending[offset] = replace(item, revive_offset=offset)
+                    self._by_key.setdefault(item.key(), []).append(offset)
+            else:
+                self._ack(item)
+
+    def records(self, rounds: int) -> Iterator[tuple[PopCheckPoint | AckMsg, int]]:
+        """The checkpoints and acks from the read position on (up to `rounds` batches), with
+        their offsets; the read position moves past each batch."""
         store = self.broker.message_store
-        for _ in range(READ_ROUNDS):
+        for _ in range(rounds):
             result = store.get_message(self.topic, self.queue_id, self.offset, READ_BATCH)
             for record, offset in zip(result.records, result.queue_offsets, strict=True):
-                self._take(record, offset)
+                item = self._parse(record, offset)
+                if item is not None:
+                    yield item, offset
             moved = result.next_begin_offset != self.offset
             self.offset = result.next_begin_offset
             if result.status is not GetMessageStatus.FOUND or not moved:
                 return
 
-    def _take(self, record: bytes, offset: int) -> None:
+    def _parse(self, record: bytes, offset: int) -> PopCheckPoint | AckMsg | None:
         try:
             msg = decode_record(record)[0]
             tag = msg.properties.get(P.TAGS)
             if tag == CK_TAG:
-                ck = PopCheckPoint.from_json(loads(msg.body))
-                if offset not in self.pending:
-                    self.pending[offset] = replace(ck, revive_offset=offset)
-                    self._by_key.setdefault(ck.key(), []).append(offset)
-            elif tag in (ACK_TAG, BATCH_ACK_TAG):
-                self._ack(AckMsg.from_json(loads(msg.body)))
+                return PopCheckPoint.from_json(loads(msg.body))
+            if tag in (ACK_TAG, BATCH_ACK_TAG):
+                return AckMsg.from_json(loads(msg.body))
         except ProtocolError as exc:  # not ours to fix: skip it, as RocketMQ does
             log.warning("revive queue %d: unreadable record at offset %d: %s", self.queue_id, offset, exc)
+        return None
 
     def _ack(self, ack: AckMsg) -> None:
         """Mark the acked messages on the oldest checkpoint of the ack's key that has them
@@ -206,18 +227,22 @@ class ReviveQueue:
                 broker.topics.create_if_absent(topic, RETRY_QUEUE_NUMS, PERM_READ | PERM_WRITE)
                 if broker.offsets.query(ck.cid, topic, 0) < 0:
                     broker.offsets.commit(ck.cid, topic, 0, 0)
-        put = await broker.store.put(
-            redraft(
-                msg,
-                topic=topic,
-                queue_id=0,
-                properties=props,
-                born_host=broker.store_host,
-                store_host=broker.store_host,
-                reconsume_times=msg.reconsume_times + 1,
-                wait=True,
-            )
+        again = redraft(
+            msg,
+            topic=topic,
+            queue_id=0,
+            properties=props,
+            born_host=broker.store_host,
+            store_host=broker.store_host,
+            reconsume_times=msg.reconsume_times + 1,
+            wait=True,
         )
+        # The re-put and an ack of the message in one piece (one write, all or none): the
+        # progress committed in consumerOffset.json lags, and a restart that reads this
+        # checkpoint again finds the message revived, rather than revive it a second time
+        # after its copy may have been consumed and acked.
+        ack = AckMsg(offset, ck.start_offset, ck.cid, ck.topic, ck.queue_id, ck.pop_time, ck.broker_name)
+        put = await broker.store.put_many([again, _ack_draft(broker, ack, self.queue_id)])
         if not put.ok:
             log.error("revive: cannot re-put %s queue %d offset %d: %s", ck.topic, ck.queue_id, offset, put.status)
             return False
@@ -229,6 +254,29 @@ class ReviveQueue:
         if progress != self._committed:
             self.broker.offsets.commit(REVIVE_GROUP, self.topic, self.queue_id, progress)
             self._committed = progress
+
+
+def recover_pop_offsets(broker: BrokerParts) -> int:
+    """After a crash, move each group's offset past what the checkpoints in the revive log
+    say it popped; how many offsets moved.
+
+    A pop's checkpoint is in the CommitLog before the pop is answered (synced first with
+    SYNC_FLUSH), the group's offset only in consumerOffset.json, which lags by up to its
+    write delay: without this a killed broker would hand out again, at once, messages still
+    invisible or acked. Read from each revive queue's committed progress, which is as old as
+    the offsets beside it in that file."""
+    moved = 0
+    for queue_id in range(broker.config.revive_queue_num):
+        reader = ReviveQueue(broker, queue_id)
+        for item, _ in reader.records(RECOVERY_ROUNDS):
+            if isinstance(item, PopCheckPoint) and item.num > 0:
+                past = item.offset_at(item.num - 1) + 1
+                if broker.offsets.query(item.cid, item.topic, item.queue_id) < past:
+                    broker.offsets.commit(item.cid, item.topic, item.queue_id, past)
+                    moved += 1
+    if moved:
+        log.info("recovered %d POP offsets from the revive log", moved)
+    return moved
 
 
 class ReviveService:

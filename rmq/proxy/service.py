@@ -22,7 +22,7 @@ import trio
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message as Proto
 
-from rmq.client.errors import MQBrokerError, MQClientError
+from rmq.client.errors import MQBrokerError, MQClientError, is_retriable
 from rmq.client.instance import ClientInstance
 from rmq.client.route import TopicRoute
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -319,7 +319,8 @@ class MessagingService:
             if qd.perm & PERM_WRITE and self.instance.master_addr(qd.broker_name)
             for qid in range(qd.write_queue_nums)
         ]
-        if not targets:
+        if not targets:  # no master now: the client's next attempt may find one back
+            self.instance.refresh_route_soon(topic)
             raise ProxyError(Code.FORBIDDEN, f"topic {topic} has no writable queue")
         peer = f"{call.peer[0]}:{call.peer[1]}"
         entries = []
@@ -328,6 +329,11 @@ class MessagingService:
                 entries.append(await self._send_one(topic, msg, targets, peer))
             except (ProxyError, MQClientError) as exc:
                 entries.append(s.SendResultEntry(status=status_of(exc)))
+                if is_retriable(exc):
+                    # a master killed or hung: the route is cached (30 s), so fetch it now (at
+                    # most once a second), before the answer, so that the client's next
+                    # attempt goes to the new master (a DLedger group's new leader)
+                    await self.instance.route_failed(topic)
         codes = {e.status.code for e in entries}
         overall = entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS)
         return s.SendMessageResponse(status=overall, entries=entries)

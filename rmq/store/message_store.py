@@ -146,6 +146,7 @@ class MessageStore:
     def _open(self, listener: ArrivalListener | None, make_commitlog: Callable[[], CommitLog] | None) -> None:
         cfg = self.config
         crashed = os.path.exists(cfg.abort_path)
+        self.crashed = crashed  # the last run ended without close(): what it kept in memory is gone
         with open(cfg.abort_path, "a"):
             pass
         self.checkpoint = StoreCheckpoint(cfg.checkpoint_path)

@@ -145,6 +145,30 @@ def main() -> None:
                     n = 1 << 30
         finally:
             consumer.shutdown()
+    elif scenario == "send_paced":
+        # up to N sends, one every 20 ms, for at most SECONDS or until stdin ends; a failed
+        # send is printed and the next one goes on (a test kills brokers meanwhile)
+        import select
+
+        producer = Producer(config, (topic,), tls_enable=tls)
+        producer.startup()
+        try:
+            end = time.monotonic() + wait
+            for i in range(n):
+                if time.monotonic() > end or select.select([sys.stdin], [], [], 0)[0]:
+                    break
+                msg = Message()
+                msg.topic = topic
+                msg.body = f"body-{i}".encode()
+                try:
+                    receipt = producer.send(msg)
+                except Exception as exc:  # the client's own retries are over
+                    out(failed=i, error=f"{type(exc).__name__}: {exc}"[:300])
+                else:
+                    out(sent=receipt.message_id, i=i)
+                time.sleep(0.02)
+        finally:
+            producer.shutdown()
     elif scenario in ("commit", "rollback", "check"):
         # a half message, then commit or rollback; "check": neither, the broker's check
         # reaches the checker (through the proxy's Telemetry stream), which commits
