@@ -38,6 +38,30 @@ BROKER = {
     "awake for the next send, for up to a core spinning (docs/clients.md); it stops for a while when a yield "
     "between polls let another process run (cores shared with busy clients; docs/clients.md). 0: off.",
     "haMasterAddress": "A slave's master HA address; empty = learn it from the name servers.",
+    "enableControllerMode": "The controller group elects this broker group's master (RocketMQ 5's controller "
+    "mode, docs/controller.md); brokerRole and brokerId are then ignored: a broker is a slave until the "
+    "controller names its role.",
+    "controllerAddr": "Controller members, `host:port;host:port` (required with enableControllerMode).",
+    "syncBrokerMetadataPeriod": "Milliseconds between asks of the controller for the group's master and SyncStateSet.",
+    "checkSyncStateSetPeriod": "Milliseconds between a master's checks of its SyncStateSet (slaves fallen behind leave).",
+    "syncControllerMetadataPeriod": "Milliseconds between looks for the controller leader.",
+    "brokerHeartbeatInterval": "Milliseconds between heartbeats to every controller member.",
+    "sendHeartbeatTimeoutMillis": "Milliseconds a heartbeat to a controller member may take.",
+    "controllerHeartBeatTimeoutMills": "Milliseconds without a heartbeat after which the controller deems this "
+    "broker dead (and elects another master if it was the master).",
+    "brokerElectionPriority": "The lower, the likelier the controller elects this broker among equals.",
+    "haMaxTimeSlaveNotCatchup": "Milliseconds a slave may go without catching up before it leaves the SyncStateSet.",
+    "allAckInSyncStateSet": "A send is answered SEND_OK only once every replica of the SyncStateSet holds it "
+    "(controller mode; with it no acknowledged message is lost when the controller elects a new master).",
+    "inSyncReplicas": "Without allAckInSyncStateSet: replicas (the master included) a send waits for.",
+    "minInSyncReplicas": "Sends are refused while the SyncStateSet has fewer replicas than this.",
+    "enableAutoInSyncReplicas": "Wait for at most as many replicas as the SyncStateSet holds.",
+    "storePathEpochFile": "The epoch file (each master epoch's first CommitLog offset). Default: "
+    "<storePathRootDir>/epochFileCheckpoint.",
+    "storePathBrokerIdentity": "The broker's controller-assigned id (`cluster#name#id`). Default: "
+    "<storePathRootDir>/brokerIdentity.",
+    "readUnCommitted": "Controller mode: consumers may see records not every in-sync replica holds yet "
+    "(a failover may take them back).",
     "haSendHeartbeatInterval": "Milliseconds between a slave's offset reports (and a master's heartbeats) when idle.",
     "haHousekeepingInterval": "Milliseconds of silence after which an HA connection is closed.",
     "haTransferBatchSize": "Most CommitLog bytes a master sends in one chunk.",

@@ -128,6 +128,9 @@ class ProcessCluster:
         """The member that takes sends now (by its own account), None when none says so."""
         raise NotImplementedError
 
+    async def ready(self, timeout: float) -> None:
+        """Wait until the group could fail over (what a schedule should start from)."""
+
     async def namesrv_master(self) -> str | None:
         """The address the name server gives as the group's master (brokerId 0)."""
         try:
@@ -415,6 +418,16 @@ class ControllerCluster(ProcessCluster):
                 if best is None or epoch > best[0]:
                     best = (epoch, m)
         return best[1] if best else None
+
+    async def ready(self, timeout: float) -> None:
+        """Every broker in the master's SyncStateSet: the controller elects only from it."""
+        with trio.move_on_after(timeout):
+            while True:
+                leader = await self.leader()
+                info = await self.runtime(leader) if leader is not None else None
+                if info and info.get("syncStateSet", "").count(",") == self.size - 1:
+                    return
+                await trio.sleep(0.2)
 
     async def _converged(self) -> Convergence:
         states: dict[str, str] = {}

@@ -114,6 +114,7 @@ async def drive(
     budget = int(s.senders * (s.seconds + 3 * s.settle + 60) / s.interval)
     py = PyLoad(ns, history, senders=s.senders, interval=s.interval, max_sends=budget)
     await first_send_ok(py, ns)
+    await cluster.ready(BOOT_TIMEOUT)
     log("first SEND_OK; load and faults start")
     nemesis = Nemesis(cluster, faults, log, s.seed)
     pinned = PinnedLoad(cluster, history)

@@ -92,3 +92,11 @@ async def wait_for(predicate: Callable[[], object], what: str, timeout: float = 
 
 def dump(obj: object) -> str:
     return json.dumps(obj, indent=1, default=str)
+
+
+async def all_in_sync(client: RemotingClient, master: BrokerProcess, size: int = 3, timeout: float = 30.0) -> None:
+    """Until the master's SyncStateSet holds ``size`` brokers: a group fit to fail over (the
+    controller elects only from the set)."""
+    with trio.fail_after(timeout):
+        while ((await runtime(client, master.address)) or {}).get("syncStateSet", "").count(",") != size - 1:
+            await trio.sleep(0.2)

@@ -18,7 +18,7 @@ from rmq.protocol.headers import SendMessageRequestHeader
 from rmq.remoting import RemotingClient, RemotingError
 from tests.broker.cluster import loopback_namesrv
 
-from .group import ControllerGroup, master_of
+from .group import ControllerGroup, all_in_sync, master_of
 
 pytestmark = [pytest.mark.slow]
 
@@ -68,6 +68,7 @@ async def test_the_controller_leader_killed_during_a_failover(tmp_path: Path, na
         async with RemotingClient() as client, Producer("ctl-f", namesrv=namesrv.address, send_timeout=3.0) as producer:
             old, epoch = await master_of(client, group)
             await send_until_ok(producer, b"before")
+            await all_in_sync(client, old)
             leader = await controller_leader(client, group)
             old.kill()
             group.controllers[leader].kill()  # the survivors elect a controller leader, then a master
@@ -88,6 +89,7 @@ async def test_a_paused_master_acknowledges_nothing_once_replaced(tmp_path: Path
         async with RemotingClient() as client, Producer("ctl-p", namesrv=namesrv.address, send_timeout=3.0) as producer:
             old, epoch = await master_of(client, group)
             await send_until_ok(producer, b"before")
+            await all_in_sync(client, old)
             old.pause()
             try:
                 new, new_epoch = await master_of(client, group, timeout=30)

@@ -15,7 +15,7 @@ from rmq.remoting import RemotingClient
 from rmq.tools.admin import run as admin_run
 from tests.broker.cluster import loopback_namesrv
 
-from .group import GROUP, ControllerGroup, master_of, runtime
+from .group import GROUP, ControllerGroup, all_in_sync, master_of, runtime
 
 pytestmark = [pytest.mark.slow]
 
@@ -57,9 +57,7 @@ async def test_a_group_elects_a_master_and_replicates(tmp_path: Path, namesrv: N
                     if len(set(ends.values())) == 1:
                         break
                     await trio.sleep(0.2)
-            with trio.fail_after(20):  # every slave caught up joins the SyncStateSet
-                while ((await runtime(client, master.address)) or {}).get("syncStateSet", "").count(",") != 2:
-                    await trio.sleep(0.2)
+            await all_in_sync(client, master)  # every slave caught up joins the SyncStateSet
         # mqadmin sees the same from the controller and from the brokers
         controller = group.controllers[0].address
         out, err = io.StringIO(), io.StringIO()
@@ -92,9 +90,7 @@ async def test_a_replica_joining_late_copies_the_whole_log(tmp_path: Path, names
                         await trio.sleep(0.1)
             await trio.to_thread.run_sync(late.start)
             group.brokers.append(late)
-            with trio.fail_after(30):
-                while ((await runtime(client, master.address)) or {}).get("syncStateSet", "").count(",") != 2:
-                    await trio.sleep(0.2)
+            await all_in_sync(client, master)
         records = late.commitlog()
         assert min(records) == 0
         assert records == {k: v for k, v in master.commitlog().items() if k <= max(records)}
