@@ -43,7 +43,7 @@ BROKER = {
     "controller names its role.",
     "controllerAddr": "Controller members, `host:port;host:port` (required with enableControllerMode).",
     "syncBrokerMetadataPeriod": "Milliseconds between asks of the controller for the group's master and SyncStateSet.",
-    "checkSyncStateSetPeriod": "Milliseconds between a master's checks of its SyncStateSet (slaves fallen behind leave).",
+    "checkSyncStateSetPeriod": "Milliseconds between a master's checks of its SyncStateSet (laggards leave).",
     "syncControllerMetadataPeriod": "Milliseconds between looks for the controller leader.",
     "brokerHeartbeatInterval": "Milliseconds between heartbeats to every controller member.",
     "sendHeartbeatTimeoutMillis": "Milliseconds a heartbeat to a controller member may take.",

@@ -64,6 +64,11 @@ class InSync:
             return f"in-sync replicas not enough: {have} < minInSyncReplicas={self.min_in_sync_replicas}"
         return None
 
+    def needs_no_slave(self) -> bool:
+        """Whether this master confirms its appends alone (checked on every append)."""
+        others = len(self.effective()) - (self.local_id in self.effective())
+        return others == 0 or (not self.all_ack and self.in_sync_replicas <= 1)
+
     def confirm_offset(self, acks: dict[int, int], end: int) -> int | None:
         """The offset every replica that must hold a send holds, given the connected slaves'
         acks (broker id -> offset) and this log's end; None when it cannot move now."""

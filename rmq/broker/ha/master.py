@@ -254,7 +254,7 @@ class HAService(Replication):
     # -- Replication, as the store calls it --------------------------------------------
 
     def appended(self) -> None:
-        if self.role is not None:
+        if self.role is not None and self.role.insync.needs_no_slave():
             self.confirm()  # alone in the set, or acks that need no slave: confirmed at once
         if self._signal_waited:
             self._signal_waited = False
@@ -290,7 +290,7 @@ class HAService(Replication):
             if at is not None:
                 role.insync.caught_up(conn.slave_id, at)
         confirmed = self.confirm()
-        if conn is not None and conn.slave_id is not None:
+        if conn is not None and conn.slave_id is not None and conn.slave_id not in role.insync.members:
             entries = role.epoch_entries()
             start = entries[-1][1] if entries else 0
             grown = role.insync.expand(conn.slave_id, offset, confirmed, start, _now_ms())

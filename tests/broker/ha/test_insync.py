@@ -57,3 +57,15 @@ def test_shrink_and_expand() -> None:
     assert s.expand(3, ack=700, confirm=500, epoch_start=600, now_ms=11_000) == {1, 2, 3}
     assert s.caught_up_ms[3] == 11_000
     assert s.expand(2, ack=700, confirm=500, epoch_start=600) is None  # in already
+
+
+def test_needs_no_slave() -> None:
+    s = InSync(local_id=1, all_ack=True)
+    s.adopt(frozenset({1}), 1)
+    assert s.needs_no_slave()
+    s.adopt(frozenset({1, 2}), 2)
+    assert not s.needs_no_slave()
+    s.all_ack, s.in_sync_replicas = False, 1
+    assert s.needs_no_slave()
+    s.in_sync_replicas = 2
+    assert not s.needs_no_slave()
