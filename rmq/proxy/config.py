@@ -60,6 +60,8 @@ class ProxyConfig:
     grpc_client_consumer_long_polling_reserve_time_millis: int = 1000  # rmq's own
     # how long the proxy remembers where a half message went, for its EndTransaction
     transaction_data_expire_millis: int = 30_000
+    # seconds a client has to answer a command relayed from a broker (thread stack, message verification)
+    grpc_proxy_relay_request_timeout_in_seconds: int = 5
     # seconds a consumer group's config read from a broker is used before it is read again
     subscription_group_config_cache_refresh_seconds: int = 20
     # TLS on the gRPC port: served when both paths are given (PEM). Java's test mode makes up a

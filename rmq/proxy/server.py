@@ -8,12 +8,12 @@ from typing import Any
 import trio
 
 from rmq.client.config import ClientConfig
-from rmq.client.instance import ClientInstance
 from rmq.lifetime import Service
 
 from .auth import GrpcAcl
 from .config import ProxyConfig
 from .grpc import GrpcServer
+from .relay import ProxyInstance, Relay
 from .service import MessagingService
 
 log = logging.getLogger("rmq.proxy")
@@ -27,7 +27,7 @@ class ProxyServer(Service):
         """ValueError for settings it cannot serve with (TLS files, the ACL's files)."""
         self.config = config
         access_key, secret_key = config.broker_credentials() or (None, None)  # the brokers' ACL
-        self.instance = ClientInstance(
+        self.instance = ProxyInstance(
             ClientConfig(
                 namesrv=config.namesrv(),
                 instance_name=f"proxy-{config.proxy_name}",
@@ -36,6 +36,9 @@ class ProxyServer(Service):
             )
         )
         self.service = MessagingService(config, self.instance)
+        self.instance.relay = Relay(
+            self.service.consumers, self.service.channels, config.grpc_proxy_relay_request_timeout_in_seconds
+        )
         methods = self.service.methods()
         self.acl = GrpcAcl(config.acl_file()) if config.enable_acl else None
         if self.acl is not None:

@@ -42,6 +42,7 @@ from rmq.protocol.pop import (
     receipt_handles,
 )
 
+from .channels import Channels
 from .config import ProxyConfig
 from .consumers import Consumers, subscriptions_of
 from .convert import (
@@ -79,7 +80,8 @@ class MessagingService:
         self.instance = instance
         self.settings: dict[str, d.Settings] = {}  # by client id, from each client's Telemetry
         self._round_robin = itertools.count()
-        self.transactions = Transactions(instance, config.transaction_data_expire_millis)
+        self.channels = Channels()  # each client's Telemetry stream
+        self.transactions = Transactions(instance, config.transaction_data_expire_millis, self.channels)
         self.pulling = Pulling(self.instance, self.route, self.poll_ms)
         self.consumers = Consumers(instance)
         self.groups = GroupConfigs(instance, config.subscription_group_config_cache_refresh_seconds)
@@ -247,10 +249,16 @@ class MessagingService:
 
     async def telemetry(self, call: Call, requests: trio.MemoryReceiveChannel[Proto], send: Send) -> None:
         """Answers each Settings with the merged settings; the stream stays open until the
-        client ends it. A producer's stream also carries the transaction checks of its
-        topics' groups (RecoverOrphanedTransactionCommand), queued by rmq.proxy.transaction."""
+        client ends it. It is the client's channel (rmq.proxy.channels): a producer's carries
+        the transaction checks of its topics' groups (RecoverOrphanedTransactionCommand,
+        rmq.proxy.transaction), a consumer's the thread stack and message verification
+        requests of admins (rmq.proxy.relay), whose answers come back on it."""
         client_id = call.metadata("x-mq-client-id")
         pushed, to_push = trio.open_memory_channel[s.TelemetryCommand](64)
+        channel = None
+        if client_id:
+            language, version = call.metadata("x-mq-language"), call.metadata("x-mq-client-version")
+            channel = self.channels.open(client_id, language, version, pushed)
 
         async def push() -> None:
             async for command in to_push:
@@ -263,27 +271,32 @@ class MessagingService:
                     assert isinstance(command, s.TelemetryCommand)
                     kind = command.WhichOneof("command")
                     if kind == "settings":
-                        if not client_id:
+                        if channel is None:
                             answer = status(Code.CLIENT_ID_REQUIRED, "client id is required")
                             await send(s.TelemetryCommand(status=answer))
                             continue
+                        channel.settings = command.settings
                         self.settings[client_id] = command.settings
                         if command.settings.HasField("publishing"):
                             topics = [t.name for t in command.settings.publishing.topics]
-                            self.transactions.add_client(client_id, topics, pushed)
+                            self.transactions.add_client(client_id, topics)
                         elif command.settings.subscription.group.name:
                             sub = command.settings.subscription
                             self.consumers.add_client(client_id, sub.group.name, subscriptions_of(command.settings))
                         group = await self._subscriber_group(command.settings)
                         merged = self.merged_settings(command.settings, group)
                         await send(s.TelemetryCommand(status=OK_STATUS, settings=merged))
+                    elif kind == "thread_stack_trace":
+                        self.channels.reply(client_id, command.thread_stack_trace.nonce, command)
+                    elif kind == "verify_message_result":
+                        self.channels.reply(client_id, command.verify_message_result.nonce, command)
                     elif kind is None:
                         await send(s.TelemetryCommand(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, "empty command")))
-                    # thread stack traces and verify results answer commands rmq never sends
                 nursery.cancel_scope.cancel()
         finally:
             pushed.close()
-            if client_id:
+            # a newer stream of the same client keeps what the client registered
+            if channel is not None and self.channels.close(channel):
                 self.settings.pop(client_id, None)
                 self.transactions.remove_client(client_id)
                 with trio.CancelScope(shield=True):  # unregistering has its own time limit
