@@ -77,6 +77,11 @@ class ProxyConfig:
     # (Java's name; rmq applies it in local mode too, whose calls go over remoting)
     enable_acl_rpc_hook_for_cluster_mode: bool = False
     rocketmq_home: str = ""  # where conf/plain_acl.yml and conf/tools.yml are; default $ROCKETMQ_HOME
+    # PROM: Prometheus metrics of the proxy on metricsPromExporterHost:metricsPromExporterPort
+    # (rmq.metrics.proxy); DISABLE (Java's OTLP_GRPC and LOG are not served)
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""  # "" = every address, as Java's proxy
+    metrics_prom_exporter_port: int = 5557
     acl_plain_file: str = ""  # rmq's own, as the broker's: "" = <rocketmqHome>/conf/plain_acl.yml
     unknown: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -104,6 +109,11 @@ class ProxyConfig:
         config.proxy_mode = config.proxy_mode.upper()
         if config.proxy_mode not in (CLUSTER, LOCAL):
             raise ValueError(f"proxyMode: {config.proxy_mode!r} is neither CLUSTER nor LOCAL")
+        # as Java's setMetricsExporterType: a name or MetricsExporterType's number
+        kind = config.metrics_exporter_type.upper()
+        config.metrics_exporter_type = {"0": "DISABLE", "2": "PROM"}.get(kind, kind)
+        if config.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ValueError(f"metricsExporterType: {kind!r} is not served by rmq: DISABLE or PROM")
         config.tls_server_mode = config.tls_server_mode.lower()
         if config.tls_server_mode not in ("disabled", "permissive", "enforcing"):
             raise ValueError(f"tlsServerMode: {config.tls_server_mode!r} is not disabled, permissive or enforcing")

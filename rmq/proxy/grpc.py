@@ -63,9 +63,16 @@ class Call:
     headers: dict[str, str]
     peer: tuple[str, int]
     deadline: float = float("inf")  # trio time; from grpc-timeout
+    received_at: float = 0.0  # trio time the call's headers came
 
     def metadata(self, key: str) -> str:
         return self.headers.get(key, "")
+
+
+UNKNOWN_METHOD = "unknown"  # the method an observer is told of a path the server does not serve
+# observes each call as it ends: (call, its grpc-status, the `Status` code of its first
+# response that had one, or None); the proxy's metrics (rmq.metrics.proxy)
+Observer = Callable[[Call, int, int | None], None]
 
 
 Kind = Literal["unary", "server_stream", "bidi"]
@@ -86,6 +93,13 @@ def parse_timeout(value: str) -> float | None:
         return int(value[:-1]) * _TIMEOUT_UNITS[value[-1]]
     except (ValueError, KeyError, IndexError):
         return None
+
+
+def status_code(message: Proto) -> int | None:
+    """The code of the message's `status` field (rocketmq.v2's responses), None without one."""
+    if "status" in type(message).DESCRIPTOR.fields_by_name and message.HasField("status"):
+        return int(message.status.code)
+    return None
 
 
 def frame(message: Proto) -> bytes:
@@ -207,17 +221,21 @@ class _Connection:
         headers = {str(k): str(v) for k, v in (event.headers or [])}
         path = headers.get(":path", "")
         method = self.server.methods.get(path)
-        call = Call(path.rsplit("/", 1)[-1], headers, self.peer)
+        now = trio.current_time()
+        call = Call(path.rsplit("/", 1)[-1] if method is not None else UNKNOWN_METHOD, headers, self.peer)
+        call.received_at = now
         timeout = parse_timeout(headers.get("grpc-timeout", ""))
         if timeout is not None:
-            call.deadline = trio.current_time() + timeout
+            call.deadline = now + timeout
         if method is None:
             self._trailers_only(stream_id, UNIMPLEMENTED, f"unknown method {path}")
+            self.server.ended(call, UNIMPLEMENTED, None, started=False)
             return
         inbox, inbox_receive = trio.open_memory_channel[Proto](64)
         outbox, outbox_receive = trio.open_memory_channel[Proto](0)
         s = _Stream(call, method, inbox, outbox_receive)
         self.streams[stream_id] = s
+        self.server.started(call)
         nursery.start_soon(self._serve_call, stream_id, s, inbox_receive)
 
     def _trailers_only(self, stream_id: int, code: int, message: str) -> None:
@@ -281,8 +299,13 @@ class _Connection:
 
     async def _serve_call(self, stream_id: int, s: _Stream, requests: trio.MemoryReceiveChannel[Proto]) -> None:
         code, message, last = OK, "", None
+        observed: int | None = None  # the first Status sent, for the server's observer
+        observing = self.server.observer is not None
 
         async def send(response: Proto) -> None:
+            nonlocal observed
+            if observing and observed is None:
+                observed = status_code(response)
             await self._send_message(stream_id, s, response)
 
         try:
@@ -299,12 +322,20 @@ class _Connection:
                         "malformed request message",
                     )
                 )
+            if observing and last is not None:
+                observed = status_code(last)
+            if s.closed:  # reset by the client, or the connection ended
+                code = CANCELLED
+            else:
+                await self._end(stream_id, s, code, message, last)
         except (trio.BrokenResourceError, trio.ClosedResourceError):
-            return
+            code = CANCELLED
         except Exception as exc:  # a handler's bug ends its call, not the connection
             log.exception("gRPC %s failed", s.call.method)
             code, message = UNKNOWN, f"{type(exc).__name__}: {exc}"
-        await self._end(stream_id, s, code, message, last)
+            await self._end(stream_id, s, code, message)
+        finally:  # also when the connection's end cancels the call
+            self.server.ended(s.call, code, observed)
 
     async def _dispatch(
         self, s: _Stream, requests: trio.MemoryReceiveChannel[Proto], send: Send
@@ -345,6 +376,9 @@ class GrpcServer(Service):
         self.host = host
         self.port = port
         self.tls = tls
+        self.observer: Observer | None = None
+        self.connections = 0  # held now
+        self.calls: dict[str, int] = {}  # method → calls in progress
         if tls is not None:
             tls[1].set_alpn_protocols(["h2"])
         self._scope = trio.CancelScope()
@@ -362,9 +396,23 @@ class GrpcServer(Service):
     def shutdown(self) -> None:
         self._scope.cancel()
 
+    def observe_with(self, observer: Observer | None) -> None:
+        """Call `observer(call, grpc_status, status_code)` as each call ends."""
+        self.observer = observer
+
+    def started(self, call: Call) -> None:
+        self.calls[call.method] = self.calls.get(call.method, 0) + 1
+
+    def ended(self, call: Call, code: int, observed: int | None, *, started: bool = True) -> None:
+        if started:
+            self.calls[call.method] -= 1
+        if self.observer is not None:
+            self.observer(call, code, observed)
+
     async def _handle(self, stream: trio.SocketStream) -> None:
         name = stream.socket.getpeername()
         peer = (str(name[0]), int(name[1]))
+        self.connections += 1
         try:
             spoken: trio.abc.Stream = stream
             if self.tls is not None:
@@ -377,4 +425,5 @@ class GrpcServer(Service):
         except RemotingConnectError as exc:
             log.info("gRPC connection from %s refused: %s", peer, exc)
         finally:
+            self.connections -= 1
             await stream.aclose()
