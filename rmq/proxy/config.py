@@ -60,6 +60,10 @@ class ProxyConfig:
     grpc_client_consumer_long_polling_reserve_time_millis: int = 1000  # rmq's own
     # how long the proxy remembers where a half message went, for its EndTransaction
     transaction_data_expire_millis: int = 30_000
+    # bytes of one gRPC request message; a larger one is refused with RESOURCE_EXHAUSTED
+    grpc_max_inbound_message_size: int = 130 * 1024 * 1024
+    # a gRPC connection with no call in progress for this long is closed (GOAWAY)
+    grpc_client_idle_time_mills: int = 120_000
     # seconds a client has to answer a command relayed from a broker (thread stack, message verification)
     grpc_proxy_relay_request_timeout_in_seconds: int = 5
     # seconds a consumer group's config read from a broker is used before it is read again

@@ -51,7 +51,14 @@ class ProxyServer(Service):
         self.acl = GrpcAcl(config.acl_file()) if config.enable_acl else None
         if self.acl is not None:
             methods = self.acl.guard(methods)
-        self.grpc = GrpcServer(methods, host=host, port=config.grpc_server_port, tls=config.tls())
+        self.grpc = GrpcServer(
+            methods,
+            host=host,
+            port=config.grpc_server_port,
+            tls=config.tls(),
+            max_message=config.grpc_max_inbound_message_size,
+            idle_timeout=config.grpc_client_idle_time_mills / 1000,
+        )
         self.metrics: Any = None  # metricsExporterType=PROM: the MetricsExporter (rmq/metrics)
         self._scope = trio.CancelScope()
 

@@ -132,11 +132,13 @@ class MessagingService:
         addr = self.config.local_serve_addr or call.metadata(":authority")
         if not addr and asked is not None and asked.addresses:
             return asked
-        host, _, port = addr.rpartition(":")
+        host, port = host_port(addr)
+        if not host or port is None:  # what the client dialed: the connection's own end
+            host, port = host or call.local[0], port if port is not None else call.local[1]
         scheme = d.IPv6 if ":" in host else d.IPv4
         if not host.replace(".", "").isdigit() and scheme == d.IPv4:
             scheme = d.DOMAIN_NAME
-        return d.Endpoints(scheme=scheme, addresses=[d.Address(host=host.strip("[]"), port=int(port or 0))])
+        return d.Endpoints(scheme=scheme, addresses=[d.Address(host=host, port=port)])
 
     def queues(self, call: Call, topic: d.Resource, route: TopicRoute, endpoints: d.Endpoints) -> list[d.MessageQueue]:
         """As RouteActivity.queryRoute: for each queue data, the queues of every broker of
@@ -653,6 +655,20 @@ _CONSUMER_TYPES = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
 def _max_attempts(group: SubscriptionGroupConfig | None) -> int:
     """How often a message of the group is delivered: retryMaxTimes + 1 (16 + 1 by default)."""
     return (group.retry_max_times if group is not None else _DEFAULT_RETRY_MAX_TIMES) + 1
+
+
+def host_port(addr: str) -> tuple[str, int | None]:
+    """The host and port of an authority ("host:port", "[v6]:port", "host"); a port that is
+    missing or not a port is None."""
+    if addr.startswith("["):
+        host, _, rest = addr[1:].partition("]")
+        text = rest[1:] if rest.startswith(":") else ""
+    elif addr.count(":") == 1:
+        host, _, text = addr.partition(":")
+    else:  # a name, an IPv4 address, or a bare IPv6 one
+        host, text = addr, ""
+    port = int(text) if text.isdigit() and len(text) <= 5 and 0 < int(text) < 65536 else None
+    return host, port
 
 
 def _client_id(call: Call) -> str:
