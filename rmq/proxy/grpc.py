@@ -325,13 +325,18 @@ class _Connection:
             async with self.lock:
                 if s.closed:
                     raise trio.ClosedResourceError
-                if not s.headers_sent:
-                    self.h2.send_headers(stream_id, [(":status", "200"), ("content-type", "application/grpc")])
-                    s.headers_sent = True
-                room = min(self.h2.local_flow_control_window(stream_id), self.h2.max_outbound_frame_size)
+                try:
+                    if not s.headers_sent:
+                        self.h2.send_headers(stream_id, [(":status", "200"), ("content-type", "application/grpc")])
+                        s.headers_sent = True
+                    room = min(self.h2.local_flow_control_window(stream_id), self.h2.max_outbound_frame_size)
+                    if room > 0:
+                        self.h2.send_data(stream_id, data[:room])
+                        data = data[room:]
+                except h2.exceptions.ProtocolError:  # h2 ended the connection or stream meanwhile
+                    s.closed = True
+                    raise trio.ClosedResourceError from None
                 if room > 0:
-                    self.h2.send_data(stream_id, data[:room])
-                    data = data[room:]
                     if data or flush:
                         await self.flush()
                     continue

@@ -28,7 +28,7 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "quickstart": ("rmq.tools.cli", "_quickstart", "the quickstart producer and consumer (tools.sh examples)"),
     "bench": ("rmq.tools.cli", "_bench", "benchmark producer and consumer (benchmark/*.sh)"),
     "export": ("rmq.tools.cli", "_export", "export topics or a store to Parquet with Spark"),
-    "fuzz": ("rmq.tools.fuzz", "main", "send hostile requests to a name server or broker and report what broke"),
+    "fuzz": ("rmq.tools.fuzz", "main", "send hostile requests to a name server, broker or gRPC proxy"),
     "dashboard": ("rmq.dashboard.app", "main", "a web console for a cluster, like rocketmq-dashboard"),
 }
 

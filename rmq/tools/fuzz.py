@@ -543,8 +543,9 @@ def _replay(text: str) -> tuple[int, int]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rmq fuzz",
-        description="Send hostile RemotingCommands to one RocketMQ name server or broker and report "
-        "crashes, hangs and protocol-breaking answers.",
+        description="Send hostile RemotingCommands to one RocketMQ name server or broker (--target), or "
+        "hostile gRPC over HTTP/2 to a 5.x gRPC proxy (--grpc), and report crashes, hangs and "
+        "protocol-breaking answers.",
     )
     where = p.add_mutually_exclusive_group(required=True)
     where.add_argument("--target", type=_target, metavar="HOST:PORT", help="the only address contacted")
