@@ -71,7 +71,9 @@ async def test_calls_latency_and_clients_after_client_traffic(cluster: Cluster) 
         # a consumer that stays: one client by language and version, then none after it left
         async with child([str(CHILD), endpoint, "hold", TOPIC, GROUP], CLIENT5) as client:
             await client.wait_for("started")
-            m = await scrape(port)
+            with trio.fail_after(10):  # its settings may come just after its start returned
+                while not (m := await scrape(port)).get("rocketmq_consumer_connections"):
+                    await trio.sleep(0.05)
             consumer = {"consumer_group": GROUP, "language": "python", "version": "v5_1_2", "consume_mode": "pull"}
             assert value(m, "rocketmq_consumer_connections", protocol_type="grpc", **consumer, **NODE) == 1
             assert value(m, "rocketmq_grpc_calls", request_code="Telemetry", **NODE) == 1
