@@ -12,6 +12,7 @@ the encoded protobuf; the answer is headers (`:status 200`), messages and traile
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import ssl
 import struct
@@ -176,7 +177,8 @@ class _Connection:
             elif trio.current_time() >= self.active_at + idle:
                 break
         log.info("gRPC connection from %s: idle for %g s; closed", self.peer, idle)
-        with trio.move_on_after(1.0):
+        quiet = contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError, h2.exceptions.ProtocolError)
+        with trio.move_on_after(1.0), quiet:
             async with self.lock:
                 self.h2.close_connection()
                 await self.flush()
