@@ -96,7 +96,7 @@ PUBLIC: dict[str, list[str]] = {
         "TransactionProducer",
     ],
     "rmq.controller": ["BrokerHeartbeatManager", "ControllerConfig", "ControllerServer", "ReplicasInfoManager"],
-    "rmq.metrics": ["install", "install_broker", "install_namesrv"],
+    "rmq.metrics": ["install", "install_broker", "install_namesrv", "install_proxy"],
     "rmq.namesrv": ["NamesrvConfig", "NamesrvServer", "RouteInfoManager"],
     "rmq.proxy": ["ProxyConfig", "ProxyServer"],
     "rmq.protocol": [

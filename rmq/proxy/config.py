@@ -60,6 +60,12 @@ class ProxyConfig:
     grpc_client_consumer_long_polling_reserve_time_millis: int = 1000  # rmq's own
     # how long the proxy remembers where a half message went, for its EndTransaction
     transaction_data_expire_millis: int = 30_000
+    # bytes of one gRPC request message; a larger one is refused with RESOURCE_EXHAUSTED
+    grpc_max_inbound_message_size: int = 130 * 1024 * 1024
+    # a gRPC connection with no call in progress for this long is closed (GOAWAY)
+    grpc_client_idle_time_mills: int = 120_000
+    # seconds a client has to answer a command relayed from a broker (thread stack, message verification)
+    grpc_proxy_relay_request_timeout_in_seconds: int = 5
     # seconds a consumer group's config read from a broker is used before it is read again
     subscription_group_config_cache_refresh_seconds: int = 20
     # TLS on the gRPC port: served when both paths are given (PEM). Java's test mode makes up a
@@ -75,6 +81,11 @@ class ProxyConfig:
     # (Java's name; rmq applies it in local mode too, whose calls go over remoting)
     enable_acl_rpc_hook_for_cluster_mode: bool = False
     rocketmq_home: str = ""  # where conf/plain_acl.yml and conf/tools.yml are; default $ROCKETMQ_HOME
+    # PROM: Prometheus metrics of the proxy on metricsPromExporterHost:metricsPromExporterPort
+    # (rmq.metrics.proxy); DISABLE (Java's OTLP_GRPC and LOG are not served)
+    metrics_exporter_type: str = "DISABLE"
+    metrics_prom_exporter_host: str = ""  # "" = every address, as Java's proxy
+    metrics_prom_exporter_port: int = 5557
     acl_plain_file: str = ""  # rmq's own, as the broker's: "" = <rocketmqHome>/conf/plain_acl.yml
     unknown: dict[str, Any] = field(default_factory=dict, repr=False)
 
@@ -102,6 +113,11 @@ class ProxyConfig:
         config.proxy_mode = config.proxy_mode.upper()
         if config.proxy_mode not in (CLUSTER, LOCAL):
             raise ValueError(f"proxyMode: {config.proxy_mode!r} is neither CLUSTER nor LOCAL")
+        # as Java's setMetricsExporterType: a name or MetricsExporterType's number
+        kind = config.metrics_exporter_type.upper()
+        config.metrics_exporter_type = {"0": "DISABLE", "2": "PROM"}.get(kind, kind)
+        if config.metrics_exporter_type not in ("DISABLE", "PROM"):
+            raise ValueError(f"metricsExporterType: {kind!r} is not served by rmq: DISABLE or PROM")
         config.tls_server_mode = config.tls_server_mode.lower()
         if config.tls_server_mode not in ("disabled", "permissive", "enforcing"):
             raise ValueError(f"tlsServerMode: {config.tls_server_mode!r} is not disabled, permissive or enforcing")

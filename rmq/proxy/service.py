@@ -42,6 +42,7 @@ from rmq.protocol.pop import (
     receipt_handles,
 )
 
+from .channels import Channels
 from .config import ProxyConfig
 from .consumers import Consumers, subscriptions_of
 from .convert import (
@@ -79,7 +80,8 @@ class MessagingService:
         self.instance = instance
         self.settings: dict[str, d.Settings] = {}  # by client id, from each client's Telemetry
         self._round_robin = itertools.count()
-        self.transactions = Transactions(instance, config.transaction_data_expire_millis)
+        self.channels = Channels()  # each client's Telemetry stream
+        self.transactions = Transactions(instance, config.transaction_data_expire_millis, self.channels)
         self.pulling = Pulling(self.instance, self.route, self.poll_ms)
         self.consumers = Consumers(instance)
         self.groups = GroupConfigs(instance, config.subscription_group_config_cache_refresh_seconds)
@@ -130,11 +132,13 @@ class MessagingService:
         addr = self.config.local_serve_addr or call.metadata(":authority")
         if not addr and asked is not None and asked.addresses:
             return asked
-        host, _, port = addr.rpartition(":")
+        host, port = host_port(addr)
+        if not host or port is None:  # what the client dialed: the connection's own end
+            host, port = host or call.local[0], port if port is not None else call.local[1]
         scheme = d.IPv6 if ":" in host else d.IPv4
         if not host.replace(".", "").isdigit() and scheme == d.IPv4:
             scheme = d.DOMAIN_NAME
-        return d.Endpoints(scheme=scheme, addresses=[d.Address(host=host.strip("[]"), port=int(port or 0))])
+        return d.Endpoints(scheme=scheme, addresses=[d.Address(host=host, port=port)])
 
     def queues(self, call: Call, topic: d.Resource, route: TopicRoute, endpoints: d.Endpoints) -> list[d.MessageQueue]:
         """As RouteActivity.queryRoute: for each queue data, the queues of every broker of
@@ -247,10 +251,16 @@ class MessagingService:
 
     async def telemetry(self, call: Call, requests: trio.MemoryReceiveChannel[Proto], send: Send) -> None:
         """Answers each Settings with the merged settings; the stream stays open until the
-        client ends it. A producer's stream also carries the transaction checks of its
-        topics' groups (RecoverOrphanedTransactionCommand), queued by rmq.proxy.transaction."""
+        client ends it. It is the client's channel (rmq.proxy.channels): a producer's carries
+        the transaction checks of its topics' groups (RecoverOrphanedTransactionCommand,
+        rmq.proxy.transaction), a consumer's the thread stack and message verification
+        requests of admins (rmq.proxy.relay), whose answers come back on it."""
         client_id = call.metadata("x-mq-client-id")
         pushed, to_push = trio.open_memory_channel[s.TelemetryCommand](64)
+        channel = None
+        if client_id:
+            language, version = call.metadata("x-mq-language"), call.metadata("x-mq-client-version")
+            channel = self.channels.open(client_id, language, version, pushed)
 
         async def push() -> None:
             async for command in to_push:
@@ -263,27 +273,32 @@ class MessagingService:
                     assert isinstance(command, s.TelemetryCommand)
                     kind = command.WhichOneof("command")
                     if kind == "settings":
-                        if not client_id:
+                        if channel is None:
                             answer = status(Code.CLIENT_ID_REQUIRED, "client id is required")
                             await send(s.TelemetryCommand(status=answer))
                             continue
+                        channel.settings = command.settings
                         self.settings[client_id] = command.settings
                         if command.settings.HasField("publishing"):
                             topics = [t.name for t in command.settings.publishing.topics]
-                            self.transactions.add_client(client_id, topics, pushed)
+                            self.transactions.add_client(client_id, topics)
                         elif command.settings.subscription.group.name:
                             sub = command.settings.subscription
                             self.consumers.add_client(client_id, sub.group.name, subscriptions_of(command.settings))
                         group = await self._subscriber_group(command.settings)
                         merged = self.merged_settings(command.settings, group)
                         await send(s.TelemetryCommand(status=OK_STATUS, settings=merged))
+                    elif kind == "thread_stack_trace":
+                        self.channels.reply(client_id, command.thread_stack_trace.nonce, command)
+                    elif kind == "verify_message_result":
+                        self.channels.reply(client_id, command.verify_message_result.nonce, command)
                     elif kind is None:
                         await send(s.TelemetryCommand(status=status(Code.UNRECOGNIZED_CLIENT_TYPE, "empty command")))
-                    # thread stack traces and verify results answer commands rmq never sends
                 nursery.cancel_scope.cancel()
         finally:
             pushed.close()
-            if client_id:
+            # a newer stream of the same client keeps what the client registered
+            if channel is not None and self.channels.close(channel):
                 self.settings.pop(client_id, None)
                 self.transactions.remove_client(client_id)
                 with trio.CancelScope(shield=True):  # unregistering has its own time limit
@@ -646,6 +661,20 @@ _CONSUMER_TYPES = (d.PUSH_CONSUMER, d.SIMPLE_CONSUMER, d.PULL_CONSUMER)
 def _max_attempts(group: SubscriptionGroupConfig | None) -> int:
     """How often a message of the group is delivered: retryMaxTimes + 1 (16 + 1 by default)."""
     return (group.retry_max_times if group is not None else _DEFAULT_RETRY_MAX_TIMES) + 1
+
+
+def host_port(addr: str) -> tuple[str, int | None]:
+    """The host and port of an authority ("host:port", "[v6]:port", "host"); a port that is
+    missing or not a port is None."""
+    if addr.startswith("["):
+        host, _, rest = addr[1:].partition("]")
+        text = rest[1:] if rest.startswith(":") else ""
+    elif addr.count(":") == 1:
+        host, _, text = addr.partition(":")
+    else:  # a name, an IPv4 address, or a bare IPv6 one
+        host, text = addr, ""
+    port = int(text) if text.isdigit() and len(text) <= 5 and 0 < int(text) < 65536 else None
+    return host, port
 
 
 def _client_id(call: Call) -> str:

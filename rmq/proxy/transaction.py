@@ -21,8 +21,6 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import trio
-
 from rmq.client.instance import ClientInstance
 from rmq.client.route import TopicRoute
 from rmq.protocol import RemotingCommand, RequestCode
@@ -38,6 +36,7 @@ from rmq.protocol.message import (
 )
 from rmq.remoting import RequestContext
 
+from .channels import Channels
 from .convert import Code, ProxyError, received
 from .v2 import definition_pb2 as d
 from .v2 import service_pb2 as s
@@ -72,23 +71,21 @@ class _GroupMember:
 class Transactions:
     """Transaction data by (group, transaction id) and the clients of each producer group."""
 
-    def __init__(self, instance: ClientInstance, expire_ms: int) -> None:
+    def __init__(self, instance: ClientInstance, expire_ms: int, channels: Channels) -> None:
         self.instance = instance
         self.expire = expire_ms / 1000
+        self.channels = channels  # where each client's Telemetry commands go
         self.data: dict[tuple[str, str], TransactionData] = {}
-        # group → client id → where that client's Telemetry commands go
-        self.clients: dict[str, dict[str, trio.MemorySendChannel[s.TelemetryCommand]]] = {}
+        self.clients: dict[str, set[str]] = {}  # group → the ids of its producers
         self._members: dict[str, _GroupMember] = {}
         instance.dispatcher.register(RequestCode.CHECK_TRANSACTION_STATE, self._check)
 
     # -- producer groups --------------------------------------------------------------------
 
-    def add_client(
-        self, client_id: str, topics: Iterable[str], commands: trio.MemorySendChannel[s.TelemetryCommand]
-    ) -> None:
+    def add_client(self, client_id: str, topics: Iterable[str]) -> None:
         """A producer's Telemetry named its topics: serve their groups' checks to it."""
         for group in topics:
-            self.clients.setdefault(group, {})[client_id] = commands
+            self.clients.setdefault(group, set()).add(client_id)
             if group not in self._members:
                 member = self._members[group] = _GroupMember(group)
                 self.instance.add_producer(group, member)
@@ -96,7 +93,7 @@ class Transactions:
 
     def remove_client(self, client_id: str) -> None:
         for group in list(self.clients):
-            self.clients[group].pop(client_id, None)
+            self.clients[group].discard(client_id)
             if not self.clients[group]:
                 del self.clients[group]
                 self.instance.remove(self._members.pop(group), group)
@@ -170,7 +167,7 @@ class Transactions:
             return None
         group = msg.properties.get(P.PGROUP, "")
         transaction_id = header.transaction_id or msg.properties.get(P.UNIQ_KEY, "")
-        clients = list(self.clients.get(group, {}).values())
+        clients = sorted(self.clients.get(group, ()))
         broker_name = header.bname or self._broker_name(ctx.remote_address)
         if not clients or not transaction_id or broker_name is None:
             log.info(
@@ -186,8 +183,6 @@ class Transactions:
                 message=received(msg), transaction_id=transaction_id
             )
         )
-        try:
-            random.choice(clients).send_nowait(command)
-        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+        if not self.channels.push(random.choice(clients), command):
             log.info("check of transaction %s: the client's Telemetry stream is full or gone", transaction_id)
         return None

@@ -21,14 +21,14 @@ _COMMANDS: dict[str, tuple[str, str, str]] = {
     "namesrv": ("rmq.tools.cli", "_namesrv", "run a name server (like mqnamesrv)"),
     "broker": ("rmq.tools.cli", "_broker", "run a broker (like mqbroker)"),
     "controller": ("rmq.controller.startup", "main", "run a controller member (like mqcontroller)"),
-    "proxy": ("rmq.proxy.startup", "main", "run a gRPC proxy for RocketMQ 5.x clients (like mqproxy)"),
+    "proxy": ("rmq.tools.cli", "_proxy", "run a gRPC proxy for RocketMQ 5.x clients (like mqproxy)"),
     "dev": ("rmq.tools.dev", "main", "run a name server and a broker in one process, for a first minute"),
     "admin": ("rmq.tools.admin", "main", "administer topics, groups, offsets and messages (like mqadmin)"),
     "shutdown": ("rmq.tools.shutdown", "main", "stop a running name server or broker (like mqshutdown)"),
     "quickstart": ("rmq.tools.cli", "_quickstart", "the quickstart producer and consumer (tools.sh examples)"),
     "bench": ("rmq.tools.cli", "_bench", "benchmark producer and consumer (benchmark/*.sh)"),
     "export": ("rmq.tools.cli", "_export", "export topics or a store to Parquet with Spark"),
-    "fuzz": ("rmq.tools.fuzz", "main", "send hostile requests to a name server or broker and report what broke"),
+    "fuzz": ("rmq.tools.fuzz", "main", "send hostile requests to a name server, broker or gRPC proxy"),
     "dashboard": ("rmq.dashboard.app", "main", "a web console for a cluster, like rocketmq-dashboard"),
 }
 
@@ -65,8 +65,16 @@ def _broker(argv: list[str]) -> int:
 
     metrics.install_broker()
     if any(a in ("--enable-proxy", "--enableProxy") for a in argv):
+        metrics.install_proxy()
         return _call("rmq.proxy.local", "main", argv)  # local mode: the gRPC proxy in the broker's process
     return _call("rmq.broker.startup", "main", argv)
+
+
+def _proxy(argv: list[str]) -> int:
+    from rmq import metrics
+
+    metrics.install_proxy()
+    return _call("rmq.proxy.startup", "main", argv)
 
 
 def _quickstart(argv: list[str]) -> int:

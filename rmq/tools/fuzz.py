@@ -3,6 +3,7 @@
     rmq fuzz --target 127.0.0.1:10911 [--seconds 30] [--cases N] [--seed S]
              [--kind namesrv|broker|dledger|auto] [--unsafe] [--timeout 5] [--concurrency 4]
     rmq fuzz --target 127.0.0.1:10911 --kind broker --replay SEED:CASE [--unsafe]
+    rmq fuzz --grpc 127.0.0.1:8081 [...]   a 5.x gRPC proxy's port instead (fuzz_grpc.py)
 
 The cases come from rmq.fuzzing.cases: requests of every code the server kind handles,
 built from the project's header and body schemas and then broken one way each (wrong types,
@@ -47,6 +48,7 @@ from dataclasses import dataclass, field
 import trio
 
 from rmq.fuzzing import cases as F
+from rmq.fuzzing import grpc as G
 from rmq.protocol import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 
 CRASH = "crash"
@@ -541,10 +543,15 @@ def _replay(text: str) -> tuple[int, int]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="rmq fuzz",
-        description="Send hostile RemotingCommands to one RocketMQ name server or broker and report "
-        "crashes, hangs and protocol-breaking answers.",
+        description="Send hostile RemotingCommands to one RocketMQ name server or broker (--target), or "
+        "hostile gRPC over HTTP/2 to a 5.x gRPC proxy (--grpc), and report crashes, hangs and "
+        "protocol-breaking answers.",
     )
-    p.add_argument("--target", type=_target, required=True, metavar="HOST:PORT", help="the only address contacted")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--target", type=_target, metavar="HOST:PORT", help="the only address contacted")
+    where.add_argument(
+        "--grpc", type=_target, metavar="HOST:PORT", help="a RocketMQ 5.x gRPC proxy's port instead (the only address)"
+    )
     p.add_argument("--seconds", type=float, default=30.0, help="stop after this long (default 30)")
     p.add_argument("--cases", type=int, default=None, help="stop after this many cases")
     p.add_argument("--seed", type=int, default=None, help="run seed (default: random, printed)")
@@ -559,7 +566,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--max-body", type=int, default=F.DEFAULT_MAX_BODY, help="largest body sent (default 4 MiB + 1)")
     p.add_argument(
-        "--category", action="append", choices=F.CATEGORY_NAMES, help="only these case categories (repeatable)"
+        "--category",
+        action="append",
+        choices=sorted({*F.CATEGORY_NAMES, *G.CATEGORY_NAMES}),
+        help="only these case categories (repeatable; --grpc has its own)",
+    )
+    p.add_argument("--topic", default="rmq-fuzz-topic", help="--grpc: the topic its requests name")
+    p.add_argument("--group", default="rmq-fuzz-group", help="--grpc: the consumer group its requests name")
+    p.add_argument(
+        "--max-message", type=int, default=G.DEFAULT_MAX_MESSAGE, help="--grpc: the proxy's maxMessageSize (4 MiB)"
     )
     p.add_argument("--strict", action="store_true", help="count answered internal errors as findings")
     p.add_argument("--replay", type=_replay, metavar="SEED:CASE", help="send one case again and show what happens")
@@ -582,7 +597,13 @@ def _show_replay(report: Report) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.grpc:
+        return _main_grpc(parser, args)
+    wrong = [c for c in args.category or () if c not in F.CATEGORY_NAMES]
+    if wrong:
+        parser.error(f"--category {wrong[0]}: a --grpc category")
     host, port = args.target
     seed = args.seed
     only = None
@@ -612,6 +633,43 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     if only is not None:
         _show_replay(report)
+    print(report.summary(options.strict))
+    if report.unreachable:
+        return 2
+    return 1 if report.failures(options.strict) else 0
+
+
+def _main_grpc(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from . import fuzz_grpc
+
+    wrong = [c for c in args.category or () if c not in G.CATEGORY_NAMES]
+    if wrong:
+        parser.error(f"--category {wrong[0]}: not a --grpc category ({', '.join(G.CATEGORY_NAMES)})")
+    host, port = args.grpc
+    seed, only = args.seed, None
+    if args.replay:
+        seed, only = args.replay
+    options = fuzz_grpc.GrpcFuzzOptions(
+        host=host,
+        port=port,
+        seconds=args.seconds if only is None else 3600.0,
+        cases=args.cases,
+        seed=seed,
+        unsafe=args.unsafe,
+        timeout=args.timeout,
+        concurrency=args.concurrency,
+        topic=args.topic,
+        group=args.group,
+        max_message=args.max_message,
+        categories=tuple(args.category or ()),
+        strict=args.strict,
+    )
+    try:
+        report = trio.run(functools.partial(fuzz_grpc.fuzz_grpc, options, only_case=only))
+    except KeyboardInterrupt:
+        return 130
+    if only is not None:
+        fuzz_grpc.show_replay(report)
     print(report.summary(options.strict))
     if report.unreachable:
         return 2

@@ -4,6 +4,7 @@ sends and receives through each."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import trio
 
 from rmq.namesrv import NamesrvConfig, NamesrvServer
 from tests.client.conftest import Cluster, create_topic
+from tests.metrics.scrape import scrape, value
 
 from ..ports import free_ports
 from .conftest import run_client
@@ -87,9 +89,15 @@ async def test_mqbroker_enable_proxy(tmp_path: Path) -> None:
     conf = tmp_path / "broker.conf"
     conf.write_text(f"brokerName=broker-a\nlistenPort={broker_port}\nbrokerIP1=127.0.0.1\nstorePathRootDir={store}\n")
     proxy_conf = tmp_path / "rmq-proxy.json"
-    proxy_conf.write_text(
-        '{"grpcClientConsumerMinLongPollingTimeoutMillis": 500, "minInvisibleTimeMillsForRecv": 1000}'
-    )
+    metrics_port = free_ports()  # the proxy's own endpoint (the broker serves none here)
+    settings = {
+        "grpcClientConsumerMinLongPollingTimeoutMillis": 500,
+        "minInvisibleTimeMillsForRecv": 1000,
+        "metricsExporterType": "PROM",
+        "metricsPromExporterHost": "127.0.0.1",
+        "metricsPromExporterPort": metrics_port,
+    }
+    proxy_conf.write_text(json.dumps(settings))
     async with NamesrvServer(NamesrvConfig(listen_host="127.0.0.1", listen_port=0, kv_config_path=None)) as ns:
         args = ["broker", "-c", str(conf), "-n", ns.address, "--enable-proxy", "-pc", str(proxy_conf)]
         args += ["--proxy-port", str(proxy_port), "--log-level", "WARNING"]
@@ -97,14 +105,20 @@ async def test_mqbroker_enable_proxy(tmp_path: Path) -> None:
             await wait_for_line(proc, "The store path", tmp_path / "broker.log")
             await create_topic(f"127.0.0.1:{broker_port}", ns.address, TOPIC)
             await send_and_receive(f"127.0.0.1:{proxy_port}")
+            m = await scrape(metrics_port)  # mqbroker --enable-proxy installed the proxy's exporter
+            assert value(m, "rocketmq_rpc_latency_count", request_code="SendMessage", proxy_mode="local") == 3
 
 
 async def test_rmq_proxy_process(tmp_path: Path, cluster: Cluster) -> None:
     """`rmq proxy -n NAMESRV` (cluster mode) as its own process."""
     await cluster.create_topic(TOPIC)
-    port = free_ports()
+    port, metrics_port = free_ports(), free_ports()
+    proxy_conf = tmp_path / "rmq-proxy.json"
+    proxy_conf.write_text(f'{{"metricsExporterType": "PROM", "metricsPromExporterPort": {metrics_port}}}')
     args = ["proxy", "-n", cluster.namesrv_addr, "--port", str(port), "--host", "127.0.0.1", "--log-level", "WARNING"]
-    with started(args, tmp_path / "proxy.log") as proc:
+    with started([*args, "-pc", str(proxy_conf)], tmp_path / "proxy.log") as proc:
         await wait_for_line(proc, "rmq proxy boot success", tmp_path / "proxy.log")
         [route] = await run_client(f"127.0.0.1:{port}", "query_route", TOPIC, GROUP)
         assert route == {"code": 20000, "message": "OK", "queues": 4}
+        m = await scrape(metrics_port)  # `rmq proxy` installed the proxy's exporter
+        assert value(m, "rocketmq_rpc_latency_count", request_code="QueryRoute", proxy_mode="cluster") == 1

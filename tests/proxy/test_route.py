@@ -12,6 +12,9 @@ from rmq.client.instance import ClientInstance
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol.headers import CreateTopicRequestHeader
 from rmq.proxy import ProxyConfig, ProxyServer
+from rmq.proxy.grpc import Call
+from rmq.proxy.service import MessagingService, host_port
+from rmq.proxy.v2 import definition_pb2 as d
 from rmq.remoting import RemotingClient
 
 from ..broker.cluster import loopback_namesrv, start_broker
@@ -57,3 +60,25 @@ async def test_query_route_lists_every_broker_of_a_group(tmp_path: Path) -> None
         want.update({("broker-b", 0, qid): "WRITE" for qid in range(3)})
         assert got == want and len(lines) == len(want)
         nursery.cancel_scope.cancel()
+
+
+def test_the_endpoints_named_come_from_any_authority() -> None:
+    """The proxy names itself as the client dialed it (:authority), whatever that holds; a
+    port it cannot read is the connection's own (a client's :authority without one, found
+    by `rmq fuzz --grpc`, was a ValueError)."""
+    service = MessagingService(ProxyConfig(), ClientInstance(ClientConfig(namesrv=("127.0.0.1:1",))))
+
+    def named(authority: str) -> tuple[int, str, int]:
+        call = Call("QueryRoute", {":authority": authority}, ("127.0.0.1", 5), local=("10.0.0.9", 8081))
+        e = service.endpoints(call, None)
+        return e.scheme, e.addresses[0].host, e.addresses[0].port
+
+    assert named("proxy.example:9000") == (d.DOMAIN_NAME, "proxy.example", 9000)
+    assert named("127.0.0.1:8081") == (d.IPv4, "127.0.0.1", 8081)
+    assert named("[::1]:8081") == (d.IPv6, "::1", 8081)
+    assert named("proxy.example") == (d.DOMAIN_NAME, "proxy.example", 8081)
+    assert named("rmq-fuzz") == (d.DOMAIN_NAME, "rmq-fuzz", 8081)
+    assert named("host:99999999999") == (d.DOMAIN_NAME, "host", 8081)
+    assert named("::1") == (d.IPv6, "::1", 8081)
+    assert named("") == (d.IPv4, "10.0.0.9", 8081)
+    assert host_port("[::1]") == ("::1", None) and host_port("a:b") == ("a", None)

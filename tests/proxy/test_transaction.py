@@ -11,6 +11,7 @@ import pytest
 from rmq.client.config import ClientConfig
 from rmq.client.instance import ClientInstance
 from rmq.proxy import ProxyConfig, ProxyServer
+from rmq.proxy.channels import Channels
 from rmq.proxy.convert import Code, ProxyError
 from rmq.proxy.transaction import Transactions
 from rmq.proxy.v2 import definition_pb2 as d
@@ -72,7 +73,7 @@ async def test_check_reaches_the_clients_checker(tx_cluster: Cluster, tx_proxy: 
 async def test_end_without_transaction_data_is_invalid_transaction_id() -> None:
     """An EndTransaction whose half message this proxy did not see, or saw longer ago than
     transactionDataExpireMillis, is INVALID_TRANSACTION_ID (Java: TRANSACTION_DATA_NOT_FOUND)."""
-    transactions = Transactions(ClientInstance(ClientConfig(namesrv=("127.0.0.1:1",))), expire_ms=0)
+    transactions = Transactions(ClientInstance(ClientConfig(namesrv=("127.0.0.1:1",))), 0, Channels())
     transactions.add(TOPIC, "tx-1", "broker-a", 0, 0)  # expires at once
     for transaction_id in ("tx-1", "tx-2"):
         request = s.EndTransactionRequest(topic=d.Resource(name=TOPIC), transaction_id=transaction_id)

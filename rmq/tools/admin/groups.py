@@ -140,6 +140,9 @@ def _running_info_text(info: dict[Any, Any], out: Out) -> None:
             float(st.get("pullRT", 0)), float(st.get("pullTPS", 0)), float(st.get("consumeRT", 0)),
             float(st.get("consumeOKTPS", 0)), float(st.get("consumeFailedTPS", 0)),
             int(st.get("consumeFailedMsgs", 0)))  # fmt: skip
+    if info.get("jstack"):  # asked with -s: the client's thread stacks
+        print("\n\n#Consumer jstack#", file=out)
+        print(info["jstack"], file=out)
 
 
 async def consumer_status(admin: MQAdmin, args: Args, out: Out) -> int:
