@@ -51,6 +51,8 @@ from rmq.fuzzing import cases as F
 from rmq.fuzzing import grpc as G
 from rmq.protocol import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 
+from .fuzz_report import finding_lines
+
 CRASH = "crash"
 HANG = "hang"
 BAD_ANSWER = "bad-answer"
@@ -142,17 +144,7 @@ class Report:
         codes = ", ".join(f"{_response_name(c)} {n}" for c, n in self.answer_codes.most_common(8))
         lines.append(f"  answers: {codes or 'none'}")
         lines.append(f"  server requests ignored: {self.server_requests}, late answers: {self.late_answers}")
-        failures = self.failures(strict)
-        lines.append(f"findings: {len(failures) or 'none'}")
-        for f in failures:
-            lines.append(f"  {f.kind:<14} {f.case.describe()}")
-            lines.append(f"  {'':<14} {f.detail}")
-            lines.append(f"  {'':<14} replay: {self.replay_command(f.case)}")
-        if self.internal_errors and not strict:
-            lines.append(f"internal errors (answered; --strict counts them): {len(self.internal_errors)}")
-            for f in self.internal_errors[:10]:
-                lines.append(f"  {f.case.describe()}: {f.detail}")
-                lines.append(f"    replay: {self.replay_command(f.case)}")
+        lines += finding_lines(self.failures(strict), self.internal_errors, strict, self.replay_command)
         return "\n".join(lines)
 
 

@@ -47,6 +47,8 @@ from rmq.fuzzing import grpc as G
 from rmq.proxy.v2 import definition_pb2 as d
 from rmq.proxy.v2 import service_pb2 as s
 
+from .fuzz_report import finding_lines
+
 CRASH, HANG, BAD_ANSWER, INTERNAL_ERROR = "crash", "hang", "bad-answer", "internal-error"
 SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
 QUERY_ROUTE = f"/{SERVICE.full_name}/QueryRoute"
@@ -138,17 +140,7 @@ class GrpcReport:
                 lines.append(f"  {name:<16}{st.sent:>8}{st.answered:>10}{st.closed:>8}")
         statuses = ", ".join(f"{name} {n}" for name, n in self.statuses.most_common(10))
         lines.append(f"  grpc-status: {statuses or 'none'}")
-        failures = self.failures(strict)
-        lines.append(f"findings: {len(failures) or 'none'}")
-        for f in failures:
-            lines.append(f"  {f.kind:<14} {f.case.describe()}")
-            lines.append(f"  {'':<14} {f.detail}")
-            lines.append(f"  {'':<14} replay: {self.replay_command(f.case)}")
-        if self.internal_errors and not strict:
-            lines.append(f"internal errors (answered; --strict counts them): {len(self.internal_errors)}")
-            for f in self.internal_errors[:10]:
-                lines.append(f"  {f.case.describe()}: {f.detail}")
-                lines.append(f"    replay: {self.replay_command(f.case)}")
+        lines += finding_lines(self.failures(strict), self.internal_errors, strict, self.replay_command)
         return "\n".join(lines)
 
 
