@@ -41,9 +41,13 @@ def test_conf_ships_a_single_broker_and_both_2m_2s_deployments() -> None:
 def test_every_conf_file_loads(path: Path, caplog: pytest.LogCaptureFixture) -> None:
     config = _load(path, caplog)
     # the role and the id agree and the file name says which; a DLedger member starts as a
-    # follower, whatever its name
-    assert (config.broker_id > 0) is (config.broker_role is BrokerRole.SLAVE)
-    assert (path.stem.endswith("-s") or config.enable_d_leger_commit_log) is config.is_slave, path.name
+    # follower, whatever its name, and a controller-mode broker as a slave with no id yet
+    if config.enable_controller_mode:
+        assert (config.broker_role, config.broker_id) == (BrokerRole.SLAVE, -1)
+    else:
+        assert (config.broker_id > 0) is (config.broker_role is BrokerRole.SLAVE)
+    elected = config.enable_d_leger_commit_log or config.enable_controller_mode
+    assert (path.stem.endswith("-s") or elected) is config.is_slave, path.name
     assert config.namesrv_addr == ("127.0.0.1:9876",)
     assert config.broker_ip1 == "127.0.0.1"
     # relative to where the broker starts, under ./store/
