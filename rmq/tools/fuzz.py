@@ -51,7 +51,7 @@ from rmq.fuzzing import cases as F
 from rmq.fuzzing import grpc as G
 from rmq.protocol import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 
-from .fuzz_report import finding_lines
+from .fuzz_report import category_lines, finding_lines
 
 CRASH = "crash"
 HANG = "hang"
@@ -136,11 +136,7 @@ class Report:
         ]
         if self.unreachable:
             lines.append(f"  target unreachable: {self.unreachable}")
-        lines.append(f"  {'category':<14}{'sent':>8}{'answered':>10}{'closed':>8}")
-        for name in F.CATEGORY_NAMES:
-            st = self.categories.get(name)
-            if st and st.sent:
-                lines.append(f"  {name:<14}{st.sent:>8}{st.answered:>10}{st.closed:>8}")
+        lines += category_lines(self.categories, F.CATEGORY_NAMES, 14)
         codes = ", ".join(f"{_response_name(c)} {n}" for c, n in self.answer_codes.most_common(8))
         lines.append(f"  answers: {codes or 'none'}")
         lines.append(f"  server requests ignored: {self.server_requests}, late answers: {self.late_answers}")

@@ -47,7 +47,7 @@ from rmq.fuzzing import grpc as G
 from rmq.proxy.v2 import definition_pb2 as d
 from rmq.proxy.v2 import service_pb2 as s
 
-from .fuzz_report import finding_lines
+from .fuzz_report import category_lines, finding_lines
 
 CRASH, HANG, BAD_ANSWER, INTERNAL_ERROR = "crash", "hang", "bad-answer", "internal-error"
 SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
@@ -133,11 +133,7 @@ class GrpcReport:
         ]
         if self.unreachable:
             lines.append(f"  proxy unreachable: {self.unreachable}")
-        lines.append(f"  {'category':<16}{'sent':>8}{'answered':>10}{'closed':>8}")
-        for name in G.CATEGORY_NAMES:
-            st = self.categories.get(name)
-            if st and st.sent:
-                lines.append(f"  {name:<16}{st.sent:>8}{st.answered:>10}{st.closed:>8}")
+        lines += category_lines(self.categories, G.CATEGORY_NAMES, 16)
         statuses = ", ".join(f"{name} {n}" for name, n in self.statuses.most_common(10))
         lines.append(f"  grpc-status: {statuses or 'none'}")
         lines += finding_lines(self.failures(strict), self.internal_errors, strict, self.replay_command)

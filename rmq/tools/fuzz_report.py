@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 
@@ -10,6 +10,22 @@ class FindingLike(Protocol):
     kind: str
     case: Any  # a case with describe()
     detail: str
+
+
+class Tally(Protocol):
+    sent: int
+    answered: int
+    closed: int
+
+
+def category_lines(categories: Mapping[str, Tally], names: Sequence[str], width: int) -> list[str]:
+    """The per-category table (sent, answered, closed), in ``names`` order, skipping unsent ones."""
+    lines = [f"  {'category':<{width}}{'sent':>8}{'answered':>10}{'closed':>8}"]
+    for name in names:
+        st = categories.get(name)
+        if st and st.sent:
+            lines.append(f"  {name:<{width}}{st.sent:>8}{st.answered:>10}{st.closed:>8}")
+    return lines
 
 
 def finding_lines(
