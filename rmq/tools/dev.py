@@ -23,7 +23,8 @@ front of the broker(s); `--no-proxy` leaves it out.
 
 `--metrics` turns on the Prometheus endpoints (metricsExporterType=PROM): the broker on
 --metrics-port (default 5557, RocketMQ's), the name server on the next port, further brokers
-of a --cluster on the ports after that; 0 takes free ports. Each URL is printed at start.
+of a --cluster on the ports after that, the gRPC proxy on the port after all of them; 0 takes
+free ports. Each URL is printed at start.
 
 The four configurations are built here rather than read from conf/, which an installed
 package does not carry; tests/tools/test_ha_cluster.py keeps the two in step. Stores go to
@@ -87,20 +88,27 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-async def start_proxy(args: argparse.Namespace, namesrv: NamesrvServer, run: SignalledRun) -> ProxyServer | None:
-    """The gRPC proxy (cluster mode, in this process) in front of the brokers, for 5.x clients."""
+async def start_proxy(
+    args: argparse.Namespace, namesrv: NamesrvServer, run: SignalledRun, metrics_index: int
+) -> ProxyServer | None:
+    """The gRPC proxy (cluster mode, in this process) in front of the brokers, for 5.x clients;
+    with --metrics, its Prometheus endpoint is server `metrics_index`'s (see `metrics_props`)."""
     if args.no_proxy:
         return None
-    config = ProxyConfig.from_mapping({"namesrvAddr": namesrv.address, "grpcServerPort": args.proxy_port})
-    proxy = ProxyServer(config, host=args.host)
+    settings: dict[str, object] = {"namesrvAddr": namesrv.address, "grpcServerPort": args.proxy_port}
+    if args.metrics:
+        settings |= metrics_props(args, metrics_index)
+        settings["metricsPromExporterHost"] = "127.0.0.1" if args.host == "0.0.0.0" else args.host
+    proxy = ProxyServer(ProxyConfig.from_mapping(settings), host=args.host)
     await run.nursery.start(proxy.serve)
     print(f"The gRPC proxy boot success. 5.x clients: endpoints {args.host}:{proxy.port}", flush=True)
+    _print_metrics("proxy", proxy)
     return proxy
 
 
 def metrics_props(args: argparse.Namespace, index: int) -> dict[str, str]:
     """The metrics keys of server `index` (0: the first broker, 1: the name server, 2...:
-    further brokers), none without --metrics."""
+    further brokers, then the proxy), none without --metrics."""
     if not args.metrics:
         return {}
     port = args.metrics_port + index if args.metrics_port else 0
@@ -286,7 +294,7 @@ async def run(args: argparse.Namespace) -> None:
             print(f"The broker[{config.broker_name}, {broker.address}] boot success. store: {store}", flush=True)
             _print_metrics("name server", namesrv)
             _print_metrics(f"broker {config.broker_name}", broker)
-            proxy = await start_proxy(args, namesrv, run)
+            proxy = await start_proxy(args, namesrv, run, 2)
             print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
             await run.wait()
             await run.stop(lambda: _stop([broker], proxy))
@@ -321,7 +329,7 @@ async def _run_cluster(args: argparse.Namespace, namesrv: NamesrvServer, store: 
             flush=True,
         )
         _print_metrics(f"broker {config.broker_name}/{config.broker_id}", broker)
-    proxy = await start_proxy(args, namesrv, run)
+    proxy = await start_proxy(args, namesrv, run, len(brokers) + 1)
     print(f"export NAMESRV_ADDR={namesrv.address}", flush=True)
     await run.wait()
     await run.stop(lambda: _stop(brokers, proxy, controllers))
