@@ -6,9 +6,6 @@ three name servers (`rmq namesrv` with enableControllerInNamesrv=true)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import trio
@@ -25,70 +22,20 @@ from rmq.protocol.headers import (
     RegisterBrokerToControllerRequestHeader,
 )
 from rmq.remoting import RemotingClient, RemotingError
+from tests.broker.ha.procs import ControllerProcess
 
 from ..ports import free_ports
 
-ROOT = Path(__file__).resolve().parents[2]
 C, G = "ProcCluster", "broker-p"
 TIMEOUT = 3.0
 
 
-class Member:
-    """A controller member's process: `rmq controller`, or with `namesrv_port` a name server
-    (`rmq namesrv`) with the member inside."""
-
-    def __init__(self, tmp: Path, self_id: str, peers: str, address: str, namesrv_port: int | None = None) -> None:
-        self.id, self.address = self_id, address
-        self.namesrv = None if namesrv_port is None else f"127.0.0.1:{namesrv_port}"
-        self.conf = tmp / f"{self_id}.conf"
-        self.log_path = tmp / f"{self_id}.log"
-        props = {
-            "controllerDLegerGroup": "pgroup", "controllerDLegerPeers": peers, "controllerDLegerSelfId": self_id,
-            "controllerStorePath": str(tmp / self_id), "mappedFileSize": str(1024 * 1024),
-            "bindAddress": "127.0.0.1", "controllerDLegerElectionTimeoutMs": "600",
-            "controllerDLegerHeartbeatIntervalMs": "100",
-            # the test elects by request: no election of the controller's own gets there first
-            "scanNotActiveBrokerInterval": "600000", "scanInactiveMasterInterval": "600000",
-        }  # fmt: skip
-        if namesrv_port is not None:
-            props.update(
-                listenPort=str(namesrv_port), kvConfigPath=str(tmp / f"{self_id}-kv.json"),
-                enableControllerInNamesrv="true",
-            )  # fmt: skip
-        self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        self.proc: subprocess.Popen[str] | None = None
-
-    def start(self) -> None:
-        log = open(self.log_path, "a")  # noqa: SIM115 - owned by the process's lifetime
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "rmq", "controller" if self.namesrv is None else "namesrv", "-c", str(self.conf)],
-            stdout=subprocess.PIPE, stderr=log, stdin=subprocess.DEVNULL, text=True, cwd=ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )  # fmt: skip
-        log.close()
-        assert self.proc.stdout is not None
-        ready = "boot success" if self.namesrv is None else "The ControllerManager boot success"
-        for _ in range(50):
-            line = self.proc.stdout.readline()
-            if ready in line:
-                return
-            if not line and self.proc.poll() is not None:
-                break
-        raise RuntimeError(f"controller {self.id} did not start:\n{self.log_path.read_text()[-4000:]}")
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+# elections by request only: no election of the controller's own gets there first
+BY_REQUEST = {
+    "controllerDLegerGroup": "pgroup",
+    "controllerDLegerElectionTimeoutMs": "600", "controllerDLegerHeartbeatIntervalMs": "100",
+    "scanNotActiveBrokerInterval": "600000", "scanInactiveMasterInterval": "600000",
+}  # fmt: skip
 
 
 async def call(
@@ -97,7 +44,7 @@ async def call(
     return await client.invoke(addr, RemotingCommand.request(code, header.to_ext() if header else None, body), TIMEOUT)
 
 
-async def leader_of(client: RemotingClient, members: list[Member]) -> Member:
+async def leader_of(client: RemotingClient, members: list[ControllerProcess]) -> ControllerProcess:
     """The member that says it leads (and is caught up), polled for at most 20 s."""
     with trio.fail_after(20):
         while True:
@@ -113,7 +60,7 @@ async def leader_of(client: RemotingClient, members: list[Member]) -> Member:
             await trio.sleep(0.1)
 
 
-async def beat(client: RemotingClient, members: list[Member], broker_id: int, timeout_ms: int) -> None:
+async def beat(client: RemotingClient, members: list[ControllerProcess], broker_id: int, timeout_ms: int) -> None:
     header = BrokerHeartbeatRequestHeader(
         cluster_name=C, broker_addr=f"127.0.0.1:{20000 + broker_id}", broker_name=G, broker_id=broker_id,
         epoch=1, max_offset=100, heartbeat_timeout_mills=timeout_ms,
@@ -129,7 +76,7 @@ async def beat(client: RemotingClient, members: list[Member], broker_id: int, ti
 async def test_the_group_survives_its_leader(tmp_path: Path) -> None:
     ports = [free_ports() for _ in range(3)]
     peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
-    members = [Member(tmp_path, f"n{i}", peers, f"127.0.0.1:{p}") for i, p in enumerate(ports)]
+    members = [ControllerProcess(tmp_path, f"n{i}", peers, f"127.0.0.1:{p}", **BY_REQUEST) for i, p in enumerate(ports)]
     try:
         for m in members:
             m.start()
@@ -207,7 +154,10 @@ async def test_the_controller_inside_name_servers_survives_its_leader(tmp_path: 
     ports = [free_ports() for _ in range(3)]
     namesrv_ports = [free_ports() for _ in range(3)]
     peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
-    members = [Member(tmp_path, f"n{i}", peers, f"127.0.0.1:{p}", namesrv_ports[i]) for i, p in enumerate(ports)]
+    members = [
+        ControllerProcess(tmp_path, f"n{i}", peers, f"127.0.0.1:{p}", namesrv_ports[i], **BY_REQUEST)
+        for i, p in enumerate(ports)
+    ]
     try:
         for m in members:
             m.start()

@@ -25,10 +25,10 @@ COMMITLOG_SIZE = 1024 * 1024
 
 
 def start_rmq(
-    args: list[str], log_path: Path, timeout: float, env: dict[str, str] | None = None
+    args: list[str], log_path: Path, timeout: float, env: dict[str, str] | None = None, ready: str = "boot success"
 ) -> subprocess.Popen[str] | None:
-    """`python -m rmq ARGS` with stderr appended to ``log_path``, once it printed its boot line;
-    None when it exited or stayed silent for ``timeout`` s."""
+    """`python -m rmq ARGS` with stderr appended to ``log_path``, once it printed a line with
+    ``ready`` (its boot line); None when it exited or stayed silent for ``timeout`` s."""
     log = open(log_path, "a")  # noqa: SIM115 - owned by the process's lifetime
     proc = subprocess.Popen(
         [sys.executable, "-m", "rmq", *args],
@@ -40,7 +40,7 @@ def start_rmq(
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
-        if "boot success" in line:
+        if ready in line:
             return proc
         if not line and proc.poll() is not None:
             break
@@ -235,10 +235,15 @@ class DLedgerGroup:
 
 
 class ControllerProcess:
-    """One `rmq controller` member as a process (its Raft and request port in the peers)."""
+    """One controller member as a process (its Raft and request port in the peers): `rmq
+    controller`, or with `namesrv_port` a name server (`rmq namesrv`) with the member inside
+    (enableControllerInNamesrv). ``conf`` adds or overrides controller.conf lines."""
 
-    def __init__(self, root: Path, self_id: str, peers: str, address: str, **conf: str) -> None:
+    def __init__(
+        self, root: Path, self_id: str, peers: str, address: str, namesrv_port: int | None = None, **conf: str
+    ) -> None:
         self.id, self.address = self_id, address
+        self.namesrv = None if namesrv_port is None else f"127.0.0.1:{namesrv_port}"
         root.mkdir(parents=True, exist_ok=True)
         self.conf = root / f"{self_id}.conf"
         self.log_path = root / f"{self_id}.log"
@@ -248,8 +253,13 @@ class ControllerProcess:
             "bindAddress": "127.0.0.1", "controllerDLegerElectionTimeoutMs": "1000",
             "controllerDLegerHeartbeatIntervalMs": "200",
             "scanNotActiveBrokerInterval": "1000", "scanInactiveMasterInterval": "1000",
-            **conf,
         }  # fmt: skip
+        if namesrv_port is not None:
+            props.update(
+                listenPort=str(namesrv_port), kvConfigPath=str(root / f"{self_id}-kv.json"),
+                enableControllerInNamesrv="true",
+            )  # fmt: skip
+        props.update(conf)
         self.conf.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         self.proc: subprocess.Popen[str] | None = None
 
@@ -260,7 +270,11 @@ class ControllerProcess:
         return [cls(root, f"c{i}", peers, f"127.0.0.1:{p}", **conf) for i, p in enumerate(ports)]
 
     def start(self, timeout: float = 30.0) -> None:
-        self.proc = start_rmq(["controller", "-c", str(self.conf)], self.log_path, timeout)
+        if self.namesrv is None:
+            self.proc = start_rmq(["controller", "-c", str(self.conf)], self.log_path, timeout)
+        else:  # the name server boots before its controller member
+            args = ["namesrv", "-c", str(self.conf)]
+            self.proc = start_rmq(args, self.log_path, timeout, ready="The ControllerManager boot success")
         if self.proc is None:
             raise RuntimeError(f"controller {self.id} did not start:\n{self.log_path.read_text()[-4000:]}")
 
