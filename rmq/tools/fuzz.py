@@ -51,7 +51,7 @@ from rmq.fuzzing import cases as F
 from rmq.fuzzing import grpc as G
 from rmq.protocol import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, ProtocolError, RemotingCommand, ResponseCode
 
-from .fuzz_report import category_lines, finding_lines
+from .fuzz_report import CategoryStats, Finding, category_lines, finding_lines
 
 CRASH = "crash"
 HANG = "hang"
@@ -86,20 +86,6 @@ class FuzzOptions:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
-@dataclass(slots=True)
-class Finding:
-    kind: str  # CRASH, HANG, BAD_ANSWER or INTERNAL_ERROR
-    case: F.Case
-    detail: str
-
-
-@dataclass
-class CategoryStats:
-    sent: int = 0
-    answered: int = 0
-    closed: int = 0  # the server closed the connection after the case
-
-
 @dataclass
 class Report:
     target: str
@@ -114,13 +100,13 @@ class Report:
     connections: int = 0
     server_requests: int = 0
     late_answers: int = 0
-    findings: list[Finding] = field(default_factory=list)
-    internal_errors: list[Finding] = field(default_factory=list)
+    findings: list[Finding[F.Case]] = field(default_factory=list)
+    internal_errors: list[Finding[F.Case]] = field(default_factory=list)
     unreachable: str | None = None
     replayed: F.Case | None = None
     trace: list[str] = field(default_factory=list)  # what happened, in replay mode
 
-    def failures(self, strict: bool = False) -> list[Finding]:
+    def failures(self, strict: bool = False) -> list[Finding[F.Case]]:
         return self.findings + (self.internal_errors if strict else [])
 
     def replay_command(self, case: F.Case) -> str:

@@ -47,7 +47,7 @@ from rmq.fuzzing import grpc as G
 from rmq.proxy.v2 import definition_pb2 as d
 from rmq.proxy.v2 import service_pb2 as s
 
-from .fuzz_report import category_lines, finding_lines
+from .fuzz_report import CategoryStats, Finding, category_lines, finding_lines
 
 CRASH, HANG, BAD_ANSWER, INTERNAL_ERROR = "crash", "hang", "bad-answer", "internal-error"
 SERVICE = s.DESCRIPTOR.services_by_name["MessagingService"]
@@ -86,20 +86,6 @@ class GrpcFuzzOptions:
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
-@dataclass(slots=True)
-class Finding:
-    kind: str
-    case: G.GrpcCase
-    detail: str
-
-
-@dataclass
-class CategoryStats:
-    sent: int = 0
-    answered: int = 0  # every call owed an answer got one
-    closed: int = 0  # the proxy closed the connection
-
-
 @dataclass
 class GrpcReport:
     target: str
@@ -111,13 +97,13 @@ class GrpcReport:
     connections: int = 0
     categories: dict[str, CategoryStats] = field(default_factory=lambda: collections.defaultdict(CategoryStats))
     statuses: collections.Counter[str] = field(default_factory=collections.Counter)
-    findings: list[Finding] = field(default_factory=list)
-    internal_errors: list[Finding] = field(default_factory=list)
+    findings: list[Finding[G.GrpcCase]] = field(default_factory=list)
+    internal_errors: list[Finding[G.GrpcCase]] = field(default_factory=list)
     unreachable: str | None = None
     replayed: G.GrpcCase | None = None
     trace: list[str] = field(default_factory=list)
 
-    def failures(self, strict: bool = False) -> list[Finding]:
+    def failures(self, strict: bool = False) -> list[Finding[G.GrpcCase]]:
         return self.findings + (self.internal_errors if strict else [])
 
     def replay_command(self, case: G.GrpcCase) -> str:

@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
 
 
-class FindingLike(Protocol):
-    kind: str
-    case: Any  # a case with describe()
+class Case(Protocol):
+    def describe(self) -> str: ...
+
+
+CaseT = TypeVar("CaseT", bound=Case)
+
+
+@dataclass
+class Finding(Generic[CaseT]):
+    kind: str  # CRASH, HANG, BAD_ANSWER or INTERNAL_ERROR
+    case: CaseT
     detail: str
 
 
-class Tally(Protocol):
-    sent: int
-    answered: int
-    closed: int
+@dataclass
+class CategoryStats:
+    sent: int = 0
+    answered: int = 0  # every case owed an answer got one
+    closed: int = 0  # the server closed the connection after the case
 
 
-def category_lines(categories: Mapping[str, Tally], names: Sequence[str], width: int) -> list[str]:
+def category_lines(categories: Mapping[str, CategoryStats], names: Sequence[str], width: int) -> list[str]:
     """The per-category table (sent, answered, closed), in ``names`` order, skipping unsent ones."""
     lines = [f"  {'category':<{width}}{'sent':>8}{'answered':>10}{'closed':>8}"]
     for name in names:
@@ -29,7 +39,10 @@ def category_lines(categories: Mapping[str, Tally], names: Sequence[str], width:
 
 
 def finding_lines(
-    failures: Sequence[FindingLike], internal_errors: Sequence[FindingLike], strict: bool, replay: Callable[[Any], str]
+    failures: Sequence[Finding[CaseT]],
+    internal_errors: Sequence[Finding[CaseT]],
+    strict: bool,
+    replay: Callable[[CaseT], str],
 ) -> list[str]:
     """Each failure with its replay command; internal errors apart unless ``strict`` counts them."""
     lines = [f"findings: {len(failures) or 'none'}"]
