@@ -29,6 +29,7 @@ Offline, from the stopped members' files (``check_offline``):
 from __future__ import annotations
 
 import collections
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 import trio
@@ -119,16 +120,17 @@ class Report:
 
 
 def failovers(
-    applied: list[Applied], history: History, bound: float, *, elsewhere: bool
+    applied: list[Applied], history: History, bound: float, *, elsewhere: bool, kinds: Collection[str] = LEADER_FAULTS
 ) -> tuple[list[Failover], list[str]]:
-    """Each leader fault's failover: from its start to a long-lived producer's first SEND_OK
-    from another member (``elsewhere``, a group that elects) or from any (a master and
-    slave, which wait for the master). With ``elsewhere``, also the faults held past
-    ``bound`` s after which none came within ``bound`` s."""
+    """Each leader fault's failover (faults of ``kinds``, those that take the leader away):
+    from its start to a long-lived producer's first SEND_OK from another member
+    (``elsewhere``, a group that elects) or from any (a master and slave, which wait for the
+    master). With ``elsewhere``, also the faults held past ``bound`` s after which none came
+    within ``bound`` s."""
     out: list[Failover] = []
     slow: list[str] = []
     for a in applied:
-        if not a.was_leader or a.fault.kind not in LEADER_FAULTS:
+        if not a.was_leader or a.fault.kind not in kinds:
             continue
         held = (a.healed or a.started) - a.started
         first = history.first_ok_after(a.started, not_from=a.address if elsewhere else None, client="py")

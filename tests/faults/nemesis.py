@@ -42,8 +42,14 @@ TARGETS = {
     "ha": ("master", "master", "slave"),
     "controller": ("leader", "leader", "leader", "follower", "follower"),
 }
-# A fault that takes the leader away (the group can elect another while it lasts)
+# A fault that takes the leader away (the group can elect another while it lasts); a late
+# registration does only in a DLedger group, where the nemesis cuts the leader off too
 LEADER_FAULTS = ("partition", "pause", "kill", "late_registration")
+
+
+def leader_faults(cluster: str) -> tuple[str, ...]:
+    """The kinds of LEADER_FAULTS that take the leader of a ``cluster`` group away."""
+    return LEADER_FAULTS if cluster == "dledger" else tuple(k for k in LEADER_FAULTS if k != "late_registration")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from tests.broker.cluster import loopback_namesrv
 from .checker import Checker, Report, failovers, recoveries
 from .clusters import ControllerCluster, DLedgerCluster, HACluster, ProcessCluster
 from .load import CppLoad, History, PinnedLoad, PyLoad
-from .nemesis import KINDS, EventLog, Fault, Nemesis, plan
+from .nemesis import KINDS, EventLog, Fault, Nemesis, leader_faults, plan
 from .watch import RouteWatch
 
 BOOT_TIMEOUT = 60.0  # seconds to the first SEND_OK after the members started
@@ -156,7 +156,8 @@ def judge_availability(s: Scenario, report: Report, nemesis: Nemesis, history: H
     """Failovers, recoveries after heals and the name server's routes, into ``report``."""
     report.faults = nemesis.counts
     bound = s.failover_bound
-    report.failovers, slow = failovers(nemesis.applied, history, bound, elsewhere=s.cluster != "ha")
+    kinds = leader_faults(s.cluster)
+    report.failovers, slow = failovers(nemesis.applied, history, bound, elsewhere=s.cluster != "ha", kinds=kinds)
     report.availability += slow
     report.recoveries, slow = recoveries(nemesis.applied, history, bound, trio.current_time())
     report.availability += slow
