@@ -71,3 +71,16 @@ fi
 if [ ! -d .cache/rocketmq5/rocketmq/v5 ]; then
     "$PY" -m pip install --disable-pip-version-check -q --target .cache/rocketmq5 rocketmq-python-client==5.1.2
 fi
+
+# The official RocketMQ 5.x Node.js client for tests/proxy/test_client5_node.py, at the versions
+# tests/proxy/node/package-lock.json pins, in a directory of its own.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+    echo "bootstrap: installing Node.js and npm for the 5.x Node.js client's tests"
+    apt_install nodejs npm || echo "bootstrap: Node.js is missing; the Node.js client's tests will say so" >&2
+fi
+if command -v npm >/dev/null && ! cmp -s tests/proxy/node/package-lock.json .cache/node5/package-lock.json; then
+    rm -rf .cache/node5 && mkdir -p .cache/node5
+    cp tests/proxy/node/package.json tests/proxy/node/package-lock.json .cache/node5/
+    (cd .cache/node5 && npm ci --no-audit --no-fund --silent) \
+        || { rm -f .cache/node5/package-lock.json; echo "bootstrap: npm could not install the Node.js 5.x client" >&2; }
+fi

@@ -1,0 +1,77 @@
+// Child process: the official RocketMQ 5.x Node.js client (npm rocketmq-client-nodejs) against
+// a proxy; its gRPC is @grpc/grpc-js, over Node's own HTTP/2. Run with NODE_PATH naming the
+// node_modules that holds it (scripts/bootstrap.sh installs it in .cache/node5). Prints one JSON
+// object per line; the last one is {"done": true}.
+//
+//   node client5.mjs ENDPOINT send TOPIC N              normal messages, one send at a time
+//   node client5.mjs ENDPOINT fifo TOPIC N GROUPS       FIFO messages over GROUPS message groups
+//   node client5.mjs ENDPOINT receive TOPIC N GROUP [MS] a SimpleConsumer receives and acks N,
+//                                                       each invisible for MS (15,000) meanwhile
+//   node client5.mjs ENDPOINT redeliver TOPIC 1 GROUP   receive one invisible for 1 s, no ack: it
+//                                                       comes again, and is acked then
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+
+const [endpoint, scenario, topic, countText, extra, invisibleText] = process.argv.slice(2);
+const count = Number(countText || '1');
+const out = (values) => process.stdout.write(`${JSON.stringify(values)}\n`);
+
+async function send(fifoGroups) {
+  const producer = new Producer({ endpoints: endpoint, topics: [topic] });
+  await producer.startup();
+  try {
+    for (let i = 0; i < count; i++) {
+      const message = { topic, tag: 'TagN', keys: [`key-${i}`], body: Buffer.from(`node-${i}`) };
+      if (fifoGroups) message.messageGroup = `g${i % fifoGroups}`;
+      const receipt = await producer.send(message);
+      out({ sent: i, id: receipt.messageId, queue: receipt.messageQueue?.queueId ?? null,
+        offset: Number(receipt.offset ?? -1) });
+    }
+  } finally {
+    await producer.shutdown();
+  }
+}
+
+async function receive(group, redeliver) {
+  const consumer = new SimpleConsumer({
+    endpoints: endpoint, consumerGroup: group, subscriptions: new Map().set(topic, '*'),
+    awaitDuration: 5000, // long polling: the proxy's least by default (grpcClientConsumerMinLongPollingTimeoutMillis)
+  });
+  await consumer.startup();
+  const deadline = Date.now() + 30000;
+  const seen = new Set();
+  let acked = 0;
+  try {
+    while (acked < count && Date.now() < deadline) {
+      const messages = await consumer.receive(Math.min(16, count - acked), redeliver ? 1000 : Number(invisibleText || '15000'));
+      for (const m of messages) {
+        out({ id: m.messageId, body: m.body.toString(), tag: m.tag ?? null, keys: m.keys,
+          attempt: m.deliveryAttempt, group: m.messageGroup ?? null });
+        if (redeliver && !seen.has(m.messageId)) {
+          seen.add(m.messageId); // left invisible: the proxy hands it out again after 1 s
+          continue;
+        }
+        await consumer.ack(m);
+        acked++;
+      }
+    }
+  } finally {
+    await consumer.shutdown();
+  }
+}
+
+async function main() {
+  if (scenario === 'send') await send(0);
+  else if (scenario === 'fifo') await send(Number(extra));
+  else if (scenario === 'receive') await receive(extra, false);
+  else if (scenario === 'redeliver') await receive(extra, true);
+  else throw new Error(`unknown scenario ${scenario}`);
+  out({ done: true });
+}
+
+main().then(() => process.exit(0), (err) => {
+  process.stderr.write(`${err?.stack ?? err}\n`);
+  process.exit(1);
+});

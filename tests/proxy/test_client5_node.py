@@ -1,0 +1,121 @@
+"""The official 5.x Node.js client (npm rocketmq-client-nodejs, gRPC by @grpc/grpc-js over Node's
+own HTTP/2) through the proxy to a real broker: a second official client, on another gRPC and
+HTTP/2 stack than the Python client's grpcio. The client runs as `node tests/proxy/client5.mjs`,
+installed by scripts/bootstrap.sh in .cache/node5 at the versions tests/proxy/node pins; the
+tests skip without Node.js or the client (fail in CI)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from rmq.client import Message, Producer
+from rmq.protocol import properties as P
+from rmq.protocol.message import decode_record
+from rmq.proxy import ProxyServer
+from tests.client.conftest import Cluster
+
+NODE5 = Path(__file__).resolve().parents[2] / ".cache" / "node5" / "node_modules"
+CHILD = Path(__file__).with_name("client5.mjs")
+TOPIC = "NodeTopic"
+
+
+async def run_node(endpoint: str, home: Path, *args: str, timeout: float = 60) -> list[dict[str, Any]]:
+    """Run client5.mjs; its JSON lines. Fails unless it ended with {"done": true}."""
+    node = shutil.which("node")
+    if node is None or not (NODE5 / "rocketmq-client-nodejs").is_dir():
+        why = "Node.js or the 5.x Node.js client is missing (scripts/bootstrap.sh puts it in .cache/node5)"
+        if os.environ.get("CI"):
+            pytest.fail(why)
+        pytest.skip(why)
+    # the client logs to ~/logs/rocketmq: a home of the test's own
+    env = {**os.environ, "NODE_PATH": str(NODE5), "HOME": str(home)}
+    with trio.fail_after(timeout):
+        result = await trio.run_process(
+            [node, str(CHILD), endpoint, *args], capture_stdout=True, capture_stderr=True, env=env, check=False
+        )
+    lines = [json.loads(line) for line in result.stdout.decode().splitlines() if line.startswith("{")]
+    if result.returncode != 0 or not lines or lines[-1] != {"done": True}:
+        raise AssertionError(
+            f"client5.mjs {args} exited {result.returncode}: {lines}\n{result.stderr.decode()[-3000:]}"
+        )
+    return lines[:-1]
+
+
+def stored(cluster: Cluster, topic: str) -> list[tuple[int, Any]]:
+    """(queue id, message) of every message of `topic` in the broker, in queue order."""
+    store = cluster.broker.message_store
+    out = []
+    for queue_id in range(4):
+        records = store.get_message(topic, queue_id, 0, 1000).records
+        out += [(queue_id, decode_record(r)[0]) for r in records]
+    return out
+
+
+async def test_node_producer_sends_normal_and_fifo_messages(
+    cluster: Cluster, proxy: ProxyServer, tmp_path: Path
+) -> None:
+    await cluster.create_topic(TOPIC)
+    endpoint = f"127.0.0.1:{proxy.port}"
+    sent = await run_node(endpoint, tmp_path, "send", TOPIC, "8")
+    assert [line["sent"] for line in sent] == list(range(8)) and len({line["id"] for line in sent}) == 8
+    fifo = await run_node(endpoint, tmp_path, "fifo", TOPIC, "12", "3")
+    assert len(fifo) == 12
+    messages = stored(cluster, TOPIC)
+    by_body = {m.body.decode(): (queue_id, m) for queue_id, m in messages}
+    assert set(by_body) == {f"node-{i}" for i in range(8)} | {f"node-{i}" for i in range(12)} and len(messages) == 20
+    # each stored as sent: its tag, keys and the message id the client made (UNIQ_KEY)
+    ids = {line["id"] for line in sent + fifo}
+    assert {m.properties[P.UNIQ_KEY] for _, m in messages} == ids
+    assert all(m.properties[P.TAGS] == "TagN" for _, m in messages)
+    assert {m.properties[P.KEYS] for _, m in messages} == {f"key-{i}" for i in range(12)}
+    # a message group goes to one queue, in the order sent
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for queue_id, m in messages:
+        if P.SHARDING_KEY in m.properties:
+            groups.setdefault(m.properties[P.SHARDING_KEY], []).append((queue_id, m.queue_offset))
+    assert sorted(groups) == ["g0", "g1", "g2"]
+    for placed in groups.values():
+        assert len({queue_id for queue_id, _ in placed}) == 1 and len(placed) == 4
+
+
+async def test_node_simple_consumer_receives_what_a_4x_producer_sent(
+    cluster: Cluster, proxy: ProxyServer, tmp_path: Path
+) -> None:
+    """Mixed generations: our 4.x producer straight to the broker, the Node.js SimpleConsumer
+    through the proxy; every message once, acked, and not handed out again."""
+    await cluster.create_topic(TOPIC)
+    async with Producer("node-mixed", namesrv=cluster.namesrv_addr) as producer:
+        for i in range(10):
+            result = await producer.send(Message(TOPIC, f"from-4x-{i}".encode(), tags="TagN", keys=f"k{i}"))
+            assert result.status.value == "SEND_OK"
+    endpoint = f"127.0.0.1:{proxy.port}"
+    got = await run_node(endpoint, tmp_path, "receive", TOPIC, "10", "NodeGroup", "3000")
+    assert sorted(m["body"] for m in got) == sorted(f"from-4x-{i}" for i in range(10))
+    assert all(m["tag"] == "TagN" and m["attempt"] == 1 for m in got)
+    assert {tuple(m["keys"]) for m in got} == {(f"k{i}",) for i in range(10)}
+    # acked: after their invisible time (3 s) nothing comes back to the group
+    await trio.sleep(3.5)
+    cq = cluster.broker.message_store
+    assert sum(cq.get_max_offset_in_queue(TOPIC, q) for q in range(4)) == 10
+    async with Producer("node-mixed", namesrv=cluster.namesrv_addr) as producer:
+        assert (await producer.send(Message(TOPIC, b"marker"))).status.value == "SEND_OK"
+    [only] = await run_node(endpoint, tmp_path, "receive", TOPIC, "1", "NodeGroup")
+    assert only["body"] == "marker"
+
+
+async def test_node_unacked_message_comes_back(cluster: Cluster, proxy: ProxyServer, tmp_path: Path) -> None:
+    """Received with an invisible time of 1 s and not acked, a message is received again with
+    its delivery attempt counted, then acked."""
+    await cluster.create_topic(TOPIC)
+    endpoint = f"127.0.0.1:{proxy.port}"
+    [sent] = await run_node(endpoint, tmp_path, "send", TOPIC, "1")
+    first, again = await run_node(endpoint, tmp_path, "redeliver", TOPIC, "1", "NodeGroup")
+    assert first["id"] == again["id"] == sent["id"]
+    assert (first["attempt"], again["attempt"]) == (1, 2) and again["body"] == "node-0"
