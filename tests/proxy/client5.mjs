@@ -7,12 +7,17 @@
 //   node client5.mjs ENDPOINT fifo TOPIC N GROUPS       FIFO messages over GROUPS message groups
 //   node client5.mjs ENDPOINT receive TOPIC N GROUP [MS] a SimpleConsumer receives and acks N,
 //                                                       each invisible for MS (15,000) meanwhile
+//   node client5.mjs ENDPOINT commit|rollback TOPIC     a half message, then that resolution
+//   node client5.mjs ENDPOINT check TOPIC               a half message left open: the broker's
+//                                                       check reaches the checker, which commits
 //   node client5.mjs ENDPOINT redeliver TOPIC 1 GROUP   receive one invisible for 1 s, no ack: it
 //                                                       comes again, and is acked then
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+// the checker's answer: the generated protobuf enum, which the package's index does not export
+const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
 
 const [endpoint, scenario, topic, countText, extra, invisibleText] = process.argv.slice(2);
 const count = Number(countText || '1');
@@ -62,11 +67,42 @@ async function receive(group, redeliver) {
   }
 }
 
+async function transaction(how) {
+  let checked = null;
+  const checker = {
+    async check(view) {
+      out({ checked: view.messageId, body: view.body.toString() });
+      checked?.();
+      return TransactionResolution.COMMIT;
+    },
+  };
+  const wasChecked = new Promise((resolve) => { checked = resolve; });
+  const producer = new Producer({ endpoints: endpoint, topics: [topic], checker });
+  await producer.startup();
+  try {
+    const tx = producer.beginTransaction();
+    const receipt = await producer.send({ topic, tag: 'TagT', body: Buffer.from(`tx-${how}`) }, tx);
+    out({ sent: receipt.messageId });
+    if (how === 'commit') await tx.commit();
+    else if (how === 'rollback') await tx.rollback();
+    else {
+      const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error('no check in 20 s')), 20000));
+      await Promise.race([wasChecked, timeout]);
+      out({ was_checked: true });
+      await new Promise((resolve) => setTimeout(resolve, 500)); // its EndTransaction goes out
+    }
+    if (how !== 'check') out({ ended: how });
+  } finally {
+    await producer.shutdown();
+  }
+}
+
 async function main() {
   if (scenario === 'send') await send(0);
   else if (scenario === 'fifo') await send(Number(extra));
   else if (scenario === 'receive') await receive(extra, false);
   else if (scenario === 'redeliver') await receive(extra, true);
+  else if (['commit', 'rollback', 'check'].includes(scenario)) await transaction(scenario);
   else throw new Error(`unknown scenario ${scenario}`);
   out({ done: true });
 }
