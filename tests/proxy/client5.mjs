@@ -7,6 +7,8 @@
 //   node client5.mjs ENDPOINT fifo TOPIC N GROUPS       FIFO messages over GROUPS message groups
 //   node client5.mjs ENDPOINT receive TOPIC N GROUP [MS] a SimpleConsumer receives and acks N,
 //                                                       each invisible for MS (15,000) meanwhile
+//   node client5.mjs ENDPOINT push TOPIC N GROUP        a PushConsumer until it consumed N distinct
+//                                                       bodies (60 s at most); a line per 1,000
 //   node client5.mjs ENDPOINT commit|rollback TOPIC     a half message, then that resolution
 //   node client5.mjs ENDPOINT check TOPIC               a half message left open: the broker's
 //                                                       check reaches the checker, which commits
@@ -15,7 +17,7 @@
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
-const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
+const { ConsumeResult, Producer, PushConsumer, SimpleConsumer } = require('rocketmq-client-nodejs');
 // the checker's answer: the generated protobuf enum, which the package's index does not export
 const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/rocketmq/v2/definition_pb');
 
@@ -67,6 +69,33 @@ async function receive(group, redeliver) {
   }
 }
 
+async function push(group) {
+  const bodies = new Set();
+  let deliveries = 0;
+  let enough = null;
+  const done = new Promise((resolve) => { enough = resolve; });
+  const consumer = new PushConsumer({
+    endpoints: endpoint, consumerGroup: group, subscriptions: new Map([[topic, '*']]),
+    messageListener: {
+      async consume(view) {
+        deliveries++;
+        bodies.add(view.body.toString());
+        if (bodies.size % 1000 === 0) out({ consumed: bodies.size });
+        if (bodies.size >= count) enough();
+        return ConsumeResult.SUCCESS;
+      },
+    },
+  });
+  await consumer.startup();
+  try {
+    const timeout = new Promise((resolve) => setTimeout(resolve, 60000));
+    await Promise.race([done, timeout]);
+  } finally {
+    out({ distinct: bodies.size, deliveries });
+    await consumer.shutdown();
+  }
+}
+
 async function transaction(how) {
   let checked = null;
   const checker = {
@@ -102,6 +131,7 @@ async function main() {
   else if (scenario === 'fifo') await send(Number(extra));
   else if (scenario === 'receive') await receive(extra, false);
   else if (scenario === 'redeliver') await receive(extra, true);
+  else if (scenario === 'push') await push(extra);
   else if (['commit', 'rollback', 'check'].includes(scenario)) await transaction(scenario);
   else throw new Error(`unknown scenario ${scenario}`);
   out({ done: true });

@@ -157,3 +157,24 @@ async def test_node_transactions_commit_roll_back_and_answer_the_check(
     assert tx_cluster.broker.transactions.checks_sent >= 1
     store = tx_cluster.broker.message_store  # the rolled back one never reached the topic
     assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(4)) == 2
+
+
+@pytest.mark.slow
+async def test_node_push_consumer_takes_every_message(cluster: Cluster, proxy: ProxyServer, tmp_path: Path) -> None:
+    """Our 4.x producer sends 3,000 messages while the Node.js PushConsumer (QueryAssignment,
+    long-polling receives, acks) consumes them: none lost."""
+    await cluster.create_topic(TOPIC)
+    endpoint = f"127.0.0.1:{proxy.port}"
+    n = 3000
+    result: list[list[dict[str, Any]]] = []
+
+    async def consume() -> None:
+        result.append(await run_node(endpoint, tmp_path, "push", TOPIC, str(n), "NodePushGroup", timeout=90))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consume)
+        async with Producer("node-push", namesrv=cluster.namesrv_addr) as producer:
+            for i in range(n):
+                assert (await producer.send(Message(TOPIC, f"m-{i}".encode()))).status.value == "SEND_OK"
+    summary = result[0][-1]
+    assert summary["distinct"] == n and summary["deliveries"] >= n, summary
