@@ -1,7 +1,8 @@
 // Child process: the official RocketMQ 5.x Node.js client (npm rocketmq-client-nodejs) against
 // a proxy; its gRPC is @grpc/grpc-js, over Node's own HTTP/2. Run with NODE_PATH naming the
 // node_modules that holds it (scripts/bootstrap.sh installs it in .cache/node5). Prints one JSON
-// object per line; the last one is {"done": true}.
+// object per line; the last one is {"done": true}. CLIENT5_AK / CLIENT5_SK in the environment:
+// the client's ACL credentials (it signs every call with them).
 //
 //   node client5.mjs ENDPOINT send TOPIC N              normal messages, one send at a time
 //   node client5.mjs ENDPOINT fifo TOPIC N GROUPS       FIFO messages over GROUPS message groups
@@ -9,6 +10,7 @@
 //                                                       each invisible for MS (15,000) meanwhile
 //   node client5.mjs ENDPOINT push TOPIC N GROUP        a PushConsumer until it consumed N distinct
 //                                                       bodies (60 s at most); a line per 1,000
+//   node client5.mjs ENDPOINT send_refused TOPIC        one send, expected to fail: its error
 //   node client5.mjs ENDPOINT commit|rollback TOPIC     a half message, then that resolution
 //   node client5.mjs ENDPOINT check TOPIC               a half message left open: the broker's
 //                                                       check reaches the checker, which commits
@@ -24,9 +26,14 @@ const { TransactionResolution } = require('rocketmq-client-nodejs/proto/apache/r
 const [endpoint, scenario, topic, countText, extra, invisibleText] = process.argv.slice(2);
 const count = Number(countText || '1');
 const out = (values) => process.stdout.write(`${JSON.stringify(values)}\n`);
+// what every client of this run is made with: the endpoint, and the keys if any
+const base = { endpoints: endpoint };
+if (process.env.CLIENT5_AK) {
+  base.sessionCredentials = { accessKey: process.env.CLIENT5_AK, accessSecret: process.env.CLIENT5_SK ?? '' };
+}
 
 async function send(fifoGroups) {
-  const producer = new Producer({ endpoints: endpoint, topics: [topic] });
+  const producer = new Producer({ ...base, topics: [topic] });
   await producer.startup();
   try {
     for (let i = 0; i < count; i++) {
@@ -43,7 +50,7 @@ async function send(fifoGroups) {
 
 async function receive(group, redeliver) {
   const consumer = new SimpleConsumer({
-    endpoints: endpoint, consumerGroup: group, subscriptions: new Map().set(topic, '*'),
+    ...base, consumerGroup: group, subscriptions: new Map().set(topic, '*'),
     awaitDuration: 5000, // long polling: the proxy's least by default (grpcClientConsumerMinLongPollingTimeoutMillis)
   });
   await consumer.startup();
@@ -69,13 +76,26 @@ async function receive(group, redeliver) {
   }
 }
 
+async function sendRefused() {
+  const producer = new Producer({ ...base, topics: [topic] });
+  try {
+    await producer.startup();
+    await producer.send({ topic, body: Buffer.from('refused') });
+    out({ error: null });
+  } catch (err) {
+    out({ error: err?.name ?? 'Error', text: String(err?.message ?? err) });
+  } finally {
+    await producer.shutdown().catch(() => {});
+  }
+}
+
 async function push(group) {
   const bodies = new Set();
   let deliveries = 0;
   let enough = null;
   const done = new Promise((resolve) => { enough = resolve; });
   const consumer = new PushConsumer({
-    endpoints: endpoint, consumerGroup: group, subscriptions: new Map([[topic, '*']]),
+    ...base, consumerGroup: group, subscriptions: new Map([[topic, '*']]),
     messageListener: {
       async consume(view) {
         deliveries++;
@@ -106,7 +126,7 @@ async function transaction(how) {
     },
   };
   const wasChecked = new Promise((resolve) => { checked = resolve; });
-  const producer = new Producer({ endpoints: endpoint, topics: [topic], checker });
+  const producer = new Producer({ ...base, topics: [topic], checker });
   await producer.startup();
   try {
     const tx = producer.beginTransaction();
@@ -132,6 +152,7 @@ async function main() {
   else if (scenario === 'receive') await receive(extra, false);
   else if (scenario === 'redeliver') await receive(extra, true);
   else if (scenario === 'push') await push(extra);
+  else if (scenario === 'send_refused') await sendRefused();
   else if (['commit', 'rollback', 'check'].includes(scenario)) await transaction(scenario);
   else throw new Error(`unknown scenario ${scenario}`);
   out({ done: true });

@@ -29,8 +29,11 @@ CHILD = Path(__file__).with_name("client5.mjs")
 TOPIC = "NodeTopic"
 
 
-async def run_node(endpoint: str, home: Path, *args: str, timeout: float = 60) -> list[dict[str, Any]]:
-    """Run client5.mjs; its JSON lines. Fails unless it ended with {"done": true}."""
+async def run_node(
+    endpoint: str, home: Path, *args: str, timeout: float = 60, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """Run client5.mjs (`env` added to this process's); its JSON lines. Fails unless it ended
+    with {"done": true}."""
     node = shutil.which("node")
     if node is None or not (NODE5 / "rocketmq-client-nodejs").is_dir():
         why = "Node.js or the 5.x Node.js client is missing (scripts/bootstrap.sh puts it in .cache/node5)"
@@ -38,10 +41,10 @@ async def run_node(endpoint: str, home: Path, *args: str, timeout: float = 60) -
             pytest.fail(why)
         pytest.skip(why)
     # the client logs to ~/logs/rocketmq: a home of the test's own
-    env = {**os.environ, "NODE_PATH": str(NODE5), "HOME": str(home)}
+    child_env = {**os.environ, **(env or {}), "NODE_PATH": str(NODE5), "HOME": str(home)}
     with trio.fail_after(timeout):
         result = await trio.run_process(
-            [node, str(CHILD), endpoint, *args], capture_stdout=True, capture_stderr=True, env=env, check=False
+            [node, str(CHILD), endpoint, *args], capture_stdout=True, capture_stderr=True, env=child_env, check=False
         )
     lines = [json.loads(line) for line in result.stdout.decode().splitlines() if line.startswith("{")]
     if result.returncode != 0 or not lines or lines[-1] != {"done": True}:
@@ -178,3 +181,23 @@ async def test_node_push_consumer_takes_every_message(cluster: Cluster, proxy: P
                 assert (await producer.send(Message(TOPIC, f"m-{i}".encode()))).status.value == "SEND_OK"
     summary = result[0][-1]
     assert summary["distinct"] == n and summary["deliveries"] >= n, summary
+
+
+async def test_node_client_signs_its_calls_for_acl(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """ACL 1.0 (enableACL over plain_acl.yml): the Node.js client's `sessionCredentials` sign
+    each call; the right keys send and receive. A wrong secret is refused at the route query,
+    which the client's start reports as a failed route fetch (the proxy logs the reason); a
+    topic without PUB, at the send, with 40100 and the reason."""
+    from .test_acl import GROUP, SUB_TOPIC, USER, acl_proxy
+    from .test_acl import TOPIC as ACL_TOPIC
+
+    right = {"CLIENT5_AK": USER[0], "CLIENT5_SK": USER[1]}
+    async with acl_proxy(tmp_path) as endpoint:
+        sent = await run_node(endpoint, tmp_path, "send", ACL_TOPIC, "2", env=right)
+        got = await run_node(endpoint, tmp_path, "receive", ACL_TOPIC, "2", GROUP, env=right)
+        [wrong] = await run_node(endpoint, tmp_path, "send_refused", ACL_TOPIC, env={**right, "CLIENT5_SK": "nope"})
+        [no_pub] = await run_node(endpoint, tmp_path, "send_refused", SUB_TOPIC, env=right)
+    assert sorted(m["id"] for m in got) == sorted(line["id"] for line in sent)
+    assert "Failed to fetch topic routes" in wrong["text"], wrong
+    assert "ACL refused QueryRoute from 127.0.0.1: Check signature failed for accessKey=ClientUser" in caplog.text
+    assert "40100" in no_pub["text"] and "No PUB permission for topic:SubTopic" in no_pub["text"], no_pub
