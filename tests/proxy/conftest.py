@@ -28,7 +28,7 @@ from rmq.protocol.message import MessageExt, decode_record
 from rmq.proxy import ProxyConfig, ProxyServer
 from rmq.remoting import RemotingClient
 from tests.broker.cluster import broker_config, loopback_namesrv
-from tests.client.conftest import Cluster, cluster  # noqa: F401  the fixture
+from tests.client.conftest import Cluster, cluster, open_cluster  # noqa: F401  the fixture
 
 CLIENT5 = Path(__file__).resolve().parents[2] / ".cache" / "rocketmq5"
 CHILD = Path(__file__).with_name("client5.py")
@@ -69,6 +69,24 @@ async def run_client(
     if result.returncode != 0 or not lines or lines[-1] != {"done": True}:
         raise AssertionError(f"client5 {args} exited {result.returncode}: {lines}\n{result.stderr.decode()[-3000:]}")
     return lines[:-1]
+
+
+TX_TOPIC = "TxTopic"
+
+
+@pytest.fixture
+async def tx_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
+    """A cluster whose half messages are checked once 1 s old, every 0.5 s; TX_TOPIC made."""
+    async with open_cluster(tmp_path, transaction_time_out=1000, transaction_check_interval=500) as made:
+        await made.create_topic(TX_TOPIC)
+        yield made
+
+
+@pytest.fixture
+async def tx_proxy(tx_cluster: Cluster) -> AsyncIterator[ProxyServer]:
+    config = ProxyConfig.from_mapping({"namesrvAddr": tx_cluster.namesrv_addr, "grpcServerPort": 0, **FAST})
+    async with ProxyServer(config, host="127.0.0.1") as server:
+        yield server
 
 
 @pytest.fixture

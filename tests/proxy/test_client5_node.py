@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +18,10 @@ import trio
 from rmq.client import Message, Producer
 from rmq.protocol import properties as P
 from rmq.protocol.message import decode_record
-from rmq.proxy import ProxyConfig, ProxyServer
-from tests.client.conftest import Cluster, open_cluster
+from rmq.proxy import ProxyServer
+from tests.client.conftest import Cluster
 
-from .conftest import FAST
+from .conftest import TX_TOPIC
 
 NODE5 = Path(__file__).resolve().parents[2] / ".cache" / "node5" / "node_modules"
 CHILD = Path(__file__).with_name("client5.mjs")
@@ -127,39 +126,24 @@ async def test_node_unacked_message_comes_back(cluster: Cluster, proxy: ProxySer
     assert (first["attempt"], again["attempt"]) == (1, 2) and again["body"] == "node-0"
 
 
-@pytest.fixture
-async def tx_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    """Half messages are checked once 1 s old, every 0.5 s."""
-    async with open_cluster(tmp_path / "store", transaction_time_out=1000, transaction_check_interval=500) as cluster:
-        await cluster.create_topic(TOPIC)
-        yield cluster
-
-
-@pytest.fixture
-async def tx_proxy(tx_cluster: Cluster) -> AsyncIterator[ProxyServer]:
-    config = ProxyConfig.from_mapping({"namesrvAddr": tx_cluster.namesrv_addr, "grpcServerPort": 0, **FAST})
-    async with ProxyServer(config, host="127.0.0.1") as server:
-        yield server
-
-
 async def test_node_transactions_commit_roll_back_and_answer_the_check(
     tx_cluster: Cluster, tx_proxy: ProxyServer, tmp_path: Path
 ) -> None:
     """Committed: visible; rolled back: never; left open: the broker's check comes
     down the client's Telemetry stream to its checker, whose commit makes it visible."""
     endpoint = f"127.0.0.1:{tx_proxy.port}"
-    sent, ended = await run_node(endpoint, tmp_path, "commit", TOPIC)
+    sent, ended = await run_node(endpoint, tmp_path, "commit", TX_TOPIC)
     assert ended == {"ended": "commit"}
-    _, ended = await run_node(endpoint, tmp_path, "rollback", TOPIC)
+    _, ended = await run_node(endpoint, tmp_path, "rollback", TX_TOPIC)
     assert ended == {"ended": "rollback"}
-    lines = await run_node(endpoint, tmp_path, "check", TOPIC)
+    lines = await run_node(endpoint, tmp_path, "check", TX_TOPIC)
     checked = lines[0]["sent"]
     assert {"checked": checked, "body": "tx-check"} in lines and lines[-1] == {"was_checked": True}
-    got = await run_node(endpoint, tmp_path, "receive", TOPIC, "2", "NodeTxGroup")
+    got = await run_node(endpoint, tmp_path, "receive", TX_TOPIC, "2", "NodeTxGroup")
     assert sorted((m["id"], m["body"]) for m in got) == sorted([(sent["sent"], "tx-commit"), (checked, "tx-check")])
     assert tx_cluster.broker.transactions.checks_sent >= 1
     store = tx_cluster.broker.message_store  # the rolled back one never reached the topic
-    assert sum(store.get_max_offset_in_queue(TOPIC, q) for q in range(4)) == 2
+    assert sum(store.get_max_offset_in_queue(TX_TOPIC, q) for q in range(4)) == 2
 
 
 @pytest.mark.slow

@@ -3,40 +3,22 @@ EndTransaction, and the broker's check reaching the client's checker over Teleme
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from pathlib import Path
-
 import pytest
 
 from rmq.client.config import ClientConfig
 from rmq.client.instance import ClientInstance
-from rmq.proxy import ProxyConfig, ProxyServer
+from rmq.proxy import ProxyServer
 from rmq.proxy.channels import Channels
 from rmq.proxy.convert import Code, ProxyError
 from rmq.proxy.transaction import Transactions
 from rmq.proxy.v2 import definition_pb2 as d
 from rmq.proxy.v2 import service_pb2 as s
-from tests.client.conftest import Cluster, open_cluster
+from tests.client.conftest import Cluster
 
-from .conftest import FAST, run_client
+from .conftest import TX_TOPIC, run_client
 
-TOPIC = "TxTopic"
+TOPIC = TX_TOPIC
 GROUP = "TxGroup"
-
-
-@pytest.fixture
-async def tx_cluster(tmp_path: Path) -> AsyncIterator[Cluster]:
-    """Half messages are checked once 1 s old, every 0.5 s."""
-    async with open_cluster(tmp_path, transaction_time_out=1000, transaction_check_interval=500) as cluster:
-        await cluster.create_topic(TOPIC)
-        yield cluster
-
-
-@pytest.fixture
-async def tx_proxy(tx_cluster: Cluster) -> AsyncIterator[ProxyServer]:
-    config = ProxyConfig.from_mapping({"namesrvAddr": tx_cluster.namesrv_addr, "grpcServerPort": 0, **FAST})
-    async with ProxyServer(config, host="127.0.0.1") as server:
-        yield server
 
 
 async def test_commit_is_visible(tx_cluster: Cluster, tx_proxy: ProxyServer) -> None:
