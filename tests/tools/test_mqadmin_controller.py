@@ -28,7 +28,8 @@ from rmq.remoting import RemotingClient, RemotingServer, ServerConfig
 from rmq.remoting.dispatcher import Dispatcher
 from rmq.tools.admin import run
 
-from ..controller.test_processes import Member, call, leader_of
+from ..broker.ha.procs import ControllerProcess
+from ..controller.test_processes import BY_REQUEST, call, leader_of
 from ..namesrv.helpers import loopback_config, register_request
 from ..ports import free_ports
 from .test_admin import Result, one_line_error
@@ -38,11 +39,11 @@ LIMIT = 20
 
 
 @pytest.fixture(scope="module")
-def members(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Member]]:
+def members(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[ControllerProcess]]:
     tmp = tmp_path_factory.mktemp("controllers")
     ports = [free_ports() for _ in range(3)]
     peers = ";".join(f"n{i}-127.0.0.1:{p}" for i, p in enumerate(ports))
-    group = [Member(tmp, f"n{i}", peers, f"127.0.0.1:{p}") for i, p in enumerate(ports)]
+    group = [ControllerProcess(tmp, f"n{i}", peers, f"127.0.0.1:{p}", **BY_REQUEST) for i, p in enumerate(ports)]
     try:
         for m in group:
             m.start()
@@ -64,7 +65,7 @@ def addr_of(group: str, broker_id: int) -> str:
     return f"127.0.0.1:{21000 + broker_id}"
 
 
-async def register_group(client: RemotingClient, members: list[Member], group: str) -> Member:
+async def register_group(client: RemotingClient, members: list[ControllerProcess], group: str) -> ControllerProcess:
     """Brokers 1 and 2 of `group`, alive for a minute; 1 the master, both in the SyncStateSet."""
     leader = await leader_of(client, members)
     for broker_id in (1, 2):
@@ -99,7 +100,7 @@ def replica(group: str, broker_id: int) -> str:
     )
 
 
-async def test_metadata_and_settings(members: list[Member]) -> None:
+async def test_metadata_and_settings(members: list[ControllerProcess]) -> None:
     async with RemotingClient() as client:
         leader = await leader_of(client, members)
     follower = next(m for m in members if m is not leader)
@@ -141,7 +142,7 @@ async def test_metadata_and_settings(members: list[Member]) -> None:
     one_line_error(await mqadmin("getControllerMetaData", "-a", "127.0.0.1:1"), "127.0.0.1:1")
 
 
-async def test_sync_state_set_election_and_cleaning(members: list[Member], tmp_path: Path) -> None:
+async def test_sync_state_set_election_and_cleaning(members: list[ControllerProcess], tmp_path: Path) -> None:
     group = "broker-ctl"
     async with (
         RemotingClient() as client,
