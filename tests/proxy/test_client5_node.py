@@ -185,3 +185,22 @@ async def test_node_client_signs_its_calls_for_acl(tmp_path: Path, caplog: pytes
     assert "Failed to fetch topic routes" in wrong["text"], wrong
     assert "ACL refused QueryRoute from 127.0.0.1: Check signature failed for accessKey=ClientUser" in caplog.text
     assert "40100" in no_pub["text"] and "No PUB permission for topic:SubTopic" in no_pub["text"], no_pub
+
+
+async def test_node_fifo_groups_are_received_in_send_order(
+    cluster: Cluster, proxy: ProxyServer, tmp_path: Path
+) -> None:
+    """An orderly group (consumeMessageOrderly): the Node.js SimpleConsumer receives each
+    message group the Node.js producer sent in send order (orderly POP)."""
+    from .test_fifo import orderly_group
+
+    await cluster.create_topic(TOPIC)
+    await orderly_group(cluster, "NodeFifoGroup")
+    endpoint = f"127.0.0.1:{proxy.port}"
+    await run_node(endpoint, tmp_path, "fifo", TOPIC, "24", "3")
+    got = await run_node(endpoint, tmp_path, "receive", TOPIC, "24", "NodeFifoGroup")
+    assert len(got) == 24 and all(m["attempt"] == 1 for m in got)
+    by_group: dict[str, list[int]] = {}
+    for m in got:
+        by_group.setdefault(m["group"], []).append(int(m["body"].removeprefix("node-")))
+    assert by_group == {f"g{g}": list(range(g, 24, 3)) for g in range(3)}
