@@ -1,5 +1,6 @@
 """The official 5.x producer (tests/proxy/client5.py, a child process) through the proxy to
-broker processes whose master, or DLedger leader, is killed with SIGKILL while it sends:
+broker processes whose master (master/slave or controller mode), or DLedger leader, is killed
+with SIGKILL while it sends:
 every message the client got a SendReceipt for is consumable afterwards, and the producer
 gets receipts again once the group serves again.
 
@@ -228,5 +229,35 @@ async def test_dledger_leader_killed_while_a_5x_producer_sends(tmp_path: Path) -
             receipts = run.receipts
             seen = await consume_ids(ns.address, "after", set(receipts.values()))
             assert not missing(receipts, seen), (missing(receipts, seen), run.failures[:3], group.roles())
+        finally:
+            await trio.to_thread.run_sync(group.stop)
+
+
+async def test_controller_mode_master_killed_while_a_5x_producer_sends(tmp_path: Path) -> None:
+    """RocketMQ 5's production shape: a controller-mode group (three controllers, three
+    brokers, allAckInSyncStateSet) behind the proxy. The master killed, the controllers elect
+    another from the SyncStateSet; the producer gets receipts again through the proxy, and
+    every receipted message is consumable, the old master still down."""
+    from tests.broker.controller_mode.group import ControllerGroup, all_in_sync, master_of
+
+    async with loopback_namesrv() as ns, RemotingClient() as client:
+        group = ControllerGroup(tmp_path, ns.address, allAckInSyncStateSet="true")
+        try:
+            await trio.to_thread.run_sync(group.start)
+            master, epoch = await master_of(client, group)
+            await all_in_sync(client, master)
+            await create_topic(client, master.address)  # replicated: the next master has it
+            await first_send_ok(ns.address)
+            async with proxy_of(ns.address) as endpoint, paced_sender(endpoint) as run:
+                await run.until_receipts(KILL_AFTER, 60)
+                await trio.to_thread.run_sync(master.kill)
+                at_kill = len(run.receipts)
+                successor, new_epoch = await master_of(client, group)
+                assert successor is not master and new_epoch > epoch
+                # the proxy finds the new master (its route refreshed after a failed send)
+                await run.until_receipts(at_kill + 20, 60)
+            receipts = run.receipts
+            seen = await consume_ids(ns.address, "after", set(receipts.values()))
+            assert not missing(receipts, seen), (missing(receipts, seen), run.failures[:3], successor.log())
         finally:
             await trio.to_thread.run_sync(group.stop)
