@@ -503,7 +503,14 @@ class MessagingService:
             attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
         )
         timeout = poll_ms / 1000 + self.instance.config.request_timeout
-        result = await self.instance.api.pop(addr, header, timeout)
+        try:
+            result = await self.instance.api.pop(addr, header, timeout)
+        except MQClientError as exc:
+            if is_retriable(exc):
+                # the master died or hangs (a failover): fetch the route now, as a send does,
+                # so that the client's next receive pops from the new master
+                await self.instance.route_failed(topic)
+            raise
         if result.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.NO_MESSAGE):
             await send(s.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message")))
             return
@@ -584,6 +591,8 @@ class MessagingService:
                 result = OK_STATUS
             except (ProxyError, MQClientError) as exc:
                 result = status_of(exc)
+                if is_retriable(exc):  # the master is gone: the client's retry goes to the new one
+                    await self.instance.route_failed(topic)
             entries.append(
                 s.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result)
             )
@@ -643,7 +652,12 @@ class MessagingService:
         header = ChangeInvisibleTimeRequestHeader(
             group, read_topic, handle.queue_id, request.receipt_handle, handle.queue_offset, invisible
         )
-        answer = await self.instance.api.change_invisible_time(addr, header)
+        try:
+            answer = await self.instance.api.change_invisible_time(addr, header)
+        except MQClientError as exc:
+            if is_retriable(exc):  # as for an ack
+                await self.instance.route_failed(topic)
+            raise
         new = dataclasses.replace(
             handle,
             ck_queue_offset=handle.queue_offset,

@@ -383,7 +383,9 @@ def main() -> None:
             out(acked=True)
         finally:
             consumer.shutdown()
-    elif scenario in ("receive", "receive_no_ack"):
+    elif scenario in ("receive", "receive_no_ack", "receive_retrying"):
+        # receive_retrying: as receive, but a failed receive (a broker gone in a failover) is
+        # reported and asked again, as an application's receive loop does
         consumer = SimpleConsumer(config, group, {topic: FilterExpression()}, await_duration=2, tls_enable=tls)
         consumer.startup()
         try:
@@ -399,6 +401,12 @@ def main() -> None:
                     if "40018" not in str(exc):
                         raise
                     continue
+                except Exception as exc:
+                    if scenario != "receive_retrying":
+                        raise
+                    out(receive_failed=str(exc)[:200])
+                    time.sleep(0.2)
+                    continue
                 for msg in batch:
                     got += 1
                     out(
@@ -413,7 +421,7 @@ def main() -> None:
                         due=msg.delivery_timestamp,
                         at=msg.decode_message_timestamp,
                     )
-                    if scenario == "receive":
+                    if scenario != "receive_no_ack":
                         consumer.ack(msg)
             out(received=got)
         finally:

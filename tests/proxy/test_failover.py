@@ -261,3 +261,45 @@ async def test_controller_mode_master_killed_while_a_5x_producer_sends(tmp_path:
             assert not missing(receipts, seen), (missing(receipts, seen), run.failures[:3], successor.log())
         finally:
             await trio.to_thread.run_sync(group.stop)
+
+
+async def test_controller_mode_unacked_pops_come_back_from_the_new_master(tmp_path: Path) -> None:
+    """POP across a failover: a 5.x SimpleConsumer receives every message and acks none; the
+    master is killed. The new master hands each out again once its invisible time passed
+    (the checkpoints were replicated with the log, or its offset was older): nothing popped
+    and not acked is lost with the old master."""
+    from tests.broker.controller_mode.group import ControllerGroup, all_in_sync, master_of
+
+    from .conftest import FAST, run_client
+
+    n = 20
+    async with loopback_namesrv() as ns, RemotingClient() as client:
+        group = ControllerGroup(tmp_path, ns.address, allAckInSyncStateSet="true")
+        try:
+            await trio.to_thread.run_sync(group.start)
+            master, epoch = await master_of(client, group)
+            await all_in_sync(client, master)
+            await create_topic(client, master.address)
+            await first_send_ok(ns.address)
+            async with Producer("pop-failover", namesrv=ns.address) as producer:
+                for i in range(n):
+                    assert (await producer.send(Message(TOPIC, f"pop-{i}".encode()))).status.value == "SEND_OK"
+            config = ProxyConfig.from_mapping({"namesrvAddr": ns.address, "grpcServerPort": 0, **FAST})
+            async with ProxyServer(config, host="127.0.0.1") as proxy:
+                endpoint = f"127.0.0.1:{proxy.port}"
+                # the n messages and first_send_ok's warm-up message
+                held = await run_client(endpoint, "receive_no_ack", TOPIC, "PopFailover", str(n + 1), "8")
+                assert {m["body"] for m in held[:-1]} == {f"pop-{i}" for i in range(n)} | {"warm-up"}, held[-1]
+                await trio.sleep(1.0)  # the checkpoints reach the slaves (replication takes ms)
+                await trio.to_thread.run_sync(master.kill)
+                successor, new_epoch = await master_of(client, group)
+                assert successor is not master and new_epoch > epoch
+                lines = await run_client(endpoint, "receive_retrying", TOPIC, "PopFailover", str(n + 1), "60")
+            again = [line for line in lines if "body" in line]
+            failed = [line for line in lines if "receive_failed" in line]
+            assert lines[-1] == {"received": n + 1}, (lines[-1], failed[:3], successor.log())
+            assert {m["body"] for m in again} == {f"pop-{i}" for i in range(n)} | {"warm-up"}
+            # the proxy fetched the route at the first failure: the next receive found the new master
+            assert len(failed) <= 2, failed
+        finally:
+            await trio.to_thread.run_sync(group.stop)
