@@ -292,6 +292,47 @@ def main() -> None:
             get_offset()
             pull(n)
             pull(n + 100)
+    elif scenario == "pull_retrying":
+        # PullMessage of every queue of the route from offset 0 with the stub, a failed call
+        # (a broker gone in a failover) reported and made again, until N messages or SECONDS
+        import grpc
+        from google.protobuf.duration_pb2 import Duration
+        from rocketmq.grpc_protocol import MessagingServiceStub
+        from rocketmq.grpc_protocol import definition_pb2 as d5
+        from rocketmq.grpc_protocol import service_pb2 as s5
+
+        meta = [("x-mq-client-id", "probe")]
+        deadline = time.monotonic() + wait
+        bodies: set[str] = set()
+        failures = 0
+        with grpc.insecure_channel(endpoint) as channel:
+            stub = MessagingServiceStub(channel)
+            route = stub.QueryRoute(s5.QueryRouteRequest(topic=d5.Resource(name=topic)), metadata=meta)
+            queues = list(route.message_queues)
+            while len(bodies) < n and time.monotonic() < deadline:
+                for queue in queues:
+                    request = s5.PullMessageRequest(
+                        group=d5.Resource(name=group),
+                        message_queue=queue,
+                        offset=0,
+                        batch_size=32,
+                        filter_expression=d5.FilterExpression(expression="*"),
+                        long_polling_timeout=Duration(seconds=1),
+                    )
+                    try:
+                        for answer in stub.PullMessage(request, metadata=meta, timeout=10):
+                            kind = answer.WhichOneof("content")
+                            if kind == "status" and answer.status.code not in (20000, 40401):
+                                failures += 1
+                                out(pull_failed=answer.status.code, message=answer.status.message[:200])
+                            elif kind == "message":
+                                bodies.add(answer.message.body.decode())
+                    except grpc.RpcError as exc:
+                        failures += 1
+                        out(pull_failed=str(exc.code()))
+                if len(bodies) < n:
+                    time.sleep(0.2)
+        out(pulled=len(bodies), failures=failures)
     elif scenario in ("send_refused", "receive_refused"):
         # a client whose start or first call is refused: the Status of a QueryRoute signed as
         # the client signs (its start hides it), then what the client raised

@@ -303,3 +303,39 @@ async def test_controller_mode_unacked_pops_come_back_from_the_new_master(tmp_pa
             assert len(failed) <= 2, failed
         finally:
             await trio.to_thread.run_sync(group.stop)
+
+
+async def test_controller_mode_5x_pulls_reach_the_new_master(tmp_path: Path) -> None:
+    """The 5.x PullConsumer's PullMessage (with the stub: no 5.x client has a PullConsumer)
+    after a master failover: a failed pull fetches the route again, so the next one reads
+    from the new master, which holds every message the old one acknowledged."""
+    from tests.broker.controller_mode.group import ControllerGroup, all_in_sync, master_of
+
+    from .conftest import FAST, run_client
+
+    n = 20
+    async with loopback_namesrv() as ns, RemotingClient() as client:
+        group = ControllerGroup(tmp_path, ns.address, allAckInSyncStateSet="true")
+        try:
+            await trio.to_thread.run_sync(group.start)
+            master, epoch = await master_of(client, group)
+            await all_in_sync(client, master)
+            await create_topic(client, master.address)
+            await first_send_ok(ns.address)
+            async with Producer("pull-failover", namesrv=ns.address) as producer:
+                for i in range(n):
+                    assert (await producer.send(Message(TOPIC, f"pull-{i}".encode()))).status.value == "SEND_OK"
+            config = ProxyConfig.from_mapping({"namesrvAddr": ns.address, "grpcServerPort": 0, **FAST})
+            async with ProxyServer(config, host="127.0.0.1") as proxy:
+                endpoint = f"127.0.0.1:{proxy.port}"
+                *_, before = await run_client(endpoint, "pull_retrying", TOPIC, "PullFailover", str(n + 1), "20")
+                assert before == {"pulled": n + 1, "failures": 0}  # and the proxy holds the route
+                await trio.to_thread.run_sync(master.kill)
+                successor, new_epoch = await master_of(client, group)
+                assert successor is not master and new_epoch > epoch
+                lines = await run_client(endpoint, "pull_retrying", TOPIC, "PullFailover", str(n + 1), "60")
+            *failed, after = lines
+            assert after["pulled"] == n + 1, (after, failed[:3], successor.log())
+            assert after["failures"] <= 2, failed
+        finally:
+            await trio.to_thread.run_sync(group.stop)
