@@ -49,7 +49,7 @@ from rmq.remoting import Dispatcher, RemotingClient, RequestContext, busypoll
 
 from .api import ClientAPI
 from .config import ClientConfig, tls_context
-from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRouteError, MQTimeoutError
+from .errors import MQClientError, MQClientStateError, MQConnectError, MQNoRouteError, MQTimeoutError, is_retriable
 from .ids import client_id, default_instance_name, local_ip
 from .members import ConsumerMember, Member
 from .route import BrokerData, TopicRoute, brokers_of
@@ -217,6 +217,17 @@ class ClientInstance:
         `refresh_route_soon`) and wait for that refresh. Cancelling the wait leaves the
         refresh running."""
         await self.refresh_route_soon(topic).wait()
+
+    async def broker_call(self, topic: str, work: Awaitable[T]) -> T:
+        """Await a call to a broker of `topic`; one that fails retriably (the master died or
+        hangs: a failover) fetches the route again before it raises (`route_failed`), so that
+        the caller's next call reaches the new master rather than the cached route's dead one."""
+        try:
+            return await work
+        except MQClientError as exc:
+            if is_retriable(exc):
+                await self.route_failed(topic)
+            raise
 
     def refresh_route_soon(self, topic: str) -> trio.Event:
         """Fetch the route of `topic` in the instance's nursery, at most once per

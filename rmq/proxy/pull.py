@@ -10,10 +10,10 @@ ids are the broker's when a topic has as many read as write queues).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from rmq.client.api import PullStatus
-from rmq.client.errors import MQClientError, is_retriable
+from rmq.client.errors import MQClientError
 from rmq.client.message import MessageQueue
 from rmq.client.subscription import Subscription
 from rmq.protocol.constants import PULL_SUBSCRIPTION, PULL_SUSPEND
@@ -23,8 +23,6 @@ from .convert import OK_STATUS, Code, ProxyError, checked_name, received, status
 from .grpc import Call, Send
 from .v2 import definition_pb2 as d
 from .v2 import service_pb2 as s
-
-T = TypeVar("T")
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -60,30 +58,20 @@ class Pulling:
             raise ProxyError(Code.BAD_REQUEST, f"queue id {queue.id} is illegal")
         return addr, MessageQueue(topic, queue.broker.name, queue.id)
 
-    async def _on_broker(self, topic: str, work: Awaitable[T]) -> T:
-        """Await a call to a broker of `topic`; one that fails retriably (the master is gone)
-        fetches the route again first, as a send or receive does, so that the client's next
-        call reaches the new master instead of failing until the 30 s route poll."""
-        try:
-            return await work
-        except MQClientError as exc:
-            if is_retriable(exc):
-                await self.instance.route_failed(topic)
-            raise
-
     async def update_offset(self, call: Call, request: s.UpdateOffsetRequest) -> s.UpdateOffsetResponse:
         group = checked_name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
         if request.offset < 0:
             raise ProxyError(Code.ILLEGAL_OFFSET, f"offset {request.offset} is illegal")
         addr, mq = await self._target(request.message_queue)
-        await self._on_broker(mq.topic, self.instance.api.update_consumer_offset(addr, group, mq, request.offset))
+        instance = self.instance
+        await instance.broker_call(mq.topic, instance.api.update_consumer_offset(addr, group, mq, request.offset))
         return s.UpdateOffsetResponse(status=OK_STATUS)
 
     async def get_offset(self, call: Call, request: s.GetOffsetRequest) -> s.GetOffsetResponse:
         """The group's committed offset; OFFSET_NOT_FOUND when it has none."""
         group = checked_name(request.group, Code.ILLEGAL_CONSUMER_GROUP, "consumer group")
         addr, mq = await self._target(request.message_queue)
-        offset = await self._on_broker(mq.topic, self.instance.api.query_consumer_offset(addr, group, mq))
+        offset = await self.instance.broker_call(mq.topic, self.instance.api.query_consumer_offset(addr, group, mq))
         if offset < 0:
             return s.GetOffsetResponse(status=status(Code.OFFSET_NOT_FOUND, f"group {group} has no offset of {mq}"))
         return s.GetOffsetResponse(status=OK_STATUS, offset=offset)
@@ -93,13 +81,14 @@ class Pulling:
         api = self.instance.api
         policy = request.query_offset_policy
         if policy == d.BEGINNING:
-            offset = await self._on_broker(mq.topic, api.get_min_offset(addr, mq))
+            work = api.get_min_offset(addr, mq)
         elif policy == d.END:
-            offset = await self._on_broker(mq.topic, api.get_max_offset(addr, mq))
+            work = api.get_max_offset(addr, mq)
         elif request.HasField("timestamp"):
-            offset = await self._on_broker(mq.topic, api.search_offset(addr, mq, timestamp_ms(request.timestamp)))
+            work = api.search_offset(addr, mq, timestamp_ms(request.timestamp))
         else:
             raise ProxyError(Code.BAD_REQUEST, "a TIMESTAMP query needs a timestamp")
+        offset = await self.instance.broker_call(mq.topic, work)
         return s.QueryOffsetResponse(status=OK_STATUS, offset=offset)
 
     async def pull_message(self, call: Call, request: s.PullMessageRequest, send: Send) -> None:
@@ -133,7 +122,7 @@ class Pulling:
             expression_type="SQL92" if sql else "TAG",
         )
         timeout = poll_ms / 1000 + self.instance.config.request_timeout
-        result = await self._on_broker(mq.topic, self.instance.api.pull(addr, header, timeout))
+        result = await self.instance.broker_call(mq.topic, self.instance.api.pull(addr, header, timeout))
         # the broker filters tags by their hash codes only: the exact check is the client's
         messages = [m for m in result.messages if sql or sub.matches(m.tags)]
         if result.status == PullStatus.OFFSET_ILLEGAL:

@@ -22,7 +22,7 @@ import trio
 from google.protobuf.duration_pb2 import Duration
 from google.protobuf.message import Message as Proto
 
-from rmq.client.errors import MQBrokerError, MQClientError, is_retriable
+from rmq.client.errors import MQBrokerError, MQClientError
 from rmq.client.instance import ClientInstance
 from rmq.client.route import TopicRoute
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -341,14 +341,12 @@ class MessagingService:
         entries = []
         for msg in request.messages:
             try:
-                entries.append(await self._send_one(topic, msg, targets, peer))
+                # a master killed or hung: the route is cached (30 s), so a retriable failure
+                # fetches it now (at most once a second), before the answer, so that the
+                # client's next attempt goes to the new master (a DLedger group's new leader)
+                entries.append(await self.instance.broker_call(topic, self._send_one(topic, msg, targets, peer)))
             except (ProxyError, MQClientError) as exc:
                 entries.append(s.SendResultEntry(status=status_of(exc)))
-                if is_retriable(exc):
-                    # a master killed or hung: the route is cached (30 s), so fetch it now (at
-                    # most once a second), before the answer, so that the client's next
-                    # attempt goes to the new master (a DLedger group's new leader)
-                    await self.instance.route_failed(topic)
         codes = {e.status.code for e in entries}
         overall = entries[0].status if len(codes) == 1 else status(Code.MULTIPLE_RESULTS)
         return s.SendMessageResponse(status=overall, entries=entries)
@@ -503,14 +501,8 @@ class MessagingService:
             attempt_id=request.attempt_id if request.HasField("attempt_id") else None,
         )
         timeout = poll_ms / 1000 + self.instance.config.request_timeout
-        try:
-            result = await self.instance.api.pop(addr, header, timeout)
-        except MQClientError as exc:
-            if is_retriable(exc):
-                # the master died or hangs (a failover): fetch the route now, as a send does,
-                # so that the client's next receive pops from the new master
-                await self.instance.route_failed(topic)
-            raise
+        # a master gone in a failover: the client's next receive pops from the new one
+        result = await self.instance.broker_call(topic, self.instance.api.pop(addr, header, timeout))
         if result.code in (ResponseCode.POLLING_TIMEOUT, ResponseCode.NO_MESSAGE):
             await send(s.ReceiveMessageResponse(status=status(Code.MESSAGE_NOT_FOUND, "no new message")))
             return
@@ -587,12 +579,10 @@ class MessagingService:
                 header = AckMessageRequestHeader(
                     group, read_topic, handle.queue_id, entry.receipt_handle, handle.queue_offset
                 )
-                await self.instance.api.ack(addr, header)
+                await self.instance.broker_call(topic, self.instance.api.ack(addr, header))
                 result = OK_STATUS
             except (ProxyError, MQClientError) as exc:
                 result = status_of(exc)
-                if is_retriable(exc):  # the master is gone: the client's retry goes to the new one
-                    await self.instance.route_failed(topic)
             entries.append(
                 s.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle, status=result)
             )
@@ -652,12 +642,7 @@ class MessagingService:
         header = ChangeInvisibleTimeRequestHeader(
             group, read_topic, handle.queue_id, request.receipt_handle, handle.queue_offset, invisible
         )
-        try:
-            answer = await self.instance.api.change_invisible_time(addr, header)
-        except MQClientError as exc:
-            if is_retriable(exc):  # as for an ack
-                await self.instance.route_failed(topic)
-            raise
+        answer = await self.instance.broker_call(topic, self.instance.api.change_invisible_time(addr, header))
         new = dataclasses.replace(
             handle,
             ck_queue_offset=handle.queue_offset,
