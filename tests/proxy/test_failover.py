@@ -28,9 +28,10 @@ from rmq.protocol.message import MessageExt
 from rmq.proxy import ProxyConfig, ProxyServer
 from rmq.remoting import RemotingClient, RemotingError
 from tests.broker.cluster import loopback_namesrv
+from tests.broker.controller_mode.group import ControllerGroup, all_in_sync, master_of
 from tests.broker.ha.procs import BrokerProcess, DLedgerGroup
 
-from .conftest import CHILD, CLIENT5, require_client5
+from .conftest import CHILD, CLIENT5, FAST, require_client5, run_client
 
 pytestmark = pytest.mark.slow
 
@@ -233,34 +234,59 @@ async def test_dledger_leader_killed_while_a_5x_producer_sends(tmp_path: Path) -
             await trio.to_thread.run_sync(group.stop)
 
 
-async def test_controller_mode_master_killed_while_a_5x_producer_sends(tmp_path: Path) -> None:
-    """RocketMQ 5's production shape: a controller-mode group (three controllers, three
-    brokers, allAckInSyncStateSet) behind the proxy. The master killed, the controllers elect
-    another from the SyncStateSet; the producer gets receipts again through the proxy, and
-    every receipted message is consumable, the old master still down."""
-    from tests.broker.controller_mode.group import ControllerGroup, all_in_sync, master_of
-
+@asynccontextmanager
+async def controller_group(tmp_path: Path) -> AsyncIterator[tuple[str, RemotingClient, ControllerGroup]]:
+    """RocketMQ 5's production shape: three controllers and three brokers with
+    allAckInSyncStateSet, every broker in the master's SyncStateSet, the topic made and sends
+    taken; yields (name server, client, group), the name server in this process."""
     async with loopback_namesrv() as ns, RemotingClient() as client:
         group = ControllerGroup(tmp_path, ns.address, allAckInSyncStateSet="true")
         try:
             await trio.to_thread.run_sync(group.start)
-            master, epoch = await master_of(client, group)
+            master, _ = await master_of(client, group)
             await all_in_sync(client, master)
             await create_topic(client, master.address)  # replicated: the next master has it
             await first_send_ok(ns.address)
-            async with proxy_of(ns.address) as endpoint, paced_sender(endpoint) as run:
-                await run.until_receipts(KILL_AFTER, 60)
-                await trio.to_thread.run_sync(master.kill)
-                at_kill = len(run.receipts)
-                successor, new_epoch = await master_of(client, group)
-                assert successor is not master and new_epoch > epoch
-                # the proxy finds the new master (its route refreshed after a failed send)
-                await run.until_receipts(at_kill + 20, 60)
-            receipts = run.receipts
-            seen = await consume_ids(ns.address, "after", set(receipts.values()))
-            assert not missing(receipts, seen), (missing(receipts, seen), run.failures[:3], successor.log())
+            yield ns.address, client, group
         finally:
             await trio.to_thread.run_sync(group.stop)
+
+
+async def kill_master(client: RemotingClient, group: ControllerGroup) -> BrokerProcess:
+    """SIGKILL the master; the successor the controllers elect (a higher epoch)."""
+    master, epoch = await master_of(client, group)
+    await trio.to_thread.run_sync(master.kill)
+    successor, new_epoch = await master_of(client, group)
+    assert successor is not master and new_epoch > epoch
+    return successor
+
+
+@asynccontextmanager
+async def fast_proxy_over(namesrv: str, prefix: str, n: int) -> AsyncIterator[str]:
+    """Our producer sends `n` messages `prefix-0`..., then a proxy with short receive times
+    (FAST) in front of the group; yields its endpoint."""
+    async with Producer(f"{prefix}-sender", namesrv=namesrv) as producer:
+        for i in range(n):
+            assert (await producer.send(Message(TOPIC, f"{prefix}-{i}".encode()))).status.value == "SEND_OK"
+    config = ProxyConfig.from_mapping({"namesrvAddr": namesrv, "grpcServerPort": 0, **FAST})
+    async with ProxyServer(config, host="127.0.0.1") as proxy:
+        yield f"127.0.0.1:{proxy.port}"
+
+
+async def test_controller_mode_master_killed_while_a_5x_producer_sends(tmp_path: Path) -> None:
+    """A controller-mode group behind the proxy. The master killed, the controllers elect
+    another from the SyncStateSet; the producer gets receipts again through the proxy, and
+    every receipted message is consumable, the old master still down."""
+    async with controller_group(tmp_path) as (ns, client, group):
+        async with proxy_of(ns) as endpoint, paced_sender(endpoint) as run:
+            await run.until_receipts(KILL_AFTER, 60)
+            successor = await kill_master(client, group)
+            at_kill = len(run.receipts)
+            # the proxy finds the new master (its route refreshed after a failed send)
+            await run.until_receipts(at_kill + 20, 60)
+        receipts = run.receipts
+        seen = await consume_ids(ns, "after", set(receipts.values()))
+        assert not missing(receipts, seen), (missing(receipts, seen), run.failures[:3], successor.log())
 
 
 async def test_controller_mode_unacked_pops_come_back_from_the_new_master(tmp_path: Path) -> None:
@@ -268,74 +294,31 @@ async def test_controller_mode_unacked_pops_come_back_from_the_new_master(tmp_pa
     master is killed. The new master hands each out again once its invisible time passed
     (the checkpoints were replicated with the log, or its offset was older): nothing popped
     and not acked is lost with the old master."""
-    from tests.broker.controller_mode.group import ControllerGroup, all_in_sync, master_of
-
-    from .conftest import FAST, run_client
-
     n = 20
-    async with loopback_namesrv() as ns, RemotingClient() as client:
-        group = ControllerGroup(tmp_path, ns.address, allAckInSyncStateSet="true")
-        try:
-            await trio.to_thread.run_sync(group.start)
-            master, epoch = await master_of(client, group)
-            await all_in_sync(client, master)
-            await create_topic(client, master.address)
-            await first_send_ok(ns.address)
-            async with Producer("pop-failover", namesrv=ns.address) as producer:
-                for i in range(n):
-                    assert (await producer.send(Message(TOPIC, f"pop-{i}".encode()))).status.value == "SEND_OK"
-            config = ProxyConfig.from_mapping({"namesrvAddr": ns.address, "grpcServerPort": 0, **FAST})
-            async with ProxyServer(config, host="127.0.0.1") as proxy:
-                endpoint = f"127.0.0.1:{proxy.port}"
-                # the n messages and first_send_ok's warm-up message
-                held = await run_client(endpoint, "receive_no_ack", TOPIC, "PopFailover", str(n + 1), "8")
-                assert {m["body"] for m in held[:-1]} == {f"pop-{i}" for i in range(n)} | {"warm-up"}, held[-1]
-                await trio.sleep(1.0)  # the checkpoints reach the slaves (replication takes ms)
-                await trio.to_thread.run_sync(master.kill)
-                successor, new_epoch = await master_of(client, group)
-                assert successor is not master and new_epoch > epoch
-                lines = await run_client(endpoint, "receive_retrying", TOPIC, "PopFailover", str(n + 1), "60")
-            again = [line for line in lines if "body" in line]
-            failed = [line for line in lines if "receive_failed" in line]
-            assert lines[-1] == {"received": n + 1}, (lines[-1], failed[:3], successor.log())
-            assert {m["body"] for m in again} == {f"pop-{i}" for i in range(n)} | {"warm-up"}
-            # the proxy fetched the route at the first failure: the next receive found the new master
-            assert len(failed) <= 2, failed
-        finally:
-            await trio.to_thread.run_sync(group.stop)
+    want = {f"pop-{i}" for i in range(n)} | {"warm-up"}  # and first_send_ok's message
+    async with controller_group(tmp_path) as (ns, client, group), fast_proxy_over(ns, "pop", n) as endpoint:
+        held = await run_client(endpoint, "receive_no_ack", TOPIC, "PopFailover", str(n + 1), "8")
+        assert {m["body"] for m in held[:-1]} == want, held[-1]
+        await trio.sleep(1.0)  # the checkpoints reach the slaves (replication takes ms)
+        successor = await kill_master(client, group)
+        lines = await run_client(endpoint, "receive_retrying", TOPIC, "PopFailover", str(n + 1), "60")
+        again = [line for line in lines if "body" in line]
+        failed = [line for line in lines if "receive_failed" in line]
+        assert lines[-1] == {"received": n + 1}, (lines[-1], failed[:3], successor.log())
+        assert {m["body"] for m in again} == want
+        # the proxy fetched the route at the first failure: the next receive found the new master
+        assert len(failed) <= 2, failed
 
 
 async def test_controller_mode_5x_pulls_reach_the_new_master(tmp_path: Path) -> None:
     """The 5.x PullConsumer's PullMessage (with the stub: no 5.x client has a PullConsumer)
     after a master failover: a failed pull fetches the route again, so the next one reads
     from the new master, which holds every message the old one acknowledged."""
-    from tests.broker.controller_mode.group import ControllerGroup, all_in_sync, master_of
-
-    from .conftest import FAST, run_client
-
     n = 20
-    async with loopback_namesrv() as ns, RemotingClient() as client:
-        group = ControllerGroup(tmp_path, ns.address, allAckInSyncStateSet="true")
-        try:
-            await trio.to_thread.run_sync(group.start)
-            master, epoch = await master_of(client, group)
-            await all_in_sync(client, master)
-            await create_topic(client, master.address)
-            await first_send_ok(ns.address)
-            async with Producer("pull-failover", namesrv=ns.address) as producer:
-                for i in range(n):
-                    assert (await producer.send(Message(TOPIC, f"pull-{i}".encode()))).status.value == "SEND_OK"
-            config = ProxyConfig.from_mapping({"namesrvAddr": ns.address, "grpcServerPort": 0, **FAST})
-            async with ProxyServer(config, host="127.0.0.1") as proxy:
-                endpoint = f"127.0.0.1:{proxy.port}"
-                *_, before = await run_client(endpoint, "pull_retrying", TOPIC, "PullFailover", str(n + 1), "20")
-                assert before == {"pulled": n + 1, "failures": 0}  # and the proxy holds the route
-                await trio.to_thread.run_sync(master.kill)
-                successor, new_epoch = await master_of(client, group)
-                assert successor is not master and new_epoch > epoch
-                lines = await run_client(endpoint, "pull_retrying", TOPIC, "PullFailover", str(n + 1), "60")
-            *failed, after = lines
-            assert after["pulled"] == n + 1, (after, failed[:3], successor.log())
-            assert after["failures"] <= 2, failed
-        finally:
-            await trio.to_thread.run_sync(group.stop)
+    async with controller_group(tmp_path) as (ns, client, group), fast_proxy_over(ns, "pull", n) as endpoint:
+        *_, before = await run_client(endpoint, "pull_retrying", TOPIC, "PullFailover", str(n + 1), "20")
+        assert before == {"pulled": n + 1, "failures": 0}  # and the proxy holds the route
+        successor = await kill_master(client, group)
+        *failed, after = await run_client(endpoint, "pull_retrying", TOPIC, "PullFailover", str(n + 1), "60")
+        assert after["pulled"] == n + 1, (after, failed[:3], successor.log())
+        assert after["failures"] <= 2, failed
