@@ -11,8 +11,10 @@ eventfd (``KernelSync``), with no thread to hand the GIL to. Tasks (all in one n
   ``BATCH_SPAN``) and get a ``PutWait``, which the round ends by callback: no task waits per
   append, and the broker answers from the callback. A round closes the batches before it
   captures the write position, so one sync covers every append in them, and appends made
-  while a sync runs wait for the next round. Through the kernel, an append that finds no round
-  running submits one itself (``_start_round``), so that the sync runs while the loop goes on
+  while a sync runs wait for the next round (or end with this one, if its sync covered them:
+  each batch knows where its appends end). Through the kernel, an append that finds no round
+  running submits one itself (``_start_round``; the sends of one read, once all of them
+  wait: ``_kick_round``), so that the sync runs while the loop goes on
   with the rest of its read and the dispatch; the flusher reaps it, unless an append finds
   the round's completion in io_uring's ring first (``_end_round_if_synced``): the flusher
   hears only when the loop next polls, after every task of a pass that can take
@@ -109,12 +111,13 @@ class _Wakeup:
 class _Batch(_Wakeup):
     """Appends waiting for the same CommitLog sync round."""
 
-    __slots__ = ("deadline", "done")
+    __slots__ = ("deadline", "done", "end")
 
     def __init__(self, deadline: float) -> None:
         super().__init__()
         self.deadline = deadline
         self.done = False  # a round covering the batch has finished
+        self.end = 0  # the CommitLog offset past the last append that joined
 
 
 class _Round:
@@ -480,10 +483,14 @@ class AsyncMessageStore:
                 eager = eager or (awaited is not None and awaited(d.topic, d.queue_id))
         if wrote:
             self._dispatch_after(wrote, eager)
-        return [
-            self._waits(result, wants_wait(d.wait, d.properties)) if result.ok else result
+        out = [
+            self._waits(result, wants_wait(d.wait, d.properties), kick=False) if result.ok else result
             for d, result in zip(drafts, results, strict=True)
         ]
+        # One round for the group, started once all of it waits: a round started by the
+        # group's first wait would close its batch and leave the rest in a batch of their own.
+        self._kick_round()
+        return out
 
     def _register(self, result: PutMessageResult, waits: bool, topic: str, queue_id: int) -> PutMessageResult | PutWait:
         """What follows an append, up to the waits: the result, or an awaitable of it.
@@ -506,8 +513,9 @@ class AsyncMessageStore:
         else:
             self._reput_wanted.set()
 
-    def _waits(self, result: PutMessageResult, waits: bool) -> PutMessageResult | PutWait:
-        """An append's result, or a PutWait for its sync (SYNC_FLUSH) and slave (SYNC_MASTER)."""
+    def _waits(self, result: PutMessageResult, waits: bool, kick: bool = True) -> PutMessageResult | PutWait:
+        """An append's result, or a PutWait for its sync (SYNC_FLUSH) and slave (SYNC_MASTER).
+        ``kick``: start a sync round now if none runs (the caller does it otherwise)."""
         replica_deadline: float | None = None
         refused: str | None = None  # why SYNC_MASTER cannot wait for a slave
         replication = self.replication
@@ -529,9 +537,9 @@ class AsyncMessageStore:
                 batch = self._open_batch = _Batch(now + timeout)
                 self._batches.append(batch)
                 self._batch_opened.set()
-            if self._kernel_sync is not None and (self._round is None or self._end_round_if_synced()):
-                self._start_round()
-            self._flush_wanted.set()
+            batch.end = result.end_offset
+            if kick:
+                self._kick_round()
         if batch is None and replica_deadline is None:
             if refused is not None:
                 result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
@@ -542,6 +550,15 @@ class AsyncMessageStore:
             self._replica_waits.append(put)
             self._replica_wait_added.set()
         return put
+
+    def _kick_round(self) -> None:
+        """Appends wait in the open batch: submit a round for them now where the kernel takes
+        syncs and none runs, and tell the flusher."""
+        if self._open_batch is None:
+            return
+        if self._kernel_sync is not None and (self._round is None or self._end_round_if_synced()):
+            self._start_round()
+        self._flush_wanted.set()
 
     def append_replica(self, offset: int, data: bytes | memoryview) -> None:
         """An HA slave's append of its master's bytes (see ``MessageStore.append_replica``);
@@ -724,8 +741,9 @@ class AsyncMessageStore:
         interval = store.config.flush_interval_commitlog / 1000
         while True:
             if self._round is None:
-                with trio.move_on_after(interval):
-                    await self._flush_wanted.wait()
+                if not self._batches:  # else appends wait, whose wake this may have missed
+                    with trio.move_on_after(interval):
+                        await self._flush_wanted.wait()
                 self._flush_wanted = trio.Event()
                 if self._round is None and not self._start_round():
                     # Nothing to sync, or no kernel to take it: a round in a thread.
@@ -798,6 +816,12 @@ class AsyncMessageStore:
         assert plan.commitlog_offset is not None
         self._flushed = max(self._flushed, plan.commitlog_offset)
         self._finish_batches(min(closed, len(self._batches)))
+        # Batches opened while the round ran whose appends it covered all the same.
+        batches, flushed = self._batches, self._flushed
+        while batches and batches[0].end <= flushed:
+            if batches[0] is self._open_batch:
+                self._open_batch = None
+            self._finish_batches(1)
         done, self._round_done = self._round_done, trio.Event()
         done.set()
 

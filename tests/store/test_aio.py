@@ -11,7 +11,7 @@ import trio.testing
 
 from rmq.protocol.message import iter_records
 from rmq.store import FlushDiskType, FlushPlan, GetMessageStatus, MessageDraft, PutMessageStatus, batch_drafts
-from rmq.store.aio import AsyncMessageStore
+from rmq.store.aio import AsyncMessageStore, PutWait
 
 
 class CountingFlush:
@@ -368,3 +368,39 @@ async def test_a_kernel_that_refuses_aio_syncs_leaves_them_to_a_thread(open_stor
         assert second.status is PutMessageStatus.PUT_OK
         assert store.flushed_offset >= second.end_offset
     ks.close()
+
+
+async def test_sends_of_one_read_are_answered_by_one_round_not_the_flush_interval(open_store, tmp_path) -> None:
+    """A group's first wait used to start a round that closed the batch, so the rest of the
+    group joined a batch of its own, which waited for the flush interval (500 ms by default)
+    although the round had synced it."""
+    for way in ("kernel", "thread"):
+        store = open_store(
+            root=tmp_path / way, flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20,
+            flush_interval_commitlog=60_000,
+        )  # fmt: skip
+        async with AsyncMessageStore(store, flush_fn=None if way == "kernel" else CountingFlush(store)) as astore:
+            with trio.fail_after(10):
+                for n in range(3):
+                    waits = astore.put_group_now([MessageDraft("T", 0, b"m-%d-%d" % (n, i)) for i in range(20)])
+                    results = [await w if isinstance(w, PutWait) else w for w in waits]
+                    assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * 20
+            assert astore.flushed_offset >= store.max_phy_offset
+            assert astore.flush_rounds <= 3, astore.flush_rounds
+
+
+async def test_an_append_after_a_round_began_is_synced_without_waiting_for_the_interval(open_store) -> None:
+    """The second append joins a batch the running round does not cover; its wake of the
+    flusher came before the flusher took up the round, which used to drop it: the flusher
+    then slept out the flush interval once the round ended."""
+    store = open_store(
+        flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20, flush_interval_commitlog=60_000
+    )
+    async with AsyncMessageStore(store) as astore:
+        with trio.fail_after(10):
+            for n in range(3):
+                first = astore.put_now(MessageDraft("T", 0, b"first-%d" % n))
+                second = astore.put_now(MessageDraft("T", 0, b"second-%d" % n))
+                assert (await first).status is PutMessageStatus.PUT_OK
+                assert (await second).status is PutMessageStatus.PUT_OK
+        assert astore.flushed_offset >= store.max_phy_offset
