@@ -94,6 +94,7 @@ VARIANTS = {
     "async-flush-batch": Variant("ASYNC_FLUSH", auto_batch=True),
     "sync-flush-batch": Variant("SYNC_FLUSH", auto_batch=True),
     "async-flush-poll": Variant("ASYNC_FLUSH", busy_poll=True),
+    "sync-flush-poll": Variant("SYNC_FLUSH", busy_poll=True),
     "async-flush-batch-poll": Variant("ASYNC_FLUSH", auto_batch=True, busy_poll=True),
     "sync-flush-batch-poll": Variant("SYNC_FLUSH", auto_batch=True, busy_poll=True),
     "async-flush-sendbatch": Variant("ASYNC_FLUSH", send_batch=True),
