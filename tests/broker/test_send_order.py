@@ -62,6 +62,25 @@ async def test_pipelined_sends_keep_arrival_order(cluster: Cluster) -> None:
     assert bodies == [b"msg-%d" % i for i in range(COUNT)]
 
 
+@pytest.mark.parametrize("broker_props", [{"flushDiskType": "SYNC_FLUSH", "flushIntervalCommitLog": "60000"}])
+async def test_sync_flush_bursts_are_answered_by_their_sync_not_the_flush_interval(cluster: Cluster) -> None:
+    """Bursts of sends that land in one read: the group's first wait used to start a round
+    that left the rest of the burst waiting for flushIntervalCommitLog."""
+    host, port = cluster.broker.address.rsplit(":", 1)
+    stream = await trio.open_tcp_stream(host, int(port))
+    async with stream:
+        for burst in range(20):
+            frames = []
+            for i in range(32):
+                request = RemotingCommand.request(RequestCode.SEND_MESSAGE, send_ext(), b"b%d-%d" % (burst, i))
+                request.opaque = burst * 32 + i
+                frames.append(request.encode())
+            await stream.send_all(b"".join(frames))
+            responses = await _read_responses(stream, 32)  # fail_after(20); the interval is 60 s
+            assert all(r.code == ResponseCode.SUCCESS for r in responses), [r.remark for r in responses[:3]]
+    assert cluster.broker.store.flushed_offset >= cluster.broker.store.store.max_phy_offset
+
+
 async def test_bad_send_in_a_pipeline_gets_its_error(cluster: Cluster) -> None:
     good = RemotingCommand.request(RequestCode.SEND_MESSAGE, send_ext(), b"ok")
     bad = RemotingCommand.request(RequestCode.SEND_MESSAGE, {"topic": "TopicTest"}, b"no header")
