@@ -383,8 +383,17 @@ async def test_sends_of_one_read_are_answered_by_one_round_not_the_flush_interva
             with trio.fail_after(10):
                 for n in range(3):
                     waits = astore.put_group_now([MessageDraft("T", 0, b"m-%d-%d" % (n, i)) for i in range(20)])
-                    results = [await w if isinstance(w, PutWait) else w for w in waits]
+                    durable_when_answered: list[bool] = []
+
+                    def answered(result, seen=durable_when_answered, s=store) -> None:
+                        seen.append(s.flushed_offset >= result.end_offset)
+
+                    for w in waits:  # the answer comes only once the disk has the message
+                        assert isinstance(w, PutWait)
+                        w.then(answered)
+                    results = [await w for w in waits]
                     assert [r.status for r in results] == [PutMessageStatus.PUT_OK] * 20
+                    assert durable_when_answered == [True] * 20
             assert astore.flushed_offset >= store.max_phy_offset
             assert astore.flush_rounds <= 3, astore.flush_rounds
 
