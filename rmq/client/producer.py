@@ -320,8 +320,11 @@ class Producer(AsyncService):
         return result
 
     async def _send_as_batch(self, msgs: Sequence[ProtocolMessage], timeout: float) -> SendResult:  # noqa: ASYNC109  retry budget, see _send_outgoing
-        """The auto batcher's way out: one SEND_BATCH_MESSAGE (a lone message: a plain send)."""
+        """The auto batcher's way out: one SEND_BATCH_MESSAGE (a lone message: a plain send,
+        the flat one where it may)."""
         if len(msgs) == 1:
+            if self.tracer is None:
+                return await self._send_plain(msgs[0], timeout)
             out = _Outgoing(msgs[0], self.config.compress_over, self._ids, self.config.compress_type)
         else:
             out = _Outgoing.batch_of(msgs, self._ids)
