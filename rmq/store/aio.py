@@ -123,12 +123,11 @@ class _Batch(_Wakeup):
 class _Round:
     """A CommitLog sync round submitted to the kernel and not reaped yet."""
 
-    __slots__ = ("closed", "plan", "syncs")
+    __slots__ = ("plan", "syncs")
 
-    def __init__(self, syncs: Submitted, plan: FlushPlan, closed: int) -> None:
+    def __init__(self, syncs: Submitted, plan: FlushPlan) -> None:
         self.syncs = syncs
         self.plan = plan
-        self.closed = closed  # batches the round ends: those queued when it began
 
 
 class _Confirm:
@@ -747,7 +746,6 @@ class AsyncMessageStore:
                 self._flush_wanted = trio.Event()
                 if self._round is None and not self._start_round():
                     # Nothing to sync, or no kernel to take it: a round in a thread.
-                    closed = len(self._batches)
                     self._open_batch = None
                     plan = store.begin_flush(commitlog=True)
                     if plan.syncs:
@@ -757,7 +755,7 @@ class AsyncMessageStore:
                             await self._sync_in_thread(plan)
                         finally:
                             self._flights.commitlog = False
-                    self._end_round(plan, closed)
+                    self._end_round(plan)
                     continue
             while (rnd := self._round) is not None:
                 await trio.lowlevel.wait_readable(rnd.syncs.ks.eventfd)
@@ -783,7 +781,7 @@ class AsyncMessageStore:
         # Every append in the open batch is in the log now, so this round covers them all.
         self._open_batch = None
         self.flush_rounds += 1
-        self._round = _Round(syncs, plan, len(self._batches))
+        self._round = _Round(syncs, plan)
         return True
 
     def _end_round_if_synced(self, reap: bool = False) -> bool:
@@ -806,17 +804,16 @@ class AsyncMessageStore:
             return False
         self._round = None
         syncs.finish()
-        self._end_round(rnd.plan, rnd.closed)
+        self._end_round(rnd.plan)
         if not reap:
             syncs.ks.wake()  # the flusher waits on the eventfd this reap drained
         return True
 
-    def _end_round(self, plan: FlushPlan, closed: int) -> None:
+    def _end_round(self, plan: FlushPlan) -> None:
         self.store.end_flush(plan)
         assert plan.commitlog_offset is not None
         self._flushed = max(self._flushed, plan.commitlog_offset)
-        self._finish_batches(min(closed, len(self._batches)))
-        # Batches opened while the round ran whose appends it covered all the same.
+        # The batches it closed, and those opened while it ran whose appends it covered too
         batches, flushed = self._batches, self._flushed
         while batches and batches[0].end <= flushed:
             if batches[0] is self._open_batch:
