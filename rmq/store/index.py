@@ -28,7 +28,9 @@ from .formats import (
 from .mapped_file import MappedFile
 
 UNIQ_KEY_LENGTH = 32  # MessageClientIDSetter's ids: 16 bytes in hex
-_UNIQ_HEAD = 20  # of which IP, pid and class loader hash lead
+# of which IP, pid and class loader hash (20) and the millisecond it was made in (8) lead,
+# the same for the ids a producer makes in one millisecond; the counter's 4 close it
+_UNIQ_HEAD = 28
 
 log = logging.getLogger("rmq.store.index")
 
@@ -182,7 +184,9 @@ class IndexFile:
             if count <= 1:  # first entry of the file fixes its begin time and offset
                 self.begin_phy_offset = phy_offset
                 self.begin_timestamp = begin_ts = store_timestamp
-            diff = min(max((store_timestamp - begin_ts) // 1000, 0), _INT_MAX) if begin_ts > 0 else 0
+            diff = (store_timestamp - begin_ts) // 1000 if begin_ts > 0 else 0
+            if diff < 0 or diff > _INT_MAX:  # a clock set back, or decades: clamped as Java does
+                diff = 0 if diff < 0 else _INT_MAX
             write_entry(mm, entry_at, key_hash, phy_offset, diff, prev)
             write_slot(mm, slot_pos, count)
             count += 1
@@ -236,9 +240,10 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.last_indexed = -1  # CommitLog offset of the newest record indexed
         self._prefix_hashes: dict[str, int] = {}  # topic -> Java hash of "topic#"
-        # (hash of "topic#", a UNIQ_KEY's first 20 characters) -> hash of both: the part of
-        # the id that names the producer (address, pid, class loader), the same for all its
-        # messages, so only the last 12 (time and counter) are hashed per message
+        # (hash of "topic#", a UNIQ_KEY's first 28 characters) -> hash of both: the part of
+        # the id that names the producer (address, pid, class loader) and the millisecond,
+        # the same for all it sent in that millisecond, so only the counter's 4 characters
+        # are hashed per message
         self._uniq_heads: dict[tuple[int, str], int] = {}
 
     def load(self) -> None:
@@ -299,8 +304,9 @@ class IndexService:
             OSError: a new index file cannot be created; ``last_indexed`` is the last record
                 indexed with all its keys.
         """
-        keys_at: list[tuple[int, str]] = []  # (Java hash of what leads in "topic#key", the rest)
-        where: list[tuple[int, int]] = []  # (CommitLog offset, store time) per entry
+        entries: list[tuple[int, int, int]] = []  # (abs hash, CommitLog offset, store time)
+        keys_at: list[tuple[int, str]] = []  # KEYS: (Java hash of "topic#", the key), hashed together
+        keys_slot: list[int] = []  # where in `entries` each of those goes
         prefixes, heads = self._prefix_hashes, self._uniq_heads
         last = self.last_indexed
         for topic, phy_offset, store_timestamp, sys_flag, keys, uniq_key in records:
@@ -312,26 +318,31 @@ class IndexService:
                     prefixes.clear()
                 prefix = prefixes[topic] = java_string_hash(topic + "#")
             if uniq_key:
-                if len(uniq_key) == UNIQ_KEY_LENGTH:
+                tail = uniq_key[_UNIQ_HEAD:].encode()
+                if len(uniq_key) == UNIQ_KEY_LENGTH and len(tail) == 4:  # an id of ASCII characters
                     lead = uniq_key[:_UNIQ_HEAD]
                     head = heads.get((prefix, lead))
                     if head is None:
                         if len(heads) > 10_000:
                             heads.clear()
                         head = heads[prefix, lead] = java_string_hash_extend(prefix, lead)
-                    keys_at.append((head, uniq_key[_UNIQ_HEAD:]))
+                    a, b, c, d = tail
+                    h = (head * 923_521 + a * 29_791 + b * 961 + c * 31 + d) & 0xFFFFFFFF  # 923521 = 31**4
+                    # abs() of the signed value, Integer.MIN_VALUE as 0 (index_key_hash)
+                    entries.append((h if h < 0x80000000 else (0x100000000 - h) & 0x7FFFFFFF, phy_offset, store_timestamp))
                 else:
+                    keys_slot.append(len(entries))
                     keys_at.append((prefix, uniq_key))
-                where.append((phy_offset, store_timestamp))
+                    entries.append((0, phy_offset, store_timestamp))
             if keys:
                 for key in split_keys(keys):
+                    keys_slot.append(len(entries))
                     keys_at.append((prefix, key))
-                    where.append((phy_offset, store_timestamp))
+                    entries.append((0, phy_offset, store_timestamp))
             last = phy_offset
-        entries = [
-            (0 if h == _INT_MIN else abs(h), phy_offset, store_timestamp)
-            for h, (phy_offset, store_timestamp) in zip(java_string_hashes(keys_at), where, strict=True)
-        ]
+        if keys_at:
+            for slot, h in zip(keys_slot, java_string_hashes(keys_at), strict=True):
+                entries[slot] = (0 if h == _INT_MIN else abs(h), *entries[slot][1:])
         done = 0
         while done < len(entries):
             f = self._writable()
