@@ -417,11 +417,19 @@ class SendAnswer(HeaderCommand):
         ):
             return super().encode()
         remark = "" if self.remark is None else ',"remark":' + _enc(self.remark)
+        key = (region, trace_on, self.flag, self.language)
+        middle = _ANSWER_MIDDLES.get(key)  # from the queue offset's end to the opaque: the broker's constants
+        if middle is None:
+            if len(_ANSWER_MIDDLES) >= 64:
+                _ANSWER_MIDDLES.clear()
+            middle = _ANSWER_MIDDLES[key] = (
+                f'","MSG_REGION":{_enc(region)},"TRACE_ON":{_enc(trace_on)}}},"flag":{int(self.flag)},'
+                f'"language":"{_LANG_NAME.get(self.language, "OTHER")}","opaque":'
+            )
         header = (
             f'{{"code":{int(self.code)},"extFields":{{"msgId":{_enc(msg_id)},"queueId":"{queue_id}",'
-            f'"queueOffset":"{queue_offset}","MSG_REGION":{_enc(region)},"TRACE_ON":{_enc(trace_on)}}},'
-            f'"flag":{int(self.flag)},"language":"{_LANG_NAME.get(self.language, "OTHER")}",'
-            f'"opaque":{int(self.opaque)}{remark},"serializeTypeCurrentRPC":"JSON","version":{int(self.version)}}}'
+            f'"queueOffset":"{queue_offset}{middle}{int(self.opaque)}{remark},"serializeTypeCurrentRPC":"JSON",'
+            f'"version":{int(self.version)}}}'
         ).encode()
         size = len(header)
         if size > 0xFFFFFF:
@@ -430,6 +438,7 @@ class SendAnswer(HeaderCommand):
 
 
 _ANSWER_WRITERS = SendMessageResponseHeader._writers()
+_ANSWER_MIDDLES: dict[tuple[str, str, int, int], str] = {}
 
 
 # --- pull and offsets ----------------------------------------------------------------
