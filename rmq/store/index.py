@@ -329,7 +329,9 @@ class IndexService:
                     a, b, c, d = tail
                     h = (head * 923_521 + a * 29_791 + b * 961 + c * 31 + d) & 0xFFFFFFFF  # 923521 = 31**4
                     # abs() of the signed value, Integer.MIN_VALUE as 0 (index_key_hash)
-                    entries.append((h if h < 0x80000000 else (0x100000000 - h) & 0x7FFFFFFF, phy_offset, store_timestamp))
+                    entries.append(
+                        (h if h < 0x80000000 else (0x100000000 - h) & 0x7FFFFFFF, phy_offset, store_timestamp)
+                    )
                 else:
                     keys_slot.append(len(entries))
                     keys_at.append((prefix, uniq_key))

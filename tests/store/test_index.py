@@ -132,3 +132,31 @@ def test_producer_ids_hash_as_the_whole_key(tmp_path: Path) -> None:
     assert written == [index_key_hash(f"Topic#{k}") for k in keys]
     for i, k in enumerate(keys):
         assert svc.query("Topic", k, 4, 0, 2**62)[0] == [100 * (i + 1)]
+
+
+def _id_hashing_to_min_value(topic: str) -> str:
+    """A 32-character hex id whose ``topic#id`` Java hash is Integer.MIN_VALUE: a lead of 28
+    characters searched for, its last 4 solved (their share of the hash is a*31**3 + b*31**2
+    + c*31 + d)."""
+    digits = b"0123456789ABCDEF"
+    tails = {a * 29_791 + b * 961 + c * 31 + d: bytes((a, b, c, d)).decode() for a in digits for b in digits
+             for c in digits for d in digits}  # fmt: skip
+    for n in range(1_000_000):
+        lead = f"7F0000010A2B1C2D3E4F{n:08X}"
+        head = java_string_hash(f"{topic}#{lead}") & 0xFFFFFFFF
+        tail = tails.get((0x80000000 - head * 923_521) % 2**32)
+        if tail is not None:
+            return lead + tail
+    raise AssertionError("no id found")
+
+
+def test_producer_id_hashing_to_min_value_is_indexed_under_zero(tmp_path: Path) -> None:
+    """The entry of an id whose hash is Integer.MIN_VALUE carries 0, as IndexFile's
+    indexKeyHashMethod makes it, on the path that hashes only an id's last 4 characters."""
+    key = _id_hashing_to_min_value("Topic")
+    assert java_string_hash(f"Topic#{key}") == -(2**31)
+    svc = IndexService(str(tmp_path / "index"), 64, 100, lambda: T0)
+    svc.build_all([("Topic", 100, T0, 0, None, key)])
+    f = svc.files[0]
+    assert INDEX_ENTRY.unpack_from(f.mf.mm, f._entries_at + INDEX_ENTRY.size)[0] == 0
+    assert svc.query("Topic", key, 4, 0, 2**62)[0] == [100]
