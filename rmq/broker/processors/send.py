@@ -370,19 +370,11 @@ class SendProcessor:
             if len(self._hosts) >= _CACHE_LIMIT:
                 self._hosts.clear()
             born_host = self._hosts[address] = host_port(address)
-        draft = MessageDraft(
-            topic,
-            put_queue,
-            request.body,
-            flag=header.flag,
-            properties=props,
-            sys_flag=sys_flag,
-            born_timestamp=header.born_timestamp,
-            born_host=born_host,
-            store_host=broker.store_host,
-            reconsume_times=header.reconsume_times or 0,
-            wait=wait,
-        )
+        # positionally, in MessageDraft's field order: a third of the keyword call's cost, per send
+        draft = MessageDraft._make(
+            (topic, put_queue, request.body, header.flag, props, sys_flag, header.born_timestamp, born_host,
+             broker.store_host, header.reconsume_times or 0, 0, None, wait)
+        )  # fmt: skip
         return queue_id, draft, kind
 
     def _route_later(self, dest: Destination, props: dict[str, str]) -> None:
