@@ -49,6 +49,7 @@ _V6_FLAGS = BORNHOST_V6_FLAG | STOREHOST_V6_FLAG
 _V4_HEAD = record_size(0, 0, 0, 0) - 3  # 88: a record's fixed part, before body and tail
 _V6_EXTRA = 12  # per IPv6 host
 _NOT_QUEUED = (TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE)
+_APPENDED_LIMIT = 16384  # records told to dispatch ahead of it (Dispatcher.appended)
 _OK = PutMessageStatus.PUT_OK
 _ILLEGAL = PutMessageStatus.MESSAGE_ILLEGAL
 
@@ -472,6 +473,7 @@ class Appender:
         target, base = (mf.mm, 0) if built is None else (built, first_pos)
         ids = []
         queue_offsets = []
+        crcs: list[int] = []
         # A queue's offsets advance through a run of drafts with one head and queue id; what
         # they were before puts them back if the write fails.
         undo: list[tuple[dict[int, int], int, int]] = []
@@ -492,10 +494,12 @@ class Appender:
                 if step:
                     undo.append((offsets, queue_id, queue_offset))
             phy = mf.start + pos
+            crc = zlib.crc32(body) & 0x7FFFFFFF
             pack_record_into(
-                target, pos - base, size, zlib.crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, phy, sys_flag,
+                target, pos - base, size, crc, queue_id, flag, queue_offset, phy, sys_flag,
                 born_ts, born_b, store_ts, store_b, times, prepared, body, tail,
             )  # fmt: skip
+            crcs.append(crc)
             ids.append((store_b + phy.to_bytes(8, "big")).hex().upper())
             queue_offsets.append(queue_offset)
             queue_offset += step
@@ -516,6 +520,7 @@ class Appender:
                 if d.tags_code is not None:
                     self.dispatcher.tags_overrides[phy] = d.tags_code
                 phy += size
+        self._tell_dispatch(first_phy, drafts, heads, tails, sizes, crcs, queue_offsets, store_ts)
         stats = self._stats
         stats.put_message_times_total += len(drafts)
         stats.put_message_size_total += total
@@ -525,6 +530,47 @@ class Appender:
         else:  # the common case, without the call: bucket [<=0ms], the maximum unchanged
             stats.put_message_distribute_time[0] += 1
         return first_phy, ids, queue_offsets
+
+    def _tell_dispatch(
+        self,
+        phy: int,
+        drafts: Sequence[MessageDraft],
+        heads: list[_Head],
+        tails: list[bytes],
+        sizes: list[int],
+        crcs: list[int],
+        queue_offsets: list[int],
+        store_ts: int,
+    ) -> None:
+        """Hand the dispatcher what it would parse back from the records just written
+        (``Dispatcher.appended``): those whose properties are a dict that their encoded form
+        decodes back to, as a plain send's are."""
+        dispatcher = self.dispatcher
+        appended = dispatcher.appended
+        if len(appended) > _APPENDED_LIMIT:
+            if next(iter(appended)) >= dispatcher.reput_offset:
+                return  # dispatch held back (a replica's ack, a commit): these are parsed then
+            # offsets dispatch went past without reading them (a cut, a DLedger log matching)
+            dispatcher.appended = appended = {o: known for o, known in appended.items() if o >= dispatcher.reput_offset}
+        records = zip(drafts, heads, tails, sizes, crcs, queue_offsets, strict=True)
+        for d, head, tail, size, crc, queue_offset in records:
+            props = d[4]
+            if head[4] == _V4_HEAD:  # (dispatch checks a told record's head as HEAD_V4 reads it)
+                if props.__class__ is dict:
+                    # Each property adds one \x01 and all but the first one \x02: then no name or
+                    # value holds a separator, and decoding the bytes gives back this dict's values
+                    # (an empty value reads as absent, as dispatch treats it alike).
+                    at = len(head[0].topic_field) + 2
+                    n = len(props)
+                    if tail.count(b"\x01", at) == n and tail.count(b"\x02", at) == (n - 1 if n else 0):
+                        get = props.get
+                        appended[phy] = (
+                            size, crc, d[1], queue_offset, head[3], store_ts,
+                            d[0], get(P.TAGS), get(P.KEYS), get(P.UNIQ_KEY),
+                        )  # fmt: skip
+                elif props is None:
+                    appended[phy] = (size, crc, d[1], queue_offset, head[3], store_ts, d[0], None, None, None)
+            phy += size
 
     def _write_built(self, mf: MappedFile, pos: int, built: bytearray) -> PutMessageResult | None:
         """Write records built for a file not written through its mapping (``mf.mapped_writes_at``

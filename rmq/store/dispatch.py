@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import Protocol
+from typing import Any, Protocol
 
 from rmq.protocol import properties as P
 from rmq.protocol.constants import SCHEDULE_TOPIC
 from rmq.protocol.errors import ProtocolError
 from rmq.protocol.message import (
+    HEAD_V4,
     MESSAGE_MAGIC_CODE,
     MESSAGE_MAGIC_CODE_V2,
     TRANSACTION_PREPARED_TYPE,
@@ -83,6 +84,11 @@ class Dispatcher:
         self.dirty: set[ConsumeQueue] = set()
         # Tags codes a caller chose at append time, by CommitLog offset (MessageDraft.tags_code).
         self.tags_overrides: dict[int, int] = {}
+        # What the appender wrote at a CommitLog offset (Appender._tell_dispatch): size, body
+        # CRC, queue id, queue offset, sysFlag, store time, topic, TAGS, KEYS, UNIQ_KEY. A
+        # record whose head still says so is dispatched from these, not parsed back; any other
+        # (a replica's, a batch's, one rewritten since) is parsed.
+        self.appended: dict[int, tuple[int, int, int, int, int, int, str, str | None, str | None, str | None]] = {}
         self.dispatched_total = 0
         # Dispatch stops here when set: a DLedger member's CommitLog may hold a leader's
         # appends that a majority does not have yet, and consumers must not see those. A
@@ -120,6 +126,8 @@ class Dispatcher:
             self.stalled = None  # a stall is at reput_offset: those bytes are gone
         if self.tags_overrides:
             self.tags_overrides = {o: code for o, code in self.tags_overrides.items() if o < offset}
+        if self.appended:
+            self.appended = {o: known for o, known in self.appended.items() if o < offset}
         self.unindexed = [r for r in self.unindexed if r[1] < offset]
         if self.index_from is not None and self.index_from >= offset:
             self.index_from = None
@@ -174,6 +182,8 @@ class Dispatcher:
         overrides = self.tags_overrides
         dirty = self.dirty
         decode_props = P.decode_properties
+        appended = self.appended
+        read_head = HEAD_V4.unpack_from
         tags_codes = self._tags_codes
         limit = max_records if max_records is not None else -1
         done = 0
@@ -181,7 +191,9 @@ class Dispatcher:
         indexing: list[tuple[str, int, int, int, str | None, str | None]] = []
         # The newest record of each queue this pass adds to (logic offset, tags code, store
         # time, properties): the listener hears once per queue, not once per record.
-        arrived: dict[ConsumeQueue, tuple[int, int, int, dict[str, str]]] = {}
+        # (The properties are read only for these: a record dispatched from what its append
+        # told has the place to read them from instead, its file's mapping and position.)
+        arrived: dict[ConsumeQueue, tuple[int, int, int, dict[str, str] | tuple[Any, int]]] = {}
         while offset < end and done != limit:
             mf = files.find(offset)
             if mf is None:
@@ -197,36 +209,49 @@ class Dispatcher:
                 pos = offset - base
                 if offset + BLANK.size > end:
                     break  # not even a header yet: a replica's chunk ended here
-                size, magic = peek_size_and_magic(mm, pos)
+                known = appended.pop(offset, None) if appended else None
+                if known is not None and offset + HEAD_V4.size <= file_end:
+                    head = read_head(mm, pos)
+                    size, magic = head[0], head[1]
+                    if (size, head[2], head[3], head[5], head[7], head[10]) != known[:6]:
+                        known = None  # rewritten since (a replica's bytes after a cut): parse it
+                else:
+                    known = None
+                    size, magic = peek_size_and_magic(mm, pos)
                 if magic in _MESSAGE_MAGICS and end < offset + size <= file_end:
                     # A record still arriving (a replica's chunk ended inside it): not yet. Parsing
                     # it now would read the zeros past the chunk as its properties.
                     break
-                try:
-                    fields, _, _, topic, props_at, rec_end = parse_record(mm, pos)
-                except ProtocolError as exc:
-                    step = cl.non_record_step(mf, pos)  # a blank (or a DLedger entry header)
-                    if step is None:
-                        # A DLedger entry that holds no record of ours (a bare member's APPEND)
-                        # is skipped whole; anything else stops dispatch here, loudly.
-                        step = cl.bad_record_step(mf, pos)
+                if known is not None:
+                    _, _, queue_id, queue_offset, sys_flag, store_ts, topic, tags, keys, uniq_key = known
+                    props: dict[str, str] | None = None
+                else:
+                    try:
+                        fields, _, _, topic, props_at, rec_end = parse_record(mm, pos)
+                    except ProtocolError as exc:
+                        step = cl.non_record_step(mf, pos)  # a blank (or a DLedger entry header)
                         if step is None:
-                            self._stall(offset, str(exc))
+                            # A DLedger entry that holds no record of ours (a bare member's APPEND)
+                            # is skipped whole; anything else stops dispatch here, loudly.
+                            step = cl.bad_record_step(mf, pos)
+                            if step is None:
+                                self._stall(offset, str(exc))
+                                break
+                            log.warning("no CommitLog record at %d (%s); skipping the rest of its DLedger "
+                                        "entry, %d bytes", offset, exc, step)  # fmt: skip
+                        offset = self.reput_offset = offset + step
+                        if offset >= file_end:
                             break
-                        log.warning("no CommitLog record at %d (%s); skipping the rest of its DLedger entry, "
-                                    "%d bytes", offset, exc, step)  # fmt: skip
-                    offset = self.reput_offset = offset + step
-                    if offset >= file_end:
-                        break
-                    continue
-                size, queue_id, queue_offset, sys_flag, store_ts = (
-                    fields[0],
-                    fields[3],
-                    fields[5],
-                    fields[7],
-                    fields[10],
-                )
-                props = decode_props(str(mm[props_at:rec_end], "utf-8", "replace")) if rec_end > props_at else {}
+                        continue
+                    size, queue_id, queue_offset, sys_flag, store_ts = (
+                        fields[0],
+                        fields[3],
+                        fields[5],
+                        fields[7],
+                        fields[10],
+                    )
+                    props = decode_props(str(mm[props_at:rec_end], "utf-8", "replace")) if rec_end > props_at else {}
+                    tags, keys, uniq_key = props.get(P.TAGS), props.get(P.KEYS), props.get(P.UNIQ_KEY)
                 tran = sys_flag & TRANSACTION_TYPE_MASK
                 tags_code = 0
                 override = overrides.pop(offset, None) if overrides else None
@@ -235,10 +260,11 @@ class Dispatcher:
                     if override is not None:
                         tags_code = override
                     else:
-                        tags = props.get(P.TAGS)
                         cached = tags_codes.get(tags) if tags else 0
                         tags_code = cached if cached is not None else self.tags_code(tags)
                         if topic == SCHEDULE_TOPIC:
+                            if props is None:
+                                props = self._props_at(mm, pos)
                             tags_code = self._schedule_tags_code(props, store_ts, tags_code)
                     cq = qtable.get((topic, queue_id))
                     if cq is None:
@@ -251,9 +277,9 @@ class Dispatcher:
                         with contextlib.suppress(OSError):  # logged by the queue
                             cq.drain()
                     if listener is not None:
-                        arrived[cq] = (queue_offset + 1, tags_code, store_ts, props)
+                        arrived[cq] = (queue_offset + 1, tags_code, store_ts, props if props is not None else (mm, pos))
                 if index is not None:
-                    indexing.append((topic, offset, store_ts, sys_flag, props.get(P.KEYS), props.get(P.UNIQ_KEY)))
+                    indexing.append((topic, offset, store_ts, sys_flag, keys, uniq_key))
                     if len(indexing) >= _INDEX_AFTER:  # a long pass (a replay) keeps a bounded list
                         self._index(indexing)
                 offset = self.reput_offset = offset + size
@@ -266,8 +292,10 @@ class Dispatcher:
         self.dispatched_total += done
         try:
             if done and listener is not None:
-                for cq, (logic_offset, tags_code, store_ts, props) in arrived.items():
-                    listener.arriving(cq.topic, cq.queue_id, logic_offset, tags_code, store_ts, props)
+                for cq, (logic_offset, tags_code, store_ts, held) in arrived.items():
+                    # dispatched from what its append told: its properties read now
+                    newest = self._props_at(*held) if isinstance(held, tuple) else held
+                    listener.arriving(cq.topic, cq.queue_id, logic_offset, tags_code, store_ts, newest)
                 after = getattr(listener, "dispatched", None)
                 if after is not None:
                     after()
@@ -278,6 +306,12 @@ class Dispatcher:
             if indexing:
                 self._index(indexing)
         return done
+
+    @staticmethod
+    def _props_at(mm: Any, pos: int) -> dict[str, str]:
+        """The properties of the record at ``pos`` (one dispatch already read)."""
+        _, _, _, _, props_at, rec_end = parse_record(mm, pos)
+        return P.decode_properties(str(mm[props_at:rec_end], "utf-8", "replace")) if rec_end > props_at else {}
 
     def _stall(self, offset: int, reason: str) -> None:
         reason = f"no valid CommitLog record at offset {offset}: {reason}"
