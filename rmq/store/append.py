@@ -21,6 +21,7 @@ from rmq.protocol.message import (
     BORNHOST_V6_FLAG,
     MAX_PROPERTIES_LENGTH,
     MAX_TOPIC_LENGTH,
+    MESSAGE_MAGIC_CODE,
     STOREHOST_V6_FLAG,
     TRANSACTION_NOT_TYPE,
     TRANSACTION_PREPARED_TYPE,
@@ -565,11 +566,13 @@ class Appender:
                     if tail.count(b"\x01", at) == n and tail.count(b"\x02", at) == (n - 1 if n else 0):
                         get = props.get
                         appended[phy] = (
-                            size, crc, d[1], queue_offset, head[3], store_ts,
+                            size, MESSAGE_MAGIC_CODE, crc, d[1], queue_offset, head[3], store_ts,
                             d[0], get(P.TAGS), get(P.KEYS), get(P.UNIQ_KEY),
                         )  # fmt: skip
                 elif props is None:
-                    appended[phy] = (size, crc, d[1], queue_offset, head[3], store_ts, d[0], None, None, None)
+                    appended[phy] = (
+                        size, MESSAGE_MAGIC_CODE, crc, d[1], queue_offset, head[3], store_ts, d[0], None, None, None
+                    )  # fmt: skip
             phy += size
 
     def _write_built(self, mf: MappedFile, pos: int, built: bytearray) -> PutMessageResult | None:
