@@ -114,9 +114,11 @@ def wait_port(port: int, timeout: float = 20.0) -> None:
     raise SystemExit(f"nothing listens on {port} after {timeout} s")
 
 
-def cpu_seconds(pid: int) -> float:
+def cpu_seconds(pid: int) -> tuple[float, float]:
+    """The process's CPU time so far: (user, system) seconds."""
     fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
 
 
 def syscalls(pid: int) -> tuple[int, int]:
@@ -144,9 +146,9 @@ def read_samples(path: Path, rules: list[tuple[str, tuple[str, ...]]]) -> collec
     return counts
 
 
-def table(title: str, cpu_us: float, counts: collections.Counter[str], order: list[str]) -> None:
+def table(title: str, cpu_us: float, kernel_us: float, counts: collections.Counter[str], order: list[str]) -> None:
     total = sum(counts.values())
-    print(f"\n{title}: {cpu_us:.1f} µs of CPU per message")
+    print(f"\n{title}: {cpu_us:.1f} µs of CPU per message, {kernel_us:.1f} of them in the kernel")
     if not total:
         return
     print(f"  {'phase':<14}{'µs/msg':>8}{'share':>8}")
@@ -255,9 +257,11 @@ def main(argv: list[str] | None = None) -> int:
                 if out.exists():
                     shutil.copy(out, args.keep / out.name)
         for name, pid, rules in (("broker", broker.pid, BROKER_PHASES), ("producer", loader.pid, CLIENT_PHASES)):
-            cpu_us = (cpu1[pid] - cpu0[pid]) / sent * 1e6
+            (user0, system0), (user1, system1) = cpu0[pid], cpu1[pid]
+            cpu_us = (user1 + system1 - user0 - system0) / sent * 1e6
+            kernel_us = (system1 - system0) / sent * 1e6
             counts = read_samples(results[name], rules) if name in results and results[name].exists() else {}
-            table(name, cpu_us, collections.Counter(counts), [phase for phase, _ in rules])
+            table(name, cpu_us, kernel_us, collections.Counter(counts), [phase for phase, _ in rules])
         if not py_spy:
             print("\n(py-spy not found: `pip install py-spy` for the per-phase split)")
     finally:
