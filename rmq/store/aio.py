@@ -28,9 +28,10 @@ eventfd (``KernelSync``), with no thread to hand the GIL to. Tasks (all in one n
   pending pages (all of them every thorough interval) and the checkpoint; the index every
   ``flush_interval_index`` ms.
 * Reput: woken by every append, builds consume queue and index entries and calls the
-  ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records. An append to a queue
-  a reader waits on (``awaited``) dispatches its own records itself, when nothing older is
-  pending, so that the reader does not wait for this task's turn.
+  ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records. Plain sends of one
+  read (``put_group_now``), and an append to a queue a reader waits on (``awaited``),
+  dispatch their own records themselves when nothing older is pending: a reader does not
+  wait for this task's turn, and a send costs no task switch for it.
 * Retention: every ``clean_resource_interval`` ms measures the disk and deletes files at the
   levels of disk use (MessageStore.run_retention); appends measure it once a second too.
 * Replica watchdog (SYNC_MASTER): appends that must wait for a slave's ack queue a
@@ -343,7 +344,7 @@ class AsyncMessageStore:
         self._flushed = store.flushed_offset
         self._round: _Round | None = None  # a kernel sync round running
         self._reput_wanted = trio.Event()
-        self._reput_done = trio.Event()
+        self._reput_done: trio.Event | None = None  # made by a wait_dispatched, set by a pass's end
         self._running = False
         self.flush_rounds = 0  # CommitLog sync rounds run: group commit makes this << appends
         # Set by the broker: whether a reader waits on (topic, queue id) now (a parked pull).
@@ -471,17 +472,16 @@ class AsyncMessageStore:
     def put_group_now(self, drafts: Sequence[MessageDraft]) -> list[PutMessageResult | PutWait]:
         """`put_now` for sends that came together (one read of a connection), in their order:
         their records written in one piece (``Appender.put_group``), then each one's result or
-        wait as `put_now` gives it, and one dispatch for all."""
+        wait as `put_now` gives it, and one dispatch for all, done here when nothing older
+        waits for dispatch: the reput task would make the same pass over the same records,
+        one task switch later."""
         results = self.store.appender.put_group(drafts)
         wrote = 0
-        eager = False
-        awaited = self.awaited
-        for d, result in zip(drafts, results, strict=True):
+        for result in results:
             if result.ok:
                 wrote += result.wrote_bytes
-                eager = eager or (awaited is not None and awaited(d.topic, d.queue_id))
         if wrote:
-            self._dispatch_after(wrote, eager)
+            self._dispatch_after(wrote, True)
         out = [
             self._waits(result, wants_wait(d.wait, d.properties), kick=False) if result.ok else result
             for d, result in zip(drafts, results, strict=True)
@@ -507,10 +507,16 @@ class AsyncMessageStore:
             # nothing older waits for dispatch: these records alone, now (bounded work); then
             # tell wait_dispatched what the reput task would have
             self.store.dispatch_pending()
-            done, self._reput_done = self._reput_done, trio.Event()
-            done.set()
+            self._dispatched()
         else:
             self._reput_wanted.set()
+
+    def _dispatched(self) -> None:
+        """A dispatch pass ended: wake `wait_dispatched` (its event is made when one waits)."""
+        done = self._reput_done
+        if done is not None:
+            self._reput_done = None
+            done.set()
 
     def _waits(self, result: PutMessageResult, waits: bool, kick: bool = True) -> PutMessageResult | PutWait:
         """An append's result, or a PutWait for its sync (SYNC_FLUSH) and slave (SYNC_MASTER).
@@ -690,8 +696,7 @@ class AsyncMessageStore:
         if self._confirm.only:
             self._follow_confirmed()
         self._reput_wanted.set()
-        done, self._reput_done = self._reput_done, trio.Event()
-        done.set()  # wait_dispatched looks again: its target may be gone
+        self._dispatched()  # wait_dispatched looks again: its target may be gone
 
     def wake_reput(self) -> None:
         """Records became dispatchable (a DLedger commit raised the dispatch limit)."""
@@ -727,6 +732,8 @@ class AsyncMessageStore:
             if store.dispatcher.stalled is not None:
                 return  # nothing past the bad bytes is dispatched (see Dispatcher.stalled)
             self._reput_wanted.set()
+            if self._reput_done is None:
+                self._reput_done = trio.Event()
             await self._reput_done.wait()
 
     @property
@@ -911,8 +918,7 @@ class AsyncMessageStore:
             self._reput_wanted = trio.Event()
             while store.dispatch_pending(REPUT_BATCH) == REPUT_BATCH:
                 await trio.lowlevel.checkpoint()
-            done, self._reput_done = self._reput_done, trio.Event()
-            done.set()
+            self._dispatched()
 
     async def _retention_loop(self) -> None:
         store = self.store
