@@ -705,16 +705,45 @@ class Connection:
         does; returns a new empty group. Past the outbox's bound if need be: the requests
         were admitted, and admitted requests are bounded by `max_in_flight`."""
         assert route is not None
-        outs = route.start_many(group)
-        for (ctx, request), rest in zip(group, outs, strict=True):
-            if isinstance(rest, Later):
-                rest.then(functools.partial(self._answer_later, route, ctx, request))
-                continue
-            if rest is not None and not isinstance(rest, RemotingCommand):
-                self._to_worker((route.finish, ctx, request, rest))
-                continue
-            self._answer_admitted(request, rest)
+        # The answers made here go out in one write from this task, not the writer's next
+        # turn: this runs without a checkpoint, so nothing else queues meanwhile.
+        outbox = self._outbox
+        hold = self._direct_write is not None and not outbox.held
+        outbox.held = outbox.held or hold
+        try:
+            outs = route.start_many(group)
+            for (ctx, request), rest in zip(group, outs, strict=True):
+                if isinstance(rest, Later):
+                    rest.then(functools.partial(self._answer_later, route, ctx, request))
+                    continue
+                if rest is not None and not isinstance(rest, RemotingCommand):
+                    self._to_worker((route.finish, ctx, request, rest))
+                    continue
+                self._answer_admitted(request, rest)
+        finally:
+            if hold:
+                self._write_held()
         return []
+
+    def _write_held(self) -> None:
+        """Write what queued while the outbox was held, now, as far as the socket takes it
+        without waiting; the writer is woken for the rest (or when it is writing already)."""
+        outbox = self._outbox
+        write = self._direct_write
+        if self._writing or not len(outbox) or outbox.closed or write is None:
+            outbox.release()
+            return
+        outbox.held = False
+        frames = outbox.take(COALESCE_LIMIT)
+        data = frames[0] if len(frames) == 1 else b"".join(frames)
+        try:
+            sent = write(data)
+        except OSError:  # BlockingIOError included: the writer waits for room (or meets the error)
+            sent = 0
+        if sent < len(data):
+            outbox.put_first(data[sent:] if sent else data)
+        else:
+            outbox.release()  # wakes the writer if more than one write's worth was queued
 
     def _to_worker(self, job: tuple[Any, RequestContext, RemotingCommand, Any]) -> None:
         """Hand `job` (what to run, its context and request, what is left of it) to a parked

@@ -60,7 +60,7 @@ class Outbox:
     gone; callers check `closed` to report it), and waiting senders are released.
     """
 
-    __slots__ = ("_byte_limit", "_bytes", "_drained", "_frames", "_room", "_size", "_writer", "closed")
+    __slots__ = ("_byte_limit", "_bytes", "_drained", "_frames", "_room", "_size", "_writer", "closed", "held")
 
     def __init__(self, size: int, byte_limit: int = 1 << 62) -> None:
         if size < 1 or byte_limit < 1:
@@ -73,6 +73,10 @@ class Outbox:
         self._drained = trio.lowlevel.ParkingLot()
         self._writer = Parked()
         self.closed = False
+        # While set, a put does not wake the writer: whoever set it (the connection's reader,
+        # answering one read's requests) writes what queued itself, or wakes the writer
+        # (`release`) when it clears it.
+        self.held = False
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -101,7 +105,8 @@ class Outbox:
             return False
         frames.append(frame)
         self._bytes += len(frame)
-        self._writer.wake()
+        if not self.held:
+            self._writer.wake()
         return True
 
     def put_first(self, frame: bytes) -> None:
@@ -111,7 +116,14 @@ class Outbox:
             return
         self._frames.appendleft(frame)
         self._bytes += len(frame)
-        self._writer.wake()
+        if not self.held:
+            self._writer.wake()
+
+    def release(self) -> None:
+        """Clear `held`, and wake the writer for what is queued."""
+        self.held = False
+        if self._frames:
+            self._writer.wake()
 
     async def put(self, frame: bytes) -> None:
         """Queue `frame`, waiting for room. Cancellation: queued whole or not at all.

@@ -220,3 +220,82 @@ async def test_send_oneway_nowait_writes_each_frame_at_once_and_refuses_on_a_clo
     assert all(r.is_oneway for r in got)
     assert written == []
     assert not sender.send_oneway_nowait(RemotingCommand.request(RequestCode.SEND_MESSAGE, {"n": 10}))
+
+
+class Grouped:
+    """An ordered route with `begin_many` (as the broker's sends): each request answered at
+    once with its body as the remark, `pad` bytes of body added to each answer."""
+
+    def __init__(self, pad: int = 0) -> None:
+        self.pad = pad
+        self.groups: list[int] = []
+
+    async def process(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        raise AssertionError("started by begin_many")
+
+    def begin(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        answer = request.make_response(0, request.body.decode())
+        answer.body = b"a" * self.pad
+        return answer
+
+    def begin_many(self, jobs: list[tuple[RequestContext, RemotingCommand]]) -> list[RemotingCommand]:
+        self.groups.append(len(jobs))
+        return [self.begin(ctx, request) for ctx, request in jobs]
+
+
+def _numbered(count: int) -> list[bytes]:
+    out = []
+    for n in range(count):
+        request = RemotingCommand.request(RequestCode.SEND_MESSAGE, body=b"%d" % n)
+        request.opaque = n
+        out.append(request.encode())
+    return out
+
+
+async def test_answers_to_a_group_started_together_go_out_in_one_write_of_the_reader() -> None:
+    """The requests of one read that a route starts together (`begin_many`) are answered in
+    one write from the reader, without a turn of the writer task."""
+    left, right = socket_stream_pair()
+    grouped = Grouped()
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE, grouped, concurrency=1000)
+    written: list[int] = []
+    server = Connection(WriterCounting(right, written), dispatcher, remote_address="client")
+    peer = CommandStream(left)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        await peer.send_frames(_numbered(5))  # one write: one read, most likely
+        answers: list[RemotingCommand] = []
+        with trio.fail_after(5):
+            while len(answers) < 5:
+                answers += await peer.receive_batch()
+        server.close()
+    assert grouped.groups == [5]
+    assert [(a.opaque, a.remark) for a in answers] == [(n, str(n)) for n in range(5)]
+    assert written == []
+
+
+async def test_a_group_answer_the_socket_does_not_take_at_once_is_finished_by_the_writer() -> None:
+    """Answers bigger than the socket takes without waiting: the reader writes what it can,
+    the writer the rest, whole and in order, once the peer reads."""
+    left, right = socket_stream_pair()
+    right.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 * 1024)
+    grouped = Grouped(pad=48 * 1024)
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE, grouped, concurrency=1000)
+    written: list[int] = []
+    server = Connection(WriterCounting(right, written), dispatcher, remote_address="client")
+    peer = CommandStream(left)
+    count = 40
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        await peer.send_frames(_numbered(count))
+        await trio.sleep(0.2)  # the peer reads nothing yet: the socket fills
+        answers: list[RemotingCommand] = []
+        with trio.fail_after(10):
+            while len(answers) < count:
+                answers += await peer.receive_batch()
+        server.close()
+    assert [(a.opaque, a.remark, len(a.body)) for a in answers] == [(n, str(n), 48 * 1024) for n in range(count)]
+    assert sum(grouped.groups) == count
+    assert written  # the writer finished what the reader's write left
