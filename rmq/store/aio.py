@@ -28,10 +28,10 @@ eventfd (``KernelSync``), with no thread to hand the GIL to. Tasks (all in one n
   pending pages (all of them every thorough interval) and the checkpoint; the index every
   ``flush_interval_index`` ms.
 * Reput: woken by every append, builds consume queue and index entries and calls the
-  ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records. Plain sends of one
-  read (``put_group_now``), and an append to a queue a reader waits on (``awaited``),
-  dispatch their own records themselves when nothing older is pending: a reader does not
-  wait for this task's turn, and a send costs no task switch for it.
+  ArrivalListener; yields to other tasks every ``REPUT_BATCH`` records. The plain sends of a
+  pipelined read (``put_group_now``), and an append to a queue a reader waits on
+  (``awaited``), dispatch their own records themselves when nothing older is pending: a
+  reader does not wait for this task's turn, and those sends cost no task switch for it.
 * Retention: every ``clean_resource_interval`` ms measures the disk and deletes files at the
   levels of disk use (MessageStore.run_retention); appends measure it once a second too.
 * Replica watchdog (SYNC_MASTER): appends that must wait for a slave's ack queue a
@@ -472,16 +472,20 @@ class AsyncMessageStore:
     def put_group_now(self, drafts: Sequence[MessageDraft]) -> list[PutMessageResult | PutWait]:
         """`put_now` for sends that came together (one read of a connection), in their order:
         their records written in one piece (``Appender.put_group``), then each one's result or
-        wait as `put_now` gives it, and one dispatch for all, done here when nothing older
-        waits for dispatch: the reput task would make the same pass over the same records,
-        one task switch later."""
+        wait as `put_now` gives it, and one dispatch for all. That of a pipeline's sends (more
+        than one) is done here when nothing older waits for dispatch: the reput task would
+        make the same pass over the same records, one task switch later. A lone send is
+        answered first and dispatched by the reput task after, as `put_now` does, unless a
+        reader waits on its queue (``awaited``): one request in flight waits for its answer."""
         results = self.store.appender.put_group(drafts)
         wrote = 0
         for result in results:
             if result.ok:
                 wrote += result.wrote_bytes
         if wrote:
-            self._dispatch_after(wrote, True)
+            awaited = self.awaited
+            d = drafts[0]
+            self._dispatch_after(wrote, len(drafts) > 1 or (awaited is not None and awaited(d.topic, d.queue_id)))
         out = [
             self._waits(result, wants_wait(d.wait, d.properties), kick=False) if result.ok else result
             for d, result in zip(drafts, results, strict=True)
