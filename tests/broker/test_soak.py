@@ -40,7 +40,10 @@ IDLE_TIMEOUT = 6  # serverChannelMaxIdleTimeSeconds
 IDLE_CONNECTIONS = 1000
 PARKED_POLLS = 500
 POLL_CONNECTIONS = 50  # PARKED_POLLS spread over these
-POLL_SUSPEND_MS = 4000  # below IDLE_TIMEOUT: a parked poll's connection is not idle for long
+# below IDLE_TIMEOUT: a parked poll's connection is not idle for long; and not a divisor of the
+# IDLE_TIMEOUT + 6 s the polls are woken at, where a wave of them would time out (not found,
+# not re-issued) as the messages come
+POLL_SUSPEND_MS = 5000
 HOG_FRAMES = 100_000  # the non-reading client stops after this many requests ...
 HOG_SECONDS = 15.0  # ... or this long
 BODY = b"s" * 1024
