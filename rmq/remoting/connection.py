@@ -709,7 +709,8 @@ class Connection:
         # turn: this runs without a checkpoint, so nothing else queues meanwhile.
         outbox = self._outbox
         hold = self._direct_write is not None and not outbox.held
-        outbox.held = outbox.held or hold
+        if hold:
+            outbox.held = True
         try:
             outs = route.start_many(group)
             for (ctx, request), rest in zip(group, outs, strict=True):
@@ -726,24 +727,17 @@ class Connection:
         return []
 
     def _write_held(self) -> None:
-        """Write what queued while the outbox was held, now, as far as the socket takes it
-        without waiting; the writer is woken for the rest (or when it is writing already)."""
+        """Write what queued while the outbox was held in one direct write (`_write_now`, as
+        far as the socket takes it without waiting); the writer is woken for the rest."""
         outbox = self._outbox
-        write = self._direct_write
-        if self._writing or not len(outbox) or outbox.closed or write is None:
-            outbox.release()
-            return
         outbox.held = False
-        frames = outbox.take(COALESCE_LIMIT)
-        data = frames[0] if len(frames) == 1 else b"".join(frames)
-        try:
-            sent = write(data)
-        except OSError:  # BlockingIOError included: the writer waits for room (or meets the error)
-            sent = 0
-        if sent < len(data):
-            outbox.put_first(data[sent:] if sent else data)
-        else:
-            outbox.release()  # wakes the writer if more than one write's worth was queued
+        if len(outbox) and not self._writing and not outbox.closed:
+            frames = outbox.take(COALESCE_LIMIT)
+            data = frames[0] if len(frames) == 1 else b"".join(frames)
+            # a pipeline's answers, joined here as the writer would: no pipelining left to wait for
+            if not self._write_now(data, unpipelined=True):
+                outbox.put_first(data)
+        outbox.release()  # the writer takes what is left, if anything
 
     def _to_worker(self, job: tuple[Any, RequestContext, RemotingCommand, Any]) -> None:
         """Hand `job` (what to run, its context and request, what is left of it) to a parked

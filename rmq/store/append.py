@@ -556,23 +556,20 @@ class Appender:
         records = zip(drafts, heads, tails, sizes, crcs, queue_offsets, strict=True)
         for d, head, tail, size, crc, queue_offset in records:
             props = d[4]
-            if head[4] == _V4_HEAD:  # (dispatch checks a told record's head as HEAD_V4 reads it)
-                if props.__class__ is dict:
-                    # Each property adds one \x01 and all but the first one \x02: then no name or
-                    # value holds a separator, and decoding the bytes gives back this dict's values
-                    # (an empty value reads as absent, as dispatch treats it alike).
-                    at = len(head[0].topic_field) + 2
-                    n = len(props)
-                    if tail.count(b"\x01", at) == n and tail.count(b"\x02", at) == (n - 1 if n else 0):
-                        get = props.get
-                        appended[phy] = (
-                            size, MESSAGE_MAGIC_CODE, crc, d[1], queue_offset, head[3], store_ts,
-                            d[0], get(P.TAGS), get(P.KEYS), get(P.UNIQ_KEY),
-                        )  # fmt: skip
-                elif props is None:
-                    appended[phy] = (
-                        size, MESSAGE_MAGIC_CODE, crc, d[1], queue_offset, head[3], store_ts, d[0], None, None, None
-                    )  # fmt: skip
+            named: tuple[str | None, str | None, str | None] | None = None  # TAGS, KEYS, UNIQ_KEY
+            if head[4] != _V4_HEAD:  # dispatch checks a told record by TOLD_HEAD: IPv4 hosts only
+                pass
+            elif props is None:
+                named = (None, None, None)
+            elif props.__class__ is dict:
+                # Each property adds one \x01 and all but the first one \x02: then no name or value
+                # holds a separator, and decoding the bytes gives back this dict's values (an
+                # empty value reads as absent, as dispatch treats it alike).
+                at, n = len(head[0].topic_field) + 2, len(props)
+                if tail.count(b"\x01", at) == n and tail.count(b"\x02", at) == max(n - 1, 0):
+                    named = (props.get(P.TAGS), props.get(P.KEYS), props.get(P.UNIQ_KEY))
+            if named is not None:
+                appended[phy] = (size, MESSAGE_MAGIC_CODE, crc, d[1], queue_offset, head[3], store_ts, d[0], *named)
             phy += size
 
     def _write_built(self, mf: MappedFile, pos: int, built: bytearray) -> PutMessageResult | None:

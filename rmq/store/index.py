@@ -318,8 +318,8 @@ class IndexService:
                     prefixes.clear()
                 prefix = prefixes[topic] = java_string_hash(topic + "#")
             if uniq_key:
-                tail = uniq_key[_UNIQ_HEAD:].encode()
-                if len(uniq_key) == UNIQ_KEY_LENGTH and len(tail) == 4:  # an id of ASCII characters
+                tail = uniq_key[_UNIQ_HEAD:].encode() if len(uniq_key) == UNIQ_KEY_LENGTH else b""
+                if len(tail) == 4:  # an id of 32 ASCII characters
                     lead = uniq_key[:_UNIQ_HEAD]
                     head = heads.get((prefix, lead))
                     if head is None:
