@@ -357,8 +357,12 @@ async def test_a_handler_that_never_awaits_shares_the_loop(cluster: Cluster) -> 
         await trio.sleep(0.3)
         nursery.cancel_scope.cancel()
     assert sorted(got) == sorted(bodies)
-    # at most the buffer (one message per worker) and one run of each worker between ticks
-    assert max(since_tick) <= 2 * consumer.config.consume_concurrency
+    # Trio runs a task at most once per scheduler batch but may reverse a batch's order, so
+    # the workers' runs of two batches can fall between two ticks. In one batch the workers
+    # take at most the buffer (one message per worker) and what the dispatching task hands
+    # in when it runs among them (another buffer's worth and the one it waits to send).
+    # Mostly 28-32 here; 47 and 49 were seen under load against the bound of 40 this had.
+    assert max(since_tick) <= 4 * consumer.config.consume_concurrency + 2
     mq = MessageQueue("PushRunTopic", cluster.broker_name, 0)
     assert consumer.offsets.snapshot().get(mq) == len(bodies)
 
