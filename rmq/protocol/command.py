@@ -66,7 +66,7 @@ class RemotingCommand:
         self.body = body
         self.serialize_type = serialize_type
         self._ext: dict[str, str] | None = _as_ext(ext_fields) if ext_fields else {}
-        self._ext_raw: Any = None
+        self._ext_raw: bytes | None = None  # a decoded ROCKETMQ header's extFields block
 
     # -- constructors -----------------------------------------------------------------
 
@@ -107,11 +107,8 @@ class RemotingCommand:
     def ext_fields(self) -> dict[str, str]:
         ext = self._ext
         if ext is None:
-            raw = self._ext_raw
-            if isinstance(raw, bytes):
-                ext = header_codec.decode_binary_ext(raw)
-            else:
-                ext = header_codec.coerce_ext(raw)
+            raw = self._ext_raw  # a ROCKETMQ header's extFields block, read when asked for
+            ext = header_codec.decode_binary_ext(raw) if isinstance(raw, bytes) else {}
             self._ext = ext
             self._ext_raw = None
         return ext
@@ -142,8 +139,10 @@ class RemotingCommand:
         if hlen > len(frame) - 4:
             raise RemoteProtocolError(f"bad header length {hlen} in a frame of {len(frame) + 4} bytes")
         header = frame[4 : 4 + hlen]
-        if stype == SerializeType.JSON:
-            code, lang, version, opaque, flag, remark, raw = header_codec.decode_json(header)
+        ext: dict[str, str] | None = None
+        raw: bytes | None = None
+        if stype == SerializeType.JSON:  # extFields come parsed and as strings already
+            code, lang, version, opaque, flag, remark, ext = header_codec.decode_json(header)
         elif stype == SerializeType.ROCKETMQ:
             code, lang, version, opaque, flag, remark, raw = header_codec.decode_binary(header)
         else:
@@ -157,7 +156,7 @@ class RemotingCommand:
         cmd.remark = remark
         cmd.body = frame[4 + hlen :]
         cmd.serialize_type = _STYPES[stype]
-        cmd._ext = None
+        cmd._ext = ext
         cmd._ext_raw = raw
         return cmd
 

@@ -31,7 +31,7 @@ _LANG_BY_VALUE = {lang.value: lang for lang in LanguageCode}
 
 _json_decode = json.JSONDecoder().decode
 # orjson parses a header in a third of the standard scanner's time (1.0 against 2.9 µs for a
-# send's); the scanner stays for what orjson refuses or reads differently (see _plain)
+# send's); the scanner stays for what orjson refuses or reads differently (see decode_json)
 _orjson_loads = orjson.loads
 _OrjsonError = orjson.JSONDecodeError
 _json_encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -89,18 +89,29 @@ _encode_basestring = json.encoder.encode_basestring
 _LANG_NAME = {lang.value: lang.name for lang in LanguageCode}
 
 
-def _plain_values(ext: dict[str, Any]) -> bool:
+def _plain_ext(ext: Any) -> dict[str, str] | None:
+    """orjson's extFields as `coerce_ext` gives them, or None where the scanner must read
+    them: not an object, or holding a float (orjson's reading of an integer past 64 bits) or
+    a nested value. One pass over the values in the usual case, all strings."""
+    if type(ext) is not dict:
+        return None
     for v in ext.values():
-        if type(v) is not str and type(v) not in _PLAIN:
-            return False
-    return True
+        if type(v) is not str:
+            break
+    else:
+        return ext
+    for v in ext.values():
+        if type(v) not in _PLAIN:
+            return None
+    return coerce_ext(ext)
 
 
-_PLAIN = {int, bool, type(None)}  # with str: what orjson and the scanner read alike
+_PLAIN = {str, int, bool, type(None)}  # what orjson and the scanner read alike
 
 
-def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | None, Any]:
-    """Parse a JSON header → (code, language, version, opaque, flag, remark, raw extFields)."""
+def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | None, dict[str, str] | None]:
+    """Parse a JSON header → (code, language, version, opaque, flag, remark, extFields as
+    `coerce_ext` gives them, None when absent)."""
     try:
         obj = _orjson_loads(header)
     except _OrjsonError:  # NaN, a lone surrogate, bad UTF-8 or JSON: the scanner below decides
@@ -116,13 +127,13 @@ def decode_json(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | 
             type(code) is type(version) is type(opaque) is type(flag) is int
             and type(lang_raw) is str
             and (remark is None or type(remark) is str)
-            and (ext is None or (type(ext) is dict and _plain_values(ext)))
+            and (ext is None or (ext := _plain_ext(ext)) is not None)
         ):
             return code, _LANG_BY_NAME.get(lang_raw, LanguageCode.OTHER), version, opaque, flag, remark, ext
     return _decode_scanned(header)
 
 
-def _decode_scanned(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | None, Any]:
+def _decode_scanned(header: bytes) -> tuple[int, LanguageCode, int, int, int, str | None, dict[str, str] | None]:
     """decode_json by the standard library's scanner: every header orjson's parse is not taken for."""
     try:
         text = header.decode("utf-8")
@@ -139,7 +150,7 @@ def _decode_scanned(header: bytes) -> tuple[int, LanguageCode, int, int, int, st
     return _fields(obj)
 
 
-def _fields(obj: dict[str, Any]) -> tuple[int, LanguageCode, int, int, int, str | None, Any]:
+def _fields(obj: dict[str, Any]) -> tuple[int, LanguageCode, int, int, int, str | None, dict[str, str] | None]:
     code, version, opaque, flag = obj.get("code"), obj.get("version", 0), obj.get("opaque", 0), obj.get("flag", 0)
     if not (type(code) is type(version) is type(opaque) is type(flag) is int):  # else strings to coerce, or bad
         code, version, opaque, flag = (_int_field(obj, k, d) for k, d in _INT_FIELDS)
@@ -154,8 +165,10 @@ def _fields(obj: dict[str, Any]) -> tuple[int, LanguageCode, int, int, int, str 
     if remark is not None and type(remark) is not str:
         remark = ext_str(remark)
     ext = obj.get("extFields")
-    if ext is not None and type(ext) is not dict:
-        raise RemoteProtocolError("header field 'extFields' must be an object")
+    if ext is not None:
+        if type(ext) is not dict:
+            raise RemoteProtocolError("header field 'extFields' must be an object")
+        ext = coerce_ext(ext)
     return code, language, version, opaque, flag, remark, ext
 
 

@@ -555,11 +555,12 @@ class Appender:
             dispatcher.appended = appended = {o: known for o, known in appended.items() if o >= dispatcher.reput_offset}
         records = zip(drafts, heads, tails, sizes, crcs, queue_offsets, strict=True)
         for d, head, tail, size, crc, queue_offset in records:
+            if head[4] != _V4_HEAD:  # dispatch checks a told record by TOLD_HEAD: IPv4 hosts only
+                phy += size
+                continue
             props = d[4]
             named: tuple[str | None, str | None, str | None] | None = None  # TAGS, KEYS, UNIQ_KEY
-            if head[4] != _V4_HEAD:  # dispatch checks a told record by TOLD_HEAD: IPv4 hosts only
-                pass
-            elif props is None:
+            if props is None:
                 named = (None, None, None)
             elif props.__class__ is dict:
                 # Each property adds one \x01 and all but the first one \x02: then no name or value
