@@ -320,7 +320,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument(
         "--conf", action="append", default=[], metavar="KEY=VALUE", help="a broker.conf line for every member (repeat)"
     )
-    ap.add_argument("--auto-batch", action="store_true", help="the producer coalesces concurrent sends (auto_batch)")
+    ap.add_argument(
+        "--auto-batch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the producer coalesces concurrent sends (auto_batch, on by default)",
+    )
     ap.add_argument("--pairs", type=int, default=1, help="single and group runs, alternated; prints the median ratio")
     args = ap.parse_args(argv)
     if args.members < 1:

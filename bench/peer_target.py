@@ -8,10 +8,12 @@ Plug in, from the harness directory, with the project root on PYTHONPATH:
 The orchestrator side starts a name server and a broker as two separate processes
 (`python -m rmq namesrv` / `python -m rmq broker`) over a fresh store, restarting the
 broker when the flush mode changes. The worker side is what a user writes: `Producer.send`
-for every message and a `PullConsumer` polling the topic's one queue (auto commit). The
-`-batch` variants turn on the producer's `auto_batch` (RocketMQ 5.x's autoBatch): concurrent
-sends leave as batch requests, each still answered with its own SendResult after the broker
-stored it (and flushed it, with SYNC_FLUSH).
+for every message and a `PullConsumer` polling the topic's one queue (auto commit), with the
+producer's defaults. Among them is `auto_batch` (RocketMQ 5.x's autoBatch, on by default
+since 2026-12-03): concurrent sends leave as batch requests, each still answered with its own
+SendResult after the broker stored it (and flushed it, with SYNC_FLUSH); a lone send is a
+plain one. The `-unbatched` variants turn it off: one request per message, the wire of
+every send before (the `-batch` variants of older results turned it on).
 
 The `-poll` variants have both sides poll for I/O briefly before they sleep
 (rmq.remoting.busypoll: `busyPollMicros` for the broker, `busy_poll_micros` for the client),
@@ -68,7 +70,7 @@ _FLUSH_SAYS = {
 @dataclass(frozen=True)
 class Variant:
     flush: str  # the broker's flushDiskType
-    auto_batch: bool = False  # Producer(auto_batch=True): concurrent sends leave as batch requests
+    auto_batch: bool = True  # Producer's auto_batch (its default): concurrent sends leave as batch requests
     send_batch: bool = False  # window mode sends `window` messages per Producer.send_batch call
     busy_poll: bool = False  # clients poll BUSY_POLL_MICROS, the broker BROKER_BUSY_POLL_MICROS
 
@@ -76,8 +78,10 @@ class Variant:
     def says(self) -> str:
         """What the harness prints as the variant's durability."""
         parts = [_FLUSH_SAYS[self.flush]]
-        if self.auto_batch:
-            parts.append("producer auto_batch (concurrent sends coalesced into batch requests)")
+        if self.auto_batch and not self.send_batch:
+            parts.append("producer auto_batch, the default (concurrent sends coalesced into batch requests)")
+        elif not self.send_batch:
+            parts.append("producer auto_batch off (one request per message)")
         if self.send_batch:
             parts.append("window mode: batches of `window` messages per send_batch call (as Redis pipelines them)")
         if self.busy_poll:
@@ -91,12 +95,12 @@ class Variant:
 VARIANTS = {
     "async-flush": Variant("ASYNC_FLUSH"),
     "sync-flush": Variant("SYNC_FLUSH"),
-    "async-flush-batch": Variant("ASYNC_FLUSH", auto_batch=True),
-    "sync-flush-batch": Variant("SYNC_FLUSH", auto_batch=True),
+    "async-flush-unbatched": Variant("ASYNC_FLUSH", auto_batch=False),
+    "sync-flush-unbatched": Variant("SYNC_FLUSH", auto_batch=False),
     "async-flush-poll": Variant("ASYNC_FLUSH", busy_poll=True),
     "sync-flush-poll": Variant("SYNC_FLUSH", busy_poll=True),
-    "async-flush-batch-poll": Variant("ASYNC_FLUSH", auto_batch=True, busy_poll=True),
-    "sync-flush-batch-poll": Variant("SYNC_FLUSH", auto_batch=True, busy_poll=True),
+    "async-flush-unbatched-poll": Variant("ASYNC_FLUSH", auto_batch=False, busy_poll=True),
+    "sync-flush-unbatched-poll": Variant("SYNC_FLUSH", auto_batch=False, busy_poll=True),
     "async-flush-sendbatch": Variant("ASYNC_FLUSH", send_batch=True),
     "sync-flush-sendbatch": Variant("SYNC_FLUSH", send_batch=True),
     "async-flush-sendbatch-poll": Variant("ASYNC_FLUSH", send_batch=True, busy_poll=True),

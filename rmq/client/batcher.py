@@ -12,6 +12,17 @@ send again at once, and their messages then leave with it instead of after a bat
 two or three that were waiting (with SYNC_FLUSH such a batch costs a group commit of its
 own). A send that finds a free slot on arrival still leaves at once.
 
+It is on by default because a caller cannot tell it from plain sends:
+* what waits for a slot is a batch's worth at most: once a full batch waits it leaves
+  without one, so large messages or a slow link are not held to `batch_in_flight`
+  requests where plain sends would all be out;
+* a batch is one attempt. When it fails (the broker refused it, perhaps for one of its
+  messages; a timeout; a lost connection; its leader cancelled), each of its messages is
+  sent again on its own, as a plain send with its own retries, in the time its caller has
+  left: each gets its own result or error, as without batching. As with any retry after
+  a request that may have arrived, a message can then be stored twice (with the same
+  UNIQ_KEY, its msg_id).
+
 There is no background task: the waiting sends take turns leading, so cancellation and
 errors stay with the callers. Only messages a batch can carry are batched (no delay level,
 no timer, no retry topic, not over `compress_over`: batches are never compressed); the
@@ -36,12 +47,14 @@ from .message import SendResult, batch_item_size
 if TYPE_CHECKING:
     from rmq.protocol.message import Message as ProtocolMessage
 
-# sends a batch of messages (one topic) and returns the batch's SendResult
+# sends a batch of messages (one topic) in one attempt and returns the batch's SendResult
 SendBatch = Callable[[Sequence["ProtocolMessage"], float], Awaitable[SendResult]]
+# sends one message as a plain send, retries included
+SendAlone = Callable[["ProtocolMessage", float], Awaitable[SendResult]]
 
 
 class _Waiter:
-    __slots__ = ("deadline", "error", "msg", "parked", "queued", "result", "size")
+    __slots__ = ("deadline", "error", "failed", "msg", "parked", "queued", "result", "size")
 
     def __init__(self, msg: ProtocolMessage, deadline: float, uniq_key_length: int) -> None:
         self.msg = msg
@@ -50,6 +63,7 @@ class _Waiter:
         self.size = batch_item_size(msg, uniq_key_length)
         self.result: SendResult | None = None
         self.error: BaseException | None = None
+        self.failed: MQClientError | None = None  # its batch failed: it goes again on its own
         # Where it waits for its turn or its result; a wake while it is not parked is lost,
         # which is harmless: a waiter looks at its lane again before it parks.
         self.parked = Parked()
@@ -58,10 +72,11 @@ class _Waiter:
 class _Lane:
     """The sends of one topic (and one waitStoreMsgOK) that wait, and its batches in flight."""
 
-    __slots__ = ("in_flight", "pending")
+    __slots__ = ("in_flight", "pending", "pending_bytes")
 
     def __init__(self) -> None:
         self.pending: deque[_Waiter] = deque()
+        self.pending_bytes = 0  # the sizes of `pending`
         self.in_flight = 0
 
 
@@ -85,14 +100,18 @@ class AutoBatcher:
     """Coalesces the concurrent sends of one producer; see the module docstring.
 
     Args:
-      send_batch: sends one batch (the producer's retrying send path).
+      send_batch: sends one batch, one attempt (a lone message: a plain send, retries included).
+      send_alone: sends one message of a failed batch as a plain send, retries included.
       max_bytes: a batch's body at most this many bytes (batchMaxBytes).
       max_in_flight: batches of one topic in flight at once.
       uniq_key_length: characters of the UNIQ_KEY a message without one gets when it leaves.
     """
 
-    def __init__(self, send_batch: SendBatch, max_bytes: int, max_in_flight: int, uniq_key_length: int) -> None:
+    def __init__(
+        self, send_batch: SendBatch, send_alone: SendAlone, max_bytes: int, max_in_flight: int, uniq_key_length: int
+    ) -> None:
         self._send_batch = send_batch
+        self._send_alone = send_alone
         self.max_bytes = max_bytes
         self.max_in_flight = max_in_flight
         self.uniq_key_length = uniq_key_length
@@ -117,13 +136,17 @@ class AutoBatcher:
         # of this one, in order, have deadlines no later than its own when timeouts agree.
         me = _Waiter(msg, trio.current_time() + timeout, self.uniq_key_length)
         lane.pending.append(me)
+        lane.pending_bytes += me.size
+        if lane.pending_bytes >= self.max_bytes:
+            self._wake_head(lane)  # a full batch waits for no slot
         woken = False
         try:
-            while me.result is None and me.error is None:
-                if lane.pending and lane.pending[0] is me and lane.in_flight < self.max_in_flight:
+            while me.result is None and me.error is None and me.failed is None:
+                full = lane.pending_bytes >= self.max_bytes
+                if lane.pending and lane.pending[0] is me and (full or lane.in_flight < self.max_in_flight):
                     if trio.current_time() >= me.deadline:
                         break
-                    if woken and lane.in_flight:
+                    if woken and lane.in_flight and not full:
                         # A batch's answer woke us with its senders, and another batch is
                         # out: let them queue their next messages first, or this batch
                         # leaves with the two or three that waited.
@@ -137,8 +160,14 @@ class AutoBatcher:
         finally:
             if me.queued:  # timed out or cancelled before it left: it never will
                 lane.pending.remove(me)
+                lane.pending_bytes -= me.size
                 self._wake_head(lane)
             self._drop_if_idle(key, lane)
+        if me.failed is not None:
+            left = me.deadline - trio.current_time()
+            if left <= 0:
+                raise me.failed
+            return await self._send_alone(msg, left)
         if me.error is not None:
             raise me.error
         if me.result is None:
@@ -154,22 +183,33 @@ class AutoBatcher:
             w.queued = False
             batch.append(w)
             size += w.size
+        lane.pending_bytes -= size
         deadline = min(w.deadline for w in batch)
         lane.in_flight += 1
         self._wake_head(lane)  # another slot may be free: the next one can lead meanwhile
         try:
             result = await self._send_batch([w.msg for w in batch], max(deadline - trio.current_time(), 0.0))
-            for w, one in zip(batch, split_result(result, len(batch)), strict=True):
-                w.result = one
         except MQClientError as exc:
-            for w in batch:
-                w.error = exc
+            if len(batch) == 1:  # it went as a plain send, retries included: its own error
+                batch[0].error = exc
+            else:
+                for w in batch:
+                    w.failed = exc
         except BaseException:
-            # cancelled while its batch was on the wire: the others' messages may or may not
-            # be stored, as for any send cut short
+            # cancelled while its batch was on the wire: the others go again on their own
+            # (their messages may or may not be stored, as after any send cut short)
             for w in batch[1:]:
-                w.error = MQClientError("the request carrying this message was cancelled; it may or may not be stored")
+                w.failed = MQClientError("the request carrying this message was cancelled")
             raise
+        else:
+            try:
+                results = split_result(result, len(batch))
+            except MQClientError as exc:  # the batch is stored; its answer makes no sense
+                for w in batch:
+                    w.error = exc
+            else:
+                for w, one in zip(batch, results, strict=True):
+                    w.result = one
         finally:
             lane.in_flight -= 1
             for w in batch[1:]:

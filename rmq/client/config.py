@@ -141,8 +141,10 @@ class ProducerConfig(ClientConfig):
     send_latency_fault_enable: bool = True
     max_async_in_flight: int = 10_000  # send_async tasks at once; more wait (backpressure)
     # autoBatch (RocketMQ 5.x): concurrent sends of a topic leave as SEND_BATCH_MESSAGE
-    # requests of at most batch_max_bytes, batch_in_flight of them at once (client/batcher.py)
-    auto_batch: bool = False
+    # requests of at most batch_max_bytes, batch_in_flight of them at once unless full; a
+    # failed batch's messages go again one by one (client/batcher.py). On by default: a
+    # lone send is a plain send, and each send keeps its own result and retries.
+    auto_batch: bool = True
     batch_max_bytes: int = 32 * 1024
     batch_in_flight: int = 2
 

@@ -26,8 +26,12 @@ broker.
   master) the route is fetched every second; should it name another master, or a broker
   that has not failed, the send is given up there and retried on it.
 * Ordered sends pick the queue with a selector and are never moved to another queue.
-* A plain send (no queue or selector, no tracing, auto batching or signing, a body below
-  `compress_over`, not a reply nor a resend to a retry topic) makes its first attempt in
+* Concurrent sends of a topic leave together as batches (`auto_batch`, on by default;
+  batcher.py): a lone send is a plain one, each send gets its own result, and the messages
+  of a batch that failed (one attempt) are sent again one by one, each a plain send.
+* A plain send (no queue or selector, no tracing or signing, a body below `compress_over`,
+  not a reply nor a resend to a retry topic; with auto batching, one that finds nothing of
+  its topic on the wire) makes its first attempt in
   `_send_plain`, one coroutine down to the connection, its header written from a template
   (plain_send.py). It chooses the queue as `PublishInfo.select` would while no broker is
   marked unavailable; otherwise, and after a failed attempt, the general path takes over
@@ -203,7 +207,11 @@ class Producer(AsyncService):
         c = self.config
         self._batcher = (
             AutoBatcher(
-                self._send_as_batch, min(c.batch_max_bytes, c.max_message_size), c.batch_in_flight, self._ids.length
+                self._send_as_batch,
+                self._send_alone,
+                min(c.batch_max_bytes, c.max_message_size),
+                c.batch_in_flight,
+                self._ids.length,
             )
             if c.auto_batch
             else None
@@ -320,15 +328,22 @@ class Producer(AsyncService):
         return result
 
     async def _send_as_batch(self, msgs: Sequence[ProtocolMessage], timeout: float) -> SendResult:  # noqa: ASYNC109  retry budget, see _send_outgoing
-        """The auto batcher's way out: one SEND_BATCH_MESSAGE (a lone message: a plain send,
-        the flat one where it may)."""
+        """The auto batcher's way out: one SEND_BATCH_MESSAGE, one attempt (when it fails,
+        each message goes again on its own: `_send_alone`); a lone message: a plain send."""
         if len(msgs) == 1:
-            if self.tracer is None:
-                return await self._send_plain(msgs[0], timeout)
-            out = _Outgoing(msgs[0], self.config.compress_over, self._ids, self.config.compress_type)
-        else:
-            out = _Outgoing.batch_of(msgs, self._ids)
-        result = await self._send_outgoing(out, timeout, None, None, None, msgs[0], oneway=False)
+            return await self._send_alone(msgs[0], timeout)
+        out = _Outgoing.batch_of(msgs, self._ids)
+        result = await self._send_outgoing(out, timeout, None, None, None, msgs[0], oneway=False, retry=False)
+        assert result is not None
+        return result
+
+    async def _send_alone(self, msg: ProtocolMessage, timeout: float) -> SendResult:  # noqa: ASYNC109  retry budget, see _send_outgoing
+        """A plain send, retries included, the flat one where it may: a lone message of the
+        auto batcher, or one whose batch failed."""
+        if self.tracer is None:
+            return await self._send_plain(msg, timeout)
+        out = _Outgoing(msg, self.config.compress_over, self._ids, self.config.compress_type)
+        result = await self._send_outgoing(out, timeout, None, None, None, msg, oneway=False)
         assert result is not None
         return result
 
@@ -597,9 +612,10 @@ class Producer(AsyncService):
         *,
         oneway: bool,
         made: tuple[float, MessageQueue, SendResult | None, MQClientError | None] | None = None,
+        retry: bool = True,
     ) -> SendResult | None:
         """`made`: (start, queue, result, error) of the first attempt, made by `_send_plain`;
-        the retries go on from there."""
+        the retries go on from there. `retry`: False for one attempt only (an auto batch)."""
         limit = self.config.send_timeout if timeout is None else timeout
         start = trio.current_time() if made is None else made[0]
         deadline = start + limit
@@ -624,7 +640,7 @@ class Producer(AsyncService):
                 if is_retriable(exc):  # no retry elsewhere, but the next send finds a moved master
                     self.instance.refresh_route_soon(out.topic)
                 raise
-        attempts = 1 if oneway else 1 + self.config.retry_times
+        attempts = 1 if oneway or not retry else 1 + self.config.retry_times
         last_broker: str | None = None
         last_error: MQClientError | None = None
         not_ok: SendResult | None = None
@@ -682,6 +698,8 @@ class Producer(AsyncService):
                 # nursery: when this send's time is up (a timeout uses all of it) it still
                 # serves the next send.
                 refreshed = self.instance.refresh_route_soon(out.topic)
+                if not retry:  # the caller goes on from here (an auto batch: one send a message)
+                    raise error
                 with trio.move_on_at(deadline):
                     await refreshed.wait()
                 now = None

@@ -209,7 +209,7 @@ async def run_producer_bench(args: argparse.Namespace, out: TextIO, live: bool) 
     title = (
         f"rmq bench producer: {args.topic}, {args.size} B, {args.workers} in flight"
         + (f", batches of {args.batch}" if args.batch else "")
-        + (", auto batch" if args.auto_batch else "")
+        + ("" if args.auto_batch else ", auto batch off")
     )
     tls = tls_option(args)
     credentials = acl_credentials(args)
@@ -247,7 +247,10 @@ def _producer_parser() -> argparse.ArgumentParser:
     p.add_argument("--tag", default=None)
     p.add_argument("--batch", type=int, default=0, help="send batches of this many messages")
     p.add_argument(
-        "--auto-batch", action="store_true", help="the producer coalesces concurrent sends into batches (autoBatch)"
+        "--auto-batch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the producer coalesces concurrent sends into batches (autoBatch; on, as by default)",
     )
     p.add_argument("--batch-max-bytes", type=int, default=32 * 1024, help="auto batch size limit (32768)")
     p.add_argument("--batch-in-flight", type=int, default=2, help="auto batches of a topic in flight at once (2)")

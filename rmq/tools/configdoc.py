@@ -232,9 +232,10 @@ CLIENT = {
     "send_latency_fault_enable": "Avoid brokers that answered slowly or failed, for a while.",
     "max_async_in_flight": "send_async calls running at once; more wait.",
     "auto_batch": "Coalesce concurrent sends of a topic into batch requests (RocketMQ 5.x's autoBatch); "
-    "each send still gets its own SendResult.",
+    "a lone send is a plain one, each send gets its own SendResult, and a failed batch's messages are "
+    "sent again one by one with their own retries. False: one request per message.",
     "batch_max_bytes": "Largest body of an automatic batch, in bytes (batchMaxBytes).",
-    "batch_in_flight": "Automatic batches of one topic in flight at once.",
+    "batch_in_flight": "Automatic batches of one topic in flight at once while not full (a full one always leaves).",
     "message_model": "CLUSTERING (the group shares the queues) or BROADCASTING (each consumer gets all).",
     "consume_from_where": "Where a new group starts: LAST_OFFSET, FIRST_OFFSET or TIMESTAMP.",
     "consume_timestamp": "Milliseconds since the epoch for TIMESTAMP; None: half an hour ago.",

@@ -3,19 +3,26 @@ gets its own SendResult, and every message is stored once, intact, against our b
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
 import pytest
 import trio
 
 from rmq.broker.stats import IN_MSGS, IN_SENDS
-from rmq.client import Message, MQClientError, MQTimeoutError, Producer, SendResult, SendStatus
+from rmq.client import Message, MQBrokerError, MQClientError, MQTimeoutError, Producer, SendResult, SendStatus
 from rmq.client.message import batch_item_size
 from rmq.client.route import PublishInfo, TopicRoute
-from rmq.protocol import RemotingCommand, RequestCode
+from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
 from rmq.protocol import properties as P
+from rmq.protocol.headers import HeaderCommand, SendMessageResponseHeader
+from rmq.protocol.message import decode_batch_items, make_offset_msg_id
 from rmq.remoting import Dispatcher, RequestContext
 from rmq.remoting.testing import serve_on_loopback
 
-from .conftest import Cluster
+from .conftest import Cluster, open_cluster
 from .test_producer import read_all
 
 
@@ -187,3 +194,212 @@ async def test_senders_that_send_again_at_once_fill_their_batches(cluster: Clust
     # the first send leaves alone and the last rounds end unevenly: 8-11 % over `full` here;
     # a head that led at once with the two waiting sends made 19-22 %
     assert requests <= full * 1.15, (requests, full)
+
+
+async def test_a_batch_the_broker_refuses_for_one_message_stores_the_others(tmp_path: Path) -> None:
+    """Our broker refuses a batch holding a message over its max_message_size. Without
+    batching only that send would fail: so it is here, each other message going again on
+    its own and stored once."""
+    async with open_cluster(tmp_path, max_message_size=2048) as cluster:
+        await cluster.create_topic("AutoRefused", queues=1)
+        async with Producer("pg_refused", cluster.namesrv_addr, batch_in_flight=1) as producer:
+            assert producer._batcher is not None  # batching is on by default
+            batches: list[int] = []
+            send_batch = producer._batcher._send_batch
+
+            async def recorded(msgs: Any, timeout: float) -> SendResult:  # noqa: ASYNC109  as the batcher's
+                batches.append(len(msgs))
+                return await send_batch(msgs, timeout)
+
+            producer._batcher._send_batch = recorded
+            outcomes: dict[int, SendResult | MQClientError] = {}
+
+            async def one(i: int) -> None:
+                try:
+                    outcomes[i] = await producer.send(Message("AutoRefused", b"y" * 3000 if i == 5 else f"m{i}"))
+                except MQClientError as exc:
+                    outcomes[i] = exc
+
+            async with trio.open_nursery() as nursery:
+                for i in range(12):
+                    nursery.start_soon(one, i)
+        assert any(n > 1 for n in batches), batches
+        bad = outcomes.pop(5)
+        assert isinstance(bad, MQBrokerError) and bad.response_code == ResponseCode.MESSAGE_ILLEGAL
+        assert all(isinstance(r, SendResult) and r.status is SendStatus.SEND_OK for r in outcomes.values())
+        stored = await read_all(cluster, "AutoRefused", 11, queues=1)
+        assert sorted(m.body for m in stored) == sorted(f"m{i}".encode() for i in outcomes)
+
+
+# -- a broker of our own making: what a batch meets on the wire ----------------------------
+
+
+def _route(address: str, name: str) -> TopicRoute:
+    return TopicRoute.from_json(
+        {
+            "brokerDatas": [{"brokerAddrs": {"0": address}, "brokerName": name, "cluster": "C"}],
+            "queueDatas": [{"brokerName": name, "perm": 6, "readQueueNums": 1, "writeQueueNums": 1}],
+        }
+    )
+
+
+def _stored(request: RemotingCommand, count: int, first_offset: int) -> RemotingCommand:
+    """SUCCESS for `count` messages stored from `first_offset` on (comma-joined offset ids)."""
+    ids = ",".join(make_offset_msg_id("127.0.0.1", 10911, (first_offset + i) * 100) for i in range(count))
+    header = SendMessageResponseHeader(msg_id=ids, queue_id=0, queue_offset=first_offset)
+    return HeaderCommand.response_to(request, ResponseCode.SUCCESS, header)
+
+
+@asynccontextmanager
+async def _producer_on(broker_address: str, topic: str, **options: Any) -> AsyncIterator[Producer]:
+    async with Producer("pg_fake", "127.0.0.1:1", send_latency_fault_enable=False, **options) as producer:
+        route = _route(broker_address, "fake")
+        producer.instance.store_route(topic, route)
+        producer._publish[topic] = PublishInfo(topic, route)
+        yield producer
+
+
+async def test_a_refused_batch_leaves_each_send_its_own_result() -> None:
+    """A broker that refuses a batch (for one of its messages, or for being one) refuses no
+    send: each message goes again on its own and gets its own answer."""
+    offsets = iter(range(1_000_000))
+    codes: list[int] = []
+
+    async def send(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        codes.append(request.code)
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or request.body == b"bad":
+            return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "the message is illegal")
+        return _stored(request, 1, next(offsets))
+
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE_V2, send)
+    dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
+    async with serve_on_loopback(dispatcher) as broker, _producer_on(broker.address, "Fake", batch_in_flight=1) as p:
+        outcomes: dict[int, SendResult | MQClientError] = {}
+
+        async def one(i: int) -> None:
+            try:
+                outcomes[i] = await p.send(Message("Fake", b"bad" if i == 5 else f"m{i}"))
+            except MQClientError as exc:
+                outcomes[i] = exc
+
+        async with trio.open_nursery() as nursery:
+            for i in range(12):
+                nursery.start_soon(one, i)
+    assert RequestCode.SEND_BATCH_MESSAGE in codes  # there was a batch, and it was refused
+    bad = outcomes.pop(5)
+    assert isinstance(bad, MQBrokerError) and bad.response_code == ResponseCode.MESSAGE_ILLEGAL
+    assert all(isinstance(r, SendResult) and r.status is SendStatus.SEND_OK for r in outcomes.values())
+    assert len({r.queue_offset for r in outcomes.values() if isinstance(r, SendResult)}) == 11
+
+
+async def test_a_batch_that_times_out_leaves_each_send_the_time_it_has() -> None:
+    """A batch's request is bounded by its earliest deadline. When that passes unanswered,
+    the sends with time left go again on their own, as a plain send would retry."""
+    offsets = iter(range(1_000_000))
+
+    async def send(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.SEND_BATCH_MESSAGE:
+            await trio.sleep_forever()
+        return _stored(request, 1, next(offsets))
+
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE_V2, send)
+    dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
+    async with serve_on_loopback(dispatcher) as broker, _producer_on(broker.address, "Slow", batch_in_flight=1) as p:
+        outcomes: dict[int, SendResult | MQClientError] = {}
+
+        async def one(i: int) -> None:
+            try:
+                outcomes[i] = await p.send(Message("Slow", f"m{i}"), timeout=0.3 if i % 2 else 5.0)
+            except MQClientError as exc:
+                outcomes[i] = exc
+
+        with trio.fail_after(4):
+            async with trio.open_nursery() as nursery:
+                for i in range(12):
+                    nursery.start_soon(one, i)
+    patient = [outcomes[i] for i in range(0, 12, 2)]
+    assert all(isinstance(r, SendResult) for r in patient), patient
+    hasty = [outcomes[i] for i in range(1, 12, 2)]
+    # the one that went first went alone and was answered; the rest waited in the batch
+    assert sum(isinstance(r, MQTimeoutError) for r in hasty) >= 5, hasty
+
+
+async def test_full_batches_leave_without_waiting_for_a_slot() -> None:
+    """batch_in_flight bounds the batches that leave part full: once a batch's worth waits,
+    it goes, so large messages or a slow broker are not held to fewer requests than plain
+    sends would have out. This broker answers no batch before three are in flight."""
+    offsets = iter(range(1_000_000))
+    held = 0
+    three = trio.Event()
+
+    async def send(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        nonlocal held
+        if request.code != RequestCode.SEND_BATCH_MESSAGE:
+            return _stored(request, 1, next(offsets))
+        held += 1
+        if held >= 3:
+            three.set()
+        await three.wait()
+        count = len(decode_batch_items(request.body))
+        return _stored(request, count, next(offsets) * 100)
+
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE_V2, send)
+    dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
+    body = b"x" * 1000
+    per_batch = 4
+    max_bytes = per_batch * batch_item_size(Message("Big", body))
+    async with (
+        serve_on_loopback(dispatcher) as broker,
+        _producer_on(broker.address, "Big", batch_in_flight=1, batch_max_bytes=max_bytes) as p,
+    ):
+        results: list[SendResult] = []
+
+        async def one() -> None:
+            results.append(await p.send(Message("Big", body)))
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                for _ in range(1 + 4 * per_batch):
+                    nursery.start_soon(one)
+    assert len(results) == 1 + 4 * per_batch and three.is_set()
+
+
+async def test_a_cancelled_leader_leaves_the_rest_of_its_batch_to_go_alone() -> None:
+    """Cancelling the send that carries a batch cancels that send only: the others in the
+    batch go again on their own."""
+    offsets = iter(range(1_000_000))
+    leaders: list[bytes] = []
+    batch_came = trio.Event()
+
+    async def send(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        if request.code == RequestCode.SEND_BATCH_MESSAGE:
+            leaders.append(decode_batch_items(request.body)[0].body)
+            batch_came.set()
+            await trio.sleep_forever()
+        return _stored(request, 1, next(offsets))
+
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE_V2, send)
+    dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
+    async with serve_on_loopback(dispatcher) as broker, _producer_on(broker.address, "Cut", batch_in_flight=1) as p:
+        outcomes: dict[bytes, object] = {}
+        scopes: dict[bytes, trio.CancelScope] = {}
+
+        async def one(body: bytes) -> None:
+            with trio.CancelScope() as scope:
+                scopes[body] = scope
+                outcomes[body] = await p.send(Message("Cut", body))
+                return
+            outcomes[body] = "cancelled"
+
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                for i in range(8):
+                    nursery.start_soon(one, f"m{i}".encode())
+                await batch_came.wait()
+                scopes[leaders[0]].cancel()
+    assert outcomes.pop(leaders[0]) == "cancelled"
+    assert len(outcomes) == 7 and all(isinstance(r, SendResult) for r in outcomes.values()), outcomes
