@@ -70,10 +70,10 @@ LOADER = """
 import sys, trio
 from rmq.client import Message, Producer
 
-async def main(namesrv, topic, window, seconds, size, rate):
+async def main(namesrv, topic, window, seconds, size, rate, auto_batch):
     body = b"x" * size
     sent = 0
-    async with Producer("ProfilePG", namesrv=namesrv) as producer:
+    async with Producer("ProfilePG", namesrv=namesrv, auto_batch=auto_batch == "on") as producer:
         for _ in range(200):  # warm up, route known
             await producer.send(Message(topic, body))
         print("ready", flush=True)
@@ -94,7 +94,8 @@ async def main(namesrv, topic, window, seconds, size, rate):
                 nursery.start_soon(sender)
     print(sent, flush=True)
 
-trio.run(main, sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]))
+trio.run(main, sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]),
+         sys.argv[7])
 """
 
 
@@ -167,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample-rate", type=int, default=400, help="py-spy samples per second")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="a broker.conf line")
     p.add_argument(
+        "--auto-batch",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the producer's auto_batch (on, as by default; --no-auto-batch: one request per message)",
+    )
+    p.add_argument(
         "--keep",
         "--raw",
         dest="keep",
@@ -218,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(1.0)  # the route reaches the name server with the next registration
         loader = subprocess.Popen(
             [sys.executable, "-c", LOADER, f"127.0.0.1:{ns_port}", "ProfileTopic", str(args.window),
-             str(args.seconds), str(args.size), str(args.rate)],
+             str(args.seconds), str(args.size), str(args.rate), "on" if args.auto_batch else "off"],
             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
         procs.append(loader)

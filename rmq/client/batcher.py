@@ -69,6 +69,9 @@ class _Waiter:
         self.parked = Parked()
 
 
+_LANES_KEPT = 256  # idle lanes are kept (a lone send then makes none) up to this many
+
+
 class _Lane:
     """The sends of one topic (and one waitStoreMsgOK) that wait, and its batches in flight."""
 
@@ -115,22 +118,42 @@ class AutoBatcher:
         self.max_bytes = max_bytes
         self.max_in_flight = max_in_flight
         self.uniq_key_length = uniq_key_length
-        self._lanes: dict[tuple[str, bool], _Lane] = {}
+        # by topic: the lanes of messages whose send waits for the store (WAIT, the
+        # default), and of those that do not (a batch carries one waitStoreMsgOK)
+        self._lanes: dict[str, _Lane] = {}
+        self._unawaited: dict[str, _Lane] = {}
+
+    def hold_alone(self, msg: ProtocolMessage) -> _Lane | None:
+        """For a send that finds nothing of its topic waiting or in flight: its lane, marked
+        in flight, so that sends arriving meanwhile queue behind it; it leaves at once as a
+        plain send, and `release` follows. None: it queues (`send`)."""
+        lanes = self._lanes if msg.properties.get(P.WAIT) != "false" else self._unawaited
+        lane = lanes.get(msg.topic)
+        if lane is None:
+            if len(lanes) >= _LANES_KEPT:
+                self._forget_idle(lanes)
+            lane = lanes[msg.topic] = _Lane()
+        elif lane.in_flight or lane.pending:
+            return None
+        lane.in_flight = 1
+        return lane
+
+    @staticmethod
+    def release(lane: _Lane) -> None:
+        """A send `hold_alone` let go alone has ended."""
+        lane.in_flight -= 1
+        if lane.pending:
+            lane.pending[0].parked.wake()
 
     async def send(self, msg: ProtocolMessage, timeout: float) -> SendResult:  # noqa: ASYNC109  the waiter's deadline, named by MQTimeoutError
-        key = (msg.topic, msg.properties.get(P.WAIT) != "false")
-        lane = self._lanes.get(key)
-        if lane is None:
-            # Nothing of this topic waits or is in flight: it leaves at once, as a plain send,
-            # without a waiter; sends that arrive meanwhile queue in the lane behind it.
-            lane = self._lanes[key] = _Lane()
-            lane.in_flight = 1
+        alone = self.hold_alone(msg)
+        if alone is not None:
             try:
-                return await self._send_batch((msg,), timeout)
+                return await self._send_alone(msg, timeout)
             finally:
-                lane.in_flight -= 1
-                self._wake_head(lane)
-                self._drop_if_idle(key, lane)
+                self.release(alone)
+        lanes = self._lanes if msg.properties.get(P.WAIT) != "false" else self._unawaited
+        lane = lanes[msg.topic]
         # No cancel scope per send (it costs more than the rest of the wait): a batch's
         # request is bounded by the earliest deadline among its messages, and the sends ahead
         # of this one, in order, have deadlines no later than its own when timeouts agree.
@@ -162,7 +185,6 @@ class AutoBatcher:
                 lane.pending.remove(me)
                 lane.pending_bytes -= me.size
                 self._wake_head(lane)
-            self._drop_if_idle(key, lane)
         if me.failed is not None:
             left = me.deadline - trio.current_time()
             if left <= 0:
@@ -216,11 +238,11 @@ class AutoBatcher:
                 w.parked.wake()
             self._wake_head(lane)
 
-    def _drop_if_idle(self, key: tuple[str, bool], lane: _Lane) -> None:
-        """Forget `lane` once nothing of it waits or is in flight (unless a newer lane of the
-        key has taken its place)."""
-        if not lane.pending and not lane.in_flight and self._lanes.get(key) is lane:
-            del self._lanes[key]
+    @staticmethod
+    def _forget_idle(lanes: dict[str, _Lane]) -> None:
+        """Drop the lanes nothing waits in or is in flight from (a producer of many topics)."""
+        for topic in [t for t, lane in lanes.items() if not lane.pending and not lane.in_flight]:
+            del lanes[topic]
 
     @staticmethod
     def _wake_head(lane: _Lane) -> None:

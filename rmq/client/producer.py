@@ -304,8 +304,19 @@ class Producer(AsyncService):
         check_message(msg, self.config.max_message_size)
         if self.tracer is not None:
             return await self._traced_send(msg, timeout, queue, selector, arg)
-        if queue is None and selector is None and self._batcher is None:
-            return await self._send_plain(msg, timeout)
+        if queue is None and selector is None:
+            batcher = self._batcher
+            if batcher is None:
+                return await self._send_plain(msg, timeout)
+            if batchable(msg, self.config.compress_over):
+                # AutoBatcher.send, with its lone send's two coroutine layers left out
+                alone = batcher.hold_alone(msg)
+                if alone is None:
+                    return await batcher.send(msg, self.config.send_timeout if timeout is None else timeout)
+                try:
+                    return await self._send_plain(msg, timeout)
+                finally:
+                    batcher.release(alone)
         return await self._send_one(msg, timeout, queue, selector, arg)
 
     async def _send_one(

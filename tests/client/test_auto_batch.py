@@ -13,6 +13,7 @@ import trio
 
 from rmq.broker.stats import IN_MSGS, IN_SENDS
 from rmq.client import Message, MQBrokerError, MQClientError, MQTimeoutError, Producer, SendResult, SendStatus
+from rmq.client.batcher import _LANES_KEPT, AutoBatcher
 from rmq.client.message import batch_item_size
 from rmq.client.route import PublishInfo, TopicRoute
 from rmq.protocol import RemotingCommand, RequestCode, ResponseCode
@@ -24,6 +25,12 @@ from rmq.remoting.testing import serve_on_loopback
 
 from .conftest import Cluster, open_cluster
 from .test_producer import read_all
+
+
+def idle(batcher: AutoBatcher) -> bool:
+    """Nothing waits in, or is in flight from, any of the batcher's lanes."""
+    lanes = [*batcher._lanes.values(), *batcher._unawaited.values()]
+    return all(not lane.pending and not lane.in_flight and not lane.pending_bytes for lane in lanes)
 
 
 def sends_and_messages(cluster: Cluster, topic: str) -> tuple[int, int]:
@@ -73,7 +80,7 @@ async def test_a_lone_send_is_a_plain_send_and_unbatchable_ones_go_alone(cluster
         first = await producer.send(Message("AutoLone", b"alone"))
         assert first.status is SendStatus.SEND_OK and "," not in first.msg_id
         assert sends_and_messages(cluster, "AutoLone") == (1, 1)
-        assert producer._batcher is not None and not producer._batcher._lanes  # nothing left behind
+        assert producer._batcher is not None and idle(producer._batcher)  # nothing left behind
         # delayed, timer and to-be-compressed messages never ride in a batch (a broker refuses
         # a batch holding a timer message: all its sends would fail)
         delayed = [Message("AutoLone", f"d{i}", delay_level=1) for i in range(5)]
@@ -160,7 +167,7 @@ async def test_cancelling_the_leader_fails_its_batch_not_the_producer(cluster: C
                 nursery.start_soon(one, i)
         assert len(outcomes) == 10
         assert all(isinstance(o, SendResult) for o in outcomes)  # the lane was left clean
-        assert producer._batcher is not None and not producer._batcher._lanes
+        assert producer._batcher is not None and idle(producer._batcher)
 
 
 def test_bad_batch_options() -> None:
@@ -403,3 +410,21 @@ async def test_a_cancelled_leader_leaves_the_rest_of_its_batch_to_go_alone() -> 
                 scopes[leaders[0]].cancel()
     assert outcomes.pop(leaders[0]) == "cancelled"
     assert len(outcomes) == 7 and all(isinstance(r, SendResult) for r in outcomes.values()), outcomes
+
+
+def test_idle_lanes_are_kept_within_a_bound() -> None:
+    """A lone send reuses its topic's idle lane; a producer of many topics keeps at most
+    _LANES_KEPT of them."""
+    batcher = AutoBatcher(None, None, 32 * 1024, 2, 32)  # type: ignore[arg-type]  no sends here
+    first = batcher.hold_alone(Message("T0", b"x"))
+    assert first is not None and batcher.hold_alone(Message("T0", b"y")) is None  # it is out: queue
+    batcher.release(first)
+    assert batcher.hold_alone(Message("T0", b"z")) is first  # idle again: the same lane
+    batcher.release(first)
+    for n in range(1, 1000):
+        lane = batcher.hold_alone(Message(f"T{n}", b"x"))
+        assert lane is not None
+        batcher.release(lane)
+    assert len(batcher._lanes) <= _LANES_KEPT and idle(batcher)
+    unawaited = batcher.hold_alone(Message("T0", b"x", properties={P.WAIT: "false"}))
+    assert unawaited is not None and unawaited is not batcher._lanes.get("T0")  # its own lane
