@@ -2,6 +2,7 @@
 
     python bench/send_profile.py                       # S2's shape: 1 producer, 64 sends in flight, 1 KiB
     python bench/send_profile.py --window 1            # S1's shape: one send at a time
+    python bench/send_profile.py --no-auto-batch       # one request per message (auto_batch=False)
     python bench/send_profile.py --flush SYNC_FLUSH --seconds 8 --rate 250
 
 Starts a name server and a broker (`python -m rmq namesrv` / `python -m rmq broker`, a fresh
