@@ -545,7 +545,8 @@ class Appender:
     ) -> None:
         """Hand the dispatcher what it would parse back from the records just written
         (``Dispatcher.appended``): those whose properties are a dict that their encoded form
-        decodes back to, as a plain send's are."""
+        decodes back to, as a plain send's are, or the encoded bytes themselves, as a batch's
+        items' are (decoded here as dispatch would decode them from the record)."""
         dispatcher = self.dispatcher
         appended = dispatcher.appended
         if len(appended) > _APPENDED_LIMIT:
@@ -553,6 +554,7 @@ class Appender:
                 return  # dispatch held back (a replica's ack, a commit): these are parsed then
             # offsets dispatch went past without reading them (a cut, a DLedger log matching)
             dispatcher.appended = appended = {o: known for o, known in appended.items() if o >= dispatcher.reput_offset}
+        decode_props = P.decode_properties
         records = zip(drafts, heads, tails, sizes, crcs, queue_offsets, strict=True)
         for d, head, tail, size, crc, queue_offset in records:
             if head[4] != _V4_HEAD:  # dispatch checks a told record by TOLD_HEAD: IPv4 hosts only
@@ -562,6 +564,9 @@ class Appender:
             named: tuple[str | None, str | None, str | None] | None = None  # TAGS, KEYS, UNIQ_KEY
             if props is None:
                 named = (None, None, None)
+            elif props.__class__ is bytes:  # what the record holds: its decoding is dispatch's
+                found = decode_props(str(props, "utf-8", "replace")) if props else {}
+                named = (found.get(P.TAGS), found.get(P.KEYS), found.get(P.UNIQ_KEY))
             elif props.__class__ is dict:
                 # Each property adds one \x01 and all but the first one \x02: then no name or value
                 # holds a separator, and decoding the bytes gives back this dict's values (an

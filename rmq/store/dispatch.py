@@ -91,8 +91,7 @@ class Dispatcher:
         # What the appender wrote at a CommitLog offset (Appender._tell_dispatch): the fields
         # TOLD_HEAD reads (size, magic, body CRC, queue id, queue offset, sysFlag, store time),
         # then topic, TAGS, KEYS, UNIQ_KEY. A record whose head still says so is dispatched
-        # from these, not parsed back; any other (a replica's, a batch's, one rewritten since)
-        # is parsed.
+        # from these, not parsed back; any other (a replica's, one rewritten since) is parsed.
         self.appended: dict[int, tuple[Any, ...]] = {}
         self.dispatched_total = 0
         # Dispatch stops here when set: a DLedger member's CommitLog may hold a leader's

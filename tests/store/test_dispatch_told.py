@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from rmq.protocol.constants import SCHEDULE_TOPIC
-from rmq.protocol.message import TRANSACTION_PREPARED_TYPE
+from rmq.protocol.message import TRANSACTION_PREPARED_TYPE, BatchItem
 from rmq.store import MessageDraft, MessageStore
 from rmq.store import dispatch as dispatch_module
+from rmq.store.append import batch_drafts
 
 from .conftest import T0, FakeClock
 
@@ -176,3 +177,58 @@ def test_what_dispatch_went_past_is_dropped_once_too_much_is_told(
     store.dispatcher.limit = None
     store.dispatch_pending()
     assert store.get_max_offset_in_queue("A", 0) == 14
+
+
+def batch_items(n: int) -> list[BatchItem]:
+    """A batch's items as decode_batch_items gives them, properties still encoded: TAGS,
+    KEYS and UNIQ_KEY present or not, an empty value, bytes that are not UTF-8, none at all,
+    and ones ending in a separator (the C++ client's)."""
+    return [
+        BatchItem(0, b"b0-%d" % n, b"TAGS\x01t%d\x02KEYS\x01k%d shared\x02UNIQ_KEY\x01U%d" % (n % 3, n, n)),
+        BatchItem(0, b"b1-%d" % n, b"UNIQ_KEY\x01V%d\x02" % n),
+        BatchItem(0, b"b2-%d" % n, b"TAGS\x01\xff\xfe\x02KEYS\x01shared"),
+        BatchItem(0, b"b3-%d" % n, b"TAGS\x01\x02KEYS\x01"),
+        BatchItem(0, b"b4-%d" % n, b""),
+    ]
+
+
+def test_told_batch_records_dispatch_as_parsed_ones(
+    open_store: Any, clock: FakeClock, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A batch's records keep their items' properties as the bytes that came: the append
+    tells dispatch what decoding those gives, and nothing a consumer, a key query or a
+    listener sees changes against a store that parses every record."""
+    told: MessageStore = open_store(root=tmp_path / "told")
+    parsed: MessageStore = open_store(root=tmp_path / "parsed")
+    heard = {told: Heard(), parsed: Heard()}
+    for store in heard:
+        store.dispatcher.listener = heard[store]
+    parses = {told: 0, parsed: 0}
+    real_parse = dispatch_module.parse_record
+    used = 0
+    for n in range(30):
+        clock.advance(7)
+        head = MessageDraft("A", n % 2, b"", properties={"CLUSTER": "C"}, born_timestamp=T0, born_host=BORN,
+                            store_host=STORE)  # fmt: skip
+        for store in heard:
+            assert store.appender.put_many(batch_drafts(head, batch_items(n))).ok
+        used += len(told.dispatcher.appended)
+        parsed.dispatcher.appended.clear()
+        for store in heard:
+
+            def counted(*args: Any, store: MessageStore = store) -> Any:
+                parses[store] += 1
+                return real_parse(*args)
+
+            monkeypatch.setattr(dispatch_module, "parse_record", counted)
+            store.dispatch_pending()
+            assert not store.dispatcher.appended
+    assert used == 30 * 5  # every item told
+    assert parses[told] <= 30 * 2  # read again only for a listener's properties
+    assert parses[parsed] >= 30 * 5
+    assert heard[told].calls == heard[parsed].calls
+    found = [store.query_message("A", "shared", 128, 0, 2**62) for store in heard]
+    assert found[0].records == found[1].records and len(found[0].records) == 60
+    for store in heard:
+        store.close()
+    assert files_of(tmp_path / "told") == files_of(tmp_path / "parsed")
