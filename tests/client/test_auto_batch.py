@@ -1,5 +1,6 @@
-"""auto_batch=True: concurrent sends leave as SEND_BATCH_MESSAGE requests, each send still
-gets its own SendResult, and every message is stored once, intact, against our broker."""
+"""auto_batch (on by default): concurrent sends leave as SEND_BATCH_MESSAGE requests, each
+send still gets its own SendResult, and every message is stored once, intact, against our
+broker; a lone send is a plain one, and a failed batch's messages go again one by one."""
 
 from __future__ import annotations
 
