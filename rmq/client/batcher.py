@@ -47,10 +47,9 @@ from .message import SendResult, batch_item_size
 if TYPE_CHECKING:
     from rmq.protocol.message import Message as ProtocolMessage
 
-# sends a batch of messages (one topic) in one attempt and returns the batch's SendResult
+# sends a batch of messages (one topic) in one attempt and returns the batch's SendResult;
+# a batch of one is a plain send, retries included
 SendBatch = Callable[[Sequence["ProtocolMessage"], float], Awaitable[SendResult]]
-# sends one message as a plain send, retries included
-SendAlone = Callable[["ProtocolMessage", float], Awaitable[SendResult]]
 
 
 class _Waiter:
@@ -103,18 +102,15 @@ class AutoBatcher:
     """Coalesces the concurrent sends of one producer; see the module docstring.
 
     Args:
-      send_batch: sends one batch, one attempt (a lone message: a plain send, retries included).
-      send_alone: sends one message of a failed batch as a plain send, retries included.
+      send_batch: sends one batch, one attempt; one message: a plain send, retries included
+        (a lone send, or one of a batch that failed).
       max_bytes: a batch's body at most this many bytes (batchMaxBytes).
       max_in_flight: batches of one topic in flight at once.
       uniq_key_length: characters of the UNIQ_KEY a message without one gets when it leaves.
     """
 
-    def __init__(
-        self, send_batch: SendBatch, send_alone: SendAlone, max_bytes: int, max_in_flight: int, uniq_key_length: int
-    ) -> None:
+    def __init__(self, send_batch: SendBatch, max_bytes: int, max_in_flight: int, uniq_key_length: int) -> None:
         self._send_batch = send_batch
-        self._send_alone = send_alone
         self.max_bytes = max_bytes
         self.max_in_flight = max_in_flight
         self.uniq_key_length = uniq_key_length
@@ -127,7 +123,7 @@ class AutoBatcher:
         """For a send that finds nothing of its topic waiting or in flight: its lane, marked
         in flight, so that sends arriving meanwhile queue behind it; it leaves at once as a
         plain send, and `release` follows. None: it queues (`send`)."""
-        lanes = self._lanes if msg.properties.get(P.WAIT) != "false" else self._unawaited
+        lanes = self._lanes_of(msg)
         lane = lanes.get(msg.topic)
         if lane is None:
             if len(lanes) >= _LANES_KEPT:
@@ -138,22 +134,23 @@ class AutoBatcher:
         lane.in_flight = 1
         return lane
 
-    @staticmethod
-    def release(lane: _Lane) -> None:
+    def release(self, lane: _Lane) -> None:
         """A send `hold_alone` let go alone has ended."""
         lane.in_flight -= 1
-        if lane.pending:
-            lane.pending[0].parked.wake()
+        self._wake_head(lane)
+
+    def _lanes_of(self, msg: ProtocolMessage) -> dict[str, _Lane]:
+        # a batch carries one waitStoreMsgOK
+        return self._lanes if msg.properties.get(P.WAIT) != "false" else self._unawaited
 
     async def send(self, msg: ProtocolMessage, timeout: float) -> SendResult:  # noqa: ASYNC109  the waiter's deadline, named by MQTimeoutError
         alone = self.hold_alone(msg)
         if alone is not None:
             try:
-                return await self._send_alone(msg, timeout)
+                return await self._send_batch((msg,), timeout)
             finally:
                 self.release(alone)
-        lanes = self._lanes if msg.properties.get(P.WAIT) != "false" else self._unawaited
-        lane = lanes[msg.topic]
+        lane = self._lanes_of(msg)[msg.topic]  # hold_alone found it busy
         # No cancel scope per send (it costs more than the rest of the wait): a batch's
         # request is bounded by the earliest deadline among its messages, and the sends ahead
         # of this one, in order, have deadlines no later than its own when timeouts agree.
@@ -189,7 +186,7 @@ class AutoBatcher:
             left = me.deadline - trio.current_time()
             if left <= 0:
                 raise me.failed
-            return await self._send_alone(msg, left)
+            return await self._send_batch((msg,), left)
         if me.error is not None:
             raise me.error
         if me.result is None:

@@ -207,11 +207,7 @@ class Producer(AsyncService):
         c = self.config
         self._batcher = (
             AutoBatcher(
-                self._send_as_batch,
-                self._send_alone,
-                min(c.batch_max_bytes, c.max_message_size),
-                c.batch_in_flight,
-                self._ids.length,
+                self._send_as_batch, min(c.batch_max_bytes, c.max_message_size), c.batch_in_flight, self._ids.length
             )
             if c.auto_batch
             else None
@@ -339,22 +335,18 @@ class Producer(AsyncService):
         return result
 
     async def _send_as_batch(self, msgs: Sequence[ProtocolMessage], timeout: float) -> SendResult:  # noqa: ASYNC109  retry budget, see _send_outgoing
-        """The auto batcher's way out: one SEND_BATCH_MESSAGE, one attempt (when it fails,
-        each message goes again on its own: `_send_alone`); a lone message: a plain send."""
+        """The auto batcher's way out: one SEND_BATCH_MESSAGE, one attempt (when it fails, the
+        batcher sends each message again on its own). One message (a lone send, or one of a
+        batch that failed): a plain send, retries included, the flat one where it may."""
         if len(msgs) == 1:
-            return await self._send_alone(msgs[0], timeout)
-        out = _Outgoing.batch_of(msgs, self._ids)
-        result = await self._send_outgoing(out, timeout, None, None, None, msgs[0], oneway=False, retry=False)
-        assert result is not None
-        return result
-
-    async def _send_alone(self, msg: ProtocolMessage, timeout: float) -> SendResult:  # noqa: ASYNC109  retry budget, see _send_outgoing
-        """A plain send, retries included, the flat one where it may: a lone message of the
-        auto batcher, or one whose batch failed."""
-        if self.tracer is None:
-            return await self._send_plain(msg, timeout)
-        out = _Outgoing(msg, self.config.compress_over, self._ids, self.config.compress_type)
-        result = await self._send_outgoing(out, timeout, None, None, None, msg, oneway=False)
+            if self.tracer is None:
+                return await self._send_plain(msgs[0], timeout)
+            out = _Outgoing(msgs[0], self.config.compress_over, self._ids, self.config.compress_type)
+            retry = True
+        else:
+            out = _Outgoing.batch_of(msgs, self._ids)
+            retry = False
+        result = await self._send_outgoing(out, timeout, None, None, None, msgs[0], oneway=False, retry=retry)
         assert result is not None
         return result
 

@@ -4,7 +4,7 @@ broker; a lone send is a plain one, and a failed batch's messages go again one b
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -124,12 +124,7 @@ async def test_a_silent_broker_fails_every_waiting_send_in_time() -> None:
     dispatcher.register(RequestCode.SEND_MESSAGE_V2, silent)
     dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, silent)
     async with serve_on_loopback(dispatcher) as broker:
-        route = TopicRoute.from_json(
-            {
-                "brokerDatas": [{"brokerAddrs": {"0": broker.address}, "brokerName": "mute", "cluster": "C"}],
-                "queueDatas": [{"brokerName": "mute", "perm": 6, "readQueueNums": 1, "writeQueueNums": 1}],
-            }
-        )
+        route = _route(broker.address, "mute")
         errors: list[BaseException] = []
         async with Producer("pg_mute", "127.0.0.1:1", send_timeout=0.5, auto_batch=True, retry_times=0) as producer:
             producer.instance.store_route("Mute", route)
@@ -229,10 +224,7 @@ async def test_a_batch_the_broker_refuses_for_one_message_stores_the_others(tmp_
             outcomes: dict[int, SendResult | MQClientError] = {}
 
             async def one(i: int) -> None:
-                try:
-                    outcomes[i] = await producer.send(Message("AutoRefused", b"y" * 3000 if i == 5 else f"m{i}"))
-                except MQClientError as exc:
-                    outcomes[i] = exc
+                outcomes[i] = await _outcome(producer, Message("AutoRefused", b"y" * 3000 if i == 5 else f"m{i}"))
 
             async with trio.open_nursery() as nursery:
                 for i in range(12):
@@ -264,13 +256,30 @@ def _stored(request: RemotingCommand, count: int, first_offset: int) -> Remoting
     return HeaderCommand.response_to(request, ResponseCode.SUCCESS, header)
 
 
+Handler = Callable[[RequestContext, RemotingCommand], Awaitable[RemotingCommand | None]]
+
+
 @asynccontextmanager
-async def _producer_on(broker_address: str, topic: str, **options: Any) -> AsyncIterator[Producer]:
-    async with Producer("pg_fake", "127.0.0.1:1", send_latency_fault_enable=False, **options) as producer:
-        route = _route(broker_address, "fake")
+async def _producer_on(send: Handler, topic: str, **options: Any) -> AsyncIterator[Producer]:
+    """A producer of `topic` against a broker whose sends and batch sends `send` answers."""
+    dispatcher = Dispatcher()
+    dispatcher.register(RequestCode.SEND_MESSAGE_V2, send)
+    dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
+    async with (
+        serve_on_loopback(dispatcher) as broker,
+        Producer("pg_fake", "127.0.0.1:1", send_latency_fault_enable=False, **options) as producer,
+    ):
+        route = _route(broker.address, "fake")
         producer.instance.store_route(topic, route)
         producer._publish[topic] = PublishInfo(topic, route)
         yield producer
+
+
+async def _outcome(producer: Producer, msg: Message, **options: Any) -> SendResult | MQClientError:
+    try:
+        return await producer.send(msg, **options)
+    except MQClientError as exc:
+        return exc
 
 
 async def test_a_refused_batch_leaves_each_send_its_own_result() -> None:
@@ -285,17 +294,11 @@ async def test_a_refused_batch_leaves_each_send_its_own_result() -> None:
             return request.make_response(ResponseCode.MESSAGE_ILLEGAL, "the message is illegal")
         return _stored(request, 1, next(offsets))
 
-    dispatcher = Dispatcher()
-    dispatcher.register(RequestCode.SEND_MESSAGE_V2, send)
-    dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
-    async with serve_on_loopback(dispatcher) as broker, _producer_on(broker.address, "Fake", batch_in_flight=1) as p:
+    async with _producer_on(send, "Fake", batch_in_flight=1) as p:
         outcomes: dict[int, SendResult | MQClientError] = {}
 
         async def one(i: int) -> None:
-            try:
-                outcomes[i] = await p.send(Message("Fake", b"bad" if i == 5 else f"m{i}"))
-            except MQClientError as exc:
-                outcomes[i] = exc
+            outcomes[i] = await _outcome(p, Message("Fake", b"bad" if i == 5 else f"m{i}"))
 
         async with trio.open_nursery() as nursery:
             for i in range(12):
@@ -317,17 +320,11 @@ async def test_a_batch_that_times_out_leaves_each_send_the_time_it_has() -> None
             await trio.sleep_forever()
         return _stored(request, 1, next(offsets))
 
-    dispatcher = Dispatcher()
-    dispatcher.register(RequestCode.SEND_MESSAGE_V2, send)
-    dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
-    async with serve_on_loopback(dispatcher) as broker, _producer_on(broker.address, "Slow", batch_in_flight=1) as p:
+    async with _producer_on(send, "Slow", batch_in_flight=1) as p:
         outcomes: dict[int, SendResult | MQClientError] = {}
 
         async def one(i: int) -> None:
-            try:
-                outcomes[i] = await p.send(Message("Slow", f"m{i}"), timeout=0.3 if i % 2 else 5.0)
-            except MQClientError as exc:
-                outcomes[i] = exc
+            outcomes[i] = await _outcome(p, Message("Slow", f"m{i}"), timeout=0.3 if i % 2 else 5.0)
 
         with trio.fail_after(4):
             async with trio.open_nursery() as nursery:
@@ -359,16 +356,10 @@ async def test_full_batches_leave_without_waiting_for_a_slot() -> None:
         count = len(decode_batch_items(request.body))
         return _stored(request, count, next(offsets) * 100)
 
-    dispatcher = Dispatcher()
-    dispatcher.register(RequestCode.SEND_MESSAGE_V2, send)
-    dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
     body = b"x" * 1000
     per_batch = 4
     max_bytes = per_batch * batch_item_size(Message("Big", body))
-    async with (
-        serve_on_loopback(dispatcher) as broker,
-        _producer_on(broker.address, "Big", batch_in_flight=1, batch_max_bytes=max_bytes) as p,
-    ):
+    async with _producer_on(send, "Big", batch_in_flight=1, batch_max_bytes=max_bytes) as p:
         results: list[SendResult] = []
 
         async def one() -> None:
@@ -395,10 +386,7 @@ async def test_a_cancelled_leader_leaves_the_rest_of_its_batch_to_go_alone() -> 
             await trio.sleep_forever()
         return _stored(request, 1, next(offsets))
 
-    dispatcher = Dispatcher()
-    dispatcher.register(RequestCode.SEND_MESSAGE_V2, send)
-    dispatcher.register(RequestCode.SEND_BATCH_MESSAGE, send)
-    async with serve_on_loopback(dispatcher) as broker, _producer_on(broker.address, "Cut", batch_in_flight=1) as p:
+    async with _producer_on(send, "Cut", batch_in_flight=1) as p:
         outcomes: dict[bytes, object] = {}
         scopes: dict[bytes, trio.CancelScope] = {}
 
@@ -422,7 +410,7 @@ async def test_a_cancelled_leader_leaves_the_rest_of_its_batch_to_go_alone() -> 
 def test_idle_lanes_are_kept_within_a_bound() -> None:
     """A lone send reuses its topic's idle lane; a producer of many topics keeps at most
     _LANES_KEPT of them."""
-    batcher = AutoBatcher(None, None, 32 * 1024, 2, 32)  # type: ignore[arg-type]  no sends here
+    batcher = AutoBatcher(None, 32 * 1024, 2, 32)  # type: ignore[arg-type]  no sends here
     first = batcher.hold_alone(Message("T0", b"x"))
     assert first is not None and batcher.hold_alone(Message("T0", b"y")) is None  # it is out: queue
     batcher.release(first)

@@ -4,6 +4,7 @@ parsed back, and that must change nothing a consumer, a key query or a listener 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -81,45 +82,67 @@ def files_of(root: Path) -> dict[str, bytes]:
     return out
 
 
+class TwoStores:
+    """One store dispatching from what its appends told, one (told nothing) parsing every
+    record, given the same appends: what each parsed and heard."""
+
+    def __init__(self, open_store: Any, root: Path) -> None:
+        self.told: MessageStore = open_store(root=root / "told")
+        self.parsed: MessageStore = open_store(root=root / "parsed")
+        self.heard = {self.told: Heard(), self.parsed: Heard()}
+        for store, heard in self.heard.items():
+            store.dispatcher.listener = heard
+        self.parses = {self.told: 0, self.parsed: 0}
+        self.used = 0  # records dispatch took as told
+
+    def append_and_dispatch(self, append: Callable[[MessageStore], None], monkeypatch: Any) -> None:
+        for store in self.heard:
+            append(store)
+        self.used += len(self.told.dispatcher.appended)
+        self.parsed.dispatcher.appended.clear()
+        real_parse = dispatch_module.parse_record
+        for store in self.heard:
+
+            def counted(*args: Any, store: MessageStore = store) -> Any:
+                self.parses[store] += 1
+                return real_parse(*args)
+
+            monkeypatch.setattr(dispatch_module, "parse_record", counted)
+            store.dispatch_pending()
+            monkeypatch.setattr(dispatch_module, "parse_record", real_parse)
+            assert not store.dispatcher.appended
+
+    def found_by_key(self, key: str, max_num: int) -> list[Any]:
+        return [store.query_message("A", key, max_num, 0, 2**62).records for store in self.heard]
+
+    def close(self) -> None:
+        for store in self.heard:
+            store.close()
+
+
 def test_told_records_dispatch_as_parsed_ones(
     open_store: Any, clock: FakeClock, tmp_path: Path, monkeypatch: Any
 ) -> None:
     """Two stores take the same appends; one dispatches from what the appends told, the
     other (told nothing) parses every record: their consume queues, index files and what
     their listeners heard are the same."""
-    told: MessageStore = open_store(root=tmp_path / "told")
-    parsed: MessageStore = open_store(root=tmp_path / "parsed")
-    heard = {told: Heard(), parsed: Heard()}
-    for store in heard:
-        store.dispatcher.listener = heard[store]
-    parses = {told: 0, parsed: 0}
-    real_parse = dispatch_module.parse_record
-    used = 0
+    two = TwoStores(open_store, tmp_path)
     for n in range(30):
         clock.advance(7)
-        for store in heard:
+
+        def append(store: MessageStore, n: int = n) -> None:
             results = store.appender.put_group(drafts(n))
             assert all(r.ok for r in results)
-        used += len(told.dispatcher.appended)
-        parsed.dispatcher.appended.clear()
-        for store in heard:
 
-            def counted(*args: Any, store: MessageStore = store) -> Any:
-                parses[store] += 1
-                return real_parse(*args)
-
-            monkeypatch.setattr(dispatch_module, "parse_record", counted)
-            store.dispatch_pending()
-            assert not store.dispatcher.appended
-    assert used >= 30 * 5  # the dict properties that decode back were told
+        two.append_and_dispatch(append, monkeypatch)
+    assert two.used >= 30 * 5  # the dict properties that decode back were told
     # and taken: only the newest record of each queue a pass reached is read again, for its
     # listener's properties (two queues and the schedule topic's)
-    assert parses[told] <= parses[parsed] - used + 30 * 3
-    assert heard[told].calls == heard[parsed].calls
-    found = [store.query_message("A", "shared", 64, 0, 2**62) for store in heard]
-    assert found[0].records == found[1].records and len(found[0].records) == 30
-    for store in heard:
-        store.close()
+    assert two.parses[two.told] <= two.parses[two.parsed] - two.used + 30 * 3
+    assert two.heard[two.told].calls == two.heard[two.parsed].calls
+    found = two.found_by_key("shared", 64)
+    assert found[0] == found[1] and len(found[0]) == 30
+    two.close()
     assert files_of(tmp_path / "told") == files_of(tmp_path / "parsed")
 
 
@@ -198,37 +221,21 @@ def test_told_batch_records_dispatch_as_parsed_ones(
     """A batch's records keep their items' properties as the bytes that came: the append
     tells dispatch what decoding those gives, and nothing a consumer, a key query or a
     listener sees changes against a store that parses every record."""
-    told: MessageStore = open_store(root=tmp_path / "told")
-    parsed: MessageStore = open_store(root=tmp_path / "parsed")
-    heard = {told: Heard(), parsed: Heard()}
-    for store in heard:
-        store.dispatcher.listener = heard[store]
-    parses = {told: 0, parsed: 0}
-    real_parse = dispatch_module.parse_record
-    used = 0
+    two = TwoStores(open_store, tmp_path)
     for n in range(30):
         clock.advance(7)
         head = MessageDraft("A", n % 2, b"", properties={"CLUSTER": "C"}, born_timestamp=T0, born_host=BORN,
                             store_host=STORE)  # fmt: skip
-        for store in heard:
+
+        def append(store: MessageStore, head: MessageDraft = head, n: int = n) -> None:
             assert store.appender.put_many(batch_drafts(head, batch_items(n))).ok
-        used += len(told.dispatcher.appended)
-        parsed.dispatcher.appended.clear()
-        for store in heard:
 
-            def counted(*args: Any, store: MessageStore = store) -> Any:
-                parses[store] += 1
-                return real_parse(*args)
-
-            monkeypatch.setattr(dispatch_module, "parse_record", counted)
-            store.dispatch_pending()
-            assert not store.dispatcher.appended
-    assert used == 30 * 5  # every item told
-    assert parses[told] <= 30 * 2  # read again only for a listener's properties
-    assert parses[parsed] >= 30 * 5
-    assert heard[told].calls == heard[parsed].calls
-    found = [store.query_message("A", "shared", 128, 0, 2**62) for store in heard]
-    assert found[0].records == found[1].records and len(found[0].records) == 60
-    for store in heard:
-        store.close()
+        two.append_and_dispatch(append, monkeypatch)
+    assert two.used == 30 * 5  # every item told
+    assert two.parses[two.told] <= 30 * 2  # read again only for a listener's properties
+    assert two.parses[two.parsed] >= 30 * 5
+    assert two.heard[two.told].calls == two.heard[two.parsed].calls
+    found = two.found_by_key("shared", 128)
+    assert found[0] == found[1] and len(found[0]) == 60
+    two.close()
     assert files_of(tmp_path / "told") == files_of(tmp_path / "parsed")
