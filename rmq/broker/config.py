@@ -190,6 +190,8 @@ class BrokerConfig:
     disk_space_warning_level_ratio: int = 90  # sends are refused
     clean_file_forcibly_enable: bool = True
     warm_maped_file_enable: bool = False  # allocate CommitLog and consume queue files when made
+    # rmq's own, SYNC_FLUSH: sync a request in flight alone on the event loop (docs/operations.md)
+    lone_sync_inline: bool = True
     max_message_size: int = 4 * 1024 * 1024
     message_delay_level: str = DEFAULT_DELAY_LEVELS
     max_msgs_num_batch: int = 64

@@ -229,6 +229,7 @@ class BrokerController(Service):
             disk_space_warning_level_ratio=c.disk_space_warning_level_ratio,
             clean_file_forcibly_enable=c.clean_file_forcibly_enable,
             warm_maped_file_enable=c.warm_maped_file_enable,
+            lone_sync_inline=c.lone_sync_inline,
             max_message_size=c.max_message_size,
             max_msgs_num_batch=c.max_msgs_num_batch,
             max_transfer_bytes_on_message_in_memory=c.max_transfer_bytes_on_message_in_memory,

@@ -69,6 +69,11 @@ class StoreConfig:
     # full disk is an error too. Index and checkpoint files, written through their mappings,
     # are always allocated when made (a store into an unallocated mapped block is a SIGBUS).
     warm_maped_file_enable: bool = False
+    # rmq's own. SYNC_FLUSH: the sync of a request in flight alone (the loop idle since the
+    # last sync) runs on the event loop, a blocking fdatasync, rather than in the kernel's or a
+    # thread's hands: answered about 0.1 ms sooner here. A disk that stalls stalls the loop with
+    # it for that sync; lone syncs averaging over 2 ms stop for a second at a time.
+    lone_sync_inline: bool = True
     max_message_size: int = 4 * MiB
     check_crc_on_recover: bool = True
     message_index_enable: bool = True

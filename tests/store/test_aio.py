@@ -68,7 +68,7 @@ async def test_group_commit_shares_syncs(open_store) -> None:
 
 
 async def test_flush_disk_timeout_when_sync_is_too_slow(open_store, autojump_clock: trio.testing.MockClock) -> None:
-    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=5000)
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=5000, lone_sync_inline=False)
     gate = threading.Event()
     slow = CountingFlush(store, gate)
     async with AsyncMessageStore(store, flush_fn=slow) as astore:
@@ -208,7 +208,7 @@ def _msg(body: bytes):
 
 
 async def test_batches_time_out_in_order_and_then_complete(open_store, autojump_clock: trio.testing.MockClock) -> None:
-    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=1000)
+    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, sync_flush_timeout=1000, lone_sync_inline=False)
     gate = threading.Event()
     slow = CountingFlush(store, gate)
     async with AsyncMessageStore(store, flush_fn=slow) as astore:
@@ -242,7 +242,9 @@ async def test_batches_time_out_in_order_and_then_complete(open_store, autojump_
 async def test_a_waiting_append_calls_back_from_the_round_that_synced_it(open_store) -> None:
     """put_now hands back a PutWait: its callback runs in the flusher's task once
     the round covering the append is done (no task per waiting append), in append order."""
-    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    store = open_store(
+        flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20, lone_sync_inline=False
+    )
     counter = CountingFlush(store)
     async with AsyncMessageStore(store, flush_fn=counter) as astore:
         called: list[tuple[int, int, int]] = []  # (append, end offset, flushed when called)
@@ -266,7 +268,9 @@ async def test_a_waiting_append_calls_back_from_the_round_that_synced_it(open_st
 async def test_the_commitlog_sync_runs_in_a_worker_thread_and_its_failure_stops_the_store(open_store) -> None:
     import pytest
 
-    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    store = open_store(
+        flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20, lone_sync_inline=False
+    )
     threads: list[int] = []
     fail = False
 
@@ -300,7 +304,9 @@ async def test_sync_flush_rounds_go_through_the_kernel_where_linux_has_it(open_s
     if probe is None:
         pytest.skip("no kernel sync here")
     probe.close()
-    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    store = open_store(
+        flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20, lone_sync_inline=False
+    )
     async with AsyncMessageStore(store) as astore:
         assert astore._kernel_sync is not None
         # an append that finds no round running submits one itself, before it returns
@@ -326,7 +332,9 @@ async def test_an_append_ends_a_synced_round_before_the_flusher_hears(open_store
 
     from rmq.store.kernel_sync import UringSync
 
-    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    store = open_store(
+        flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20, lone_sync_inline=False
+    )
     async with AsyncMessageStore(store) as astore:
         ks = astore._kernel_sync
         if not isinstance(ks, UringSync):
@@ -351,7 +359,9 @@ async def test_a_kernel_that_refuses_aio_syncs_leaves_them_to_a_thread(open_stor
 
     import pytest
 
-    store = open_store(flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20)
+    store = open_store(
+        flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20, lone_sync_inline=False
+    )
     async with AsyncMessageStore(store) as astore:
         ks = astore._kernel_sync
         if ks is None:
