@@ -21,10 +21,11 @@ eventfd (``KernelSync``), with no thread to hand the GIL to. Tasks (all in one n
   milliseconds. Where a round runs in a thread, the loop waits (``HANDOFF_WAIT`` at most) for
   it to start: a thread needs the GIL to reach its fdatasync, which a busy loop would
   otherwise keep until its next syscall, often a whole batch of requests later.
-  A lone request (one waits, no round runs, and the loop has gone idle since the last round
-  ended: ``_lone``) is synced on the loop at once instead, and answered before its append
-  returns: a request in flight alone would otherwise wait for the kernel's worker and then
-  the loop to be woken. ``lone_sync_inline`` turns this off; slow lone syncs pause it.
+  A lone request (none waits, no round runs, and the loop has gone idle since the last round
+  ended: ``_lone``) is synced on the loop at once instead, and its append returns the result
+  itself, as under ASYNC_FLUSH: a request in flight alone would otherwise wait for the
+  kernel's worker and then the loop to be woken. ``lone_sync_inline`` turns this off; slow
+  lone syncs pause it.
 * Batch watchdog: one timer per batch (not per append, which would cost a cancel scope each):
   a batch still waiting ``sync_flush_timeout`` after it opened is woken with FLUSH_DISK_TIMEOUT
   (the messages are stored and will become durable; only the wait ended).
@@ -119,14 +120,13 @@ class _Wakeup:
 class _Batch(_Wakeup):
     """Appends waiting for the same CommitLog sync round."""
 
-    __slots__ = ("deadline", "done", "end", "waits")
+    __slots__ = ("deadline", "done", "end")
 
     def __init__(self, deadline: float) -> None:
         super().__init__()
         self.deadline = deadline
         self.done = False  # a round covering the batch has finished
         self.end = 0  # the CommitLog offset past the last append that joined
-        self.waits = 0  # requests waiting in it (a batch request is one)
 
 
 class _Round:
@@ -527,12 +527,13 @@ class AsyncMessageStore:
             d = drafts[0]
             self._dispatch_after(wrote, len(drafts) > 1 or (awaited is not None and awaited(d.topic, d.queue_id)))
         out = [
-            self._waits(result, wants_wait(d.wait, d.properties), kick=False) if result.ok else result
+            self._waits(result, wants_wait(d.wait, d.properties), kick=len(drafts) == 1) if result.ok else result
             for d, result in zip(drafts, results, strict=True)
         ]
         # One round for the group, started once all of it waits: a round started by the
         # group's first wait would close its batch and leave the rest in a batch of their own.
-        self._kick_round()
+        if len(drafts) > 1:
+            self._kick_round()
         return out
 
     def _register(self, result: PutMessageResult, waits: bool, topic: str, queue_id: int) -> PutMessageResult | PutWait:
@@ -579,17 +580,17 @@ class AsyncMessageStore:
         if self.store.sync_flush and waits:
             if not self._running:
                 raise RuntimeError("AsyncMessageStore is not running")
-            batch = self._open_batch
-            now = trio.current_time()
-            timeout = self.store.config.sync_flush_timeout / 1000
-            if batch is None or now + timeout - batch.deadline > BATCH_SPAN:
-                batch = self._open_batch = _Batch(now + timeout)
-                self._batches.append(batch)
-                self._batch_opened.set()
-            batch.end = result.end_offset
-            batch.waits += 1
-            if kick:
-                self._kick_round()
+            if not (kick and not self._batches and self._lone() and self._sync_lone()):
+                batch = self._open_batch
+                now = trio.current_time()
+                timeout = self.store.config.sync_flush_timeout / 1000
+                if batch is None or now + timeout - batch.deadline > BATCH_SPAN:
+                    batch = self._open_batch = _Batch(now + timeout)
+                    self._batches.append(batch)
+                    self._batch_opened.set()
+                batch.end = result.end_offset
+                if kick:
+                    self._kick_round()
         if batch is None and replica_deadline is None:
             if refused is not None:
                 result.status = PutMessageStatus.SLAVE_NOT_AVAILABLE
@@ -602,44 +603,32 @@ class AsyncMessageStore:
         return put
 
     def _kick_round(self) -> None:
-        """Appends wait in the open batch: sync them now on the loop if they are a lone
-        request's (``_lone``), else submit a round for them where the kernel takes syncs and
-        none runs; and tell the flusher."""
+        """Appends wait in the open batch: submit a round for them now where the kernel takes
+        syncs and none runs, and tell the flusher."""
         if self._open_batch is None:
-            return
-        if self._lone():
-            self._sync_lone()
             return
         if self._kernel_sync is not None and (self._round is None or self._end_round_if_synced()):
             self._start_round()
         self._flush_wanted.set()
 
     def _lone(self) -> bool:
-        """Whether the appends waiting for a sync are one request's, no round runs, and the
-        loop has gone idle since the last round ended: a request in flight alone. Its round
-        runs on the loop at once (``lone_sync_inline``): it pays the disk's flush and little
-        more, where the kernel's worker and then the loop would each be woken on the way
-        (one send in flight: 0.17 against 0.27 ms from the append to the sync's end here).
-        Under load the loop does not go idle between rounds, and the kernel syncs while it
-        goes on reading: the sends of a pass share one round, rather than each blocking the
-        loop for its own. Not while lone syncs are slow (``LONE_SLOW``)."""
-        lone, batch = self._lone_rounds, self._open_batch
-        return (
-            lone.idled
-            and batch is not None
-            and batch.waits == 1
-            and self._round is None
-            and not self._flights.commitlog
-            and len(self._batches) == 1
-            and trio.current_time() >= lone.after
-        )
+        """Whether a request that wants its sync (the caller asks when no other does) is in
+        flight alone: no round runs and the loop has gone idle since the last round ended.
+        It is synced on the loop at once (``_sync_lone``, ``lone_sync_inline``) and answered
+        as an ASYNC_FLUSH append is: it pays the disk's flush and little more, where the
+        kernel's worker and then the loop would each be woken on the way (one send in
+        flight: 0.17 against 0.27 ms from the append to the sync's end here). Under load
+        the loop does not go idle between rounds, and the kernel syncs while it goes on
+        reading: the sends of a pass share one round, rather than each blocking the loop for
+        its own. Not while lone syncs are slow (``LONE_SLOW``)."""
+        lone = self._lone_rounds
+        return lone.idled and self._round is None and not self._flights.commitlog and trio.current_time() >= lone.after
 
-    def _sync_lone(self) -> None:
-        """A lone round, on the loop's thread (see ``_lone``). A failed sync is raised by the
-        flusher, as a round in its thread would be: the store stops."""
+    def _sync_lone(self) -> bool:
+        """Sync the CommitLog on the loop's thread (see ``_lone``); True once done. A failed
+        sync is raised by the flusher, as a round in its thread would be: the store stops."""
         lone = self._lone_rounds
         plan = self.store.begin_flush(commitlog=True)
-        self._open_batch = None
         if plan.syncs:
             self.flush_rounds += 1
             began = time.perf_counter()
@@ -648,11 +637,12 @@ class AsyncMessageStore:
             except OSError as exc:
                 lone.error, lone.after = exc, float("inf")
                 self._flush_wanted.set()
-                return
+                return False
             lone.cost += (time.perf_counter() - began - lone.cost) / 8
             if lone.cost > LONE_SLOW:
                 lone.cost, lone.after = 0.0, trio.current_time() + LONE_PAUSE
         self._end_round(plan)
+        return True
 
     def append_replica(self, offset: int, data: bytes | memoryview) -> None:
         """An HA slave's append of its master's bytes (see ``MessageStore.append_replica``);

@@ -413,7 +413,10 @@ async def test_an_append_after_a_round_began_is_synced_without_waiting_for_the_i
     flusher came before the flusher took up the round, which used to drop it: the flusher
     then slept out the flush interval once the round ended."""
     store = open_store(
-        flush_disk_type=FlushDiskType.SYNC_FLUSH, mapped_file_size_commitlog=1 << 20, flush_interval_commitlog=60_000
+        flush_disk_type=FlushDiskType.SYNC_FLUSH,
+        mapped_file_size_commitlog=1 << 20,
+        flush_interval_commitlog=60_000,
+        lone_sync_inline=False,
     )
     async with AsyncMessageStore(store) as astore:
         with trio.fail_after(10):

@@ -10,7 +10,7 @@ import time
 import pytest
 import trio
 
-from rmq.store import FlushDiskType, FlushPlan, MessageDraft, PutMessageStatus
+from rmq.store import FlushDiskType, FlushPlan, MessageDraft, PutMessageResult, PutMessageStatus
 from rmq.store.aio import LONE_SLOW, AsyncMessageStore, PutWait
 
 
@@ -38,6 +38,7 @@ def sync_store(open_store, **overrides):
 
 
 async def test_a_lone_send_is_synced_on_the_loop_before_its_append_returns(open_store) -> None:
+    """Its append returns the result itself, as under ASYNC_FLUSH: nothing to wait for."""
     store = sync_store(open_store)
     flushed = WhereFlushed(store)
     loop = threading.get_ident()
@@ -45,11 +46,10 @@ async def test_a_lone_send_is_synced_on_the_loop_before_its_append_returns(open_
         for n in range(5):
             await trio.sleep(0.005)  # the loop goes idle between sends, as with one in flight
             rounds = astore.flush_rounds
-            wait = astore.put_now(MessageDraft("T", 0, b"lone-%d" % n))
-            assert isinstance(wait, PutWait) and wait.done  # answered already: no task switch
-            assert wait.result.status is PutMessageStatus.PUT_OK
-            assert astore.flushed_offset >= wait.result.end_offset
-            assert store.flushed_offset >= wait.result.end_offset
+            result = astore.put_now(MessageDraft("T", 0, b"lone-%d" % n))
+            assert isinstance(result, PutMessageResult) and result.status is PutMessageStatus.PUT_OK
+            assert astore.flushed_offset >= result.end_offset
+            assert store.flushed_offset >= result.end_offset
             assert astore.flush_rounds == rounds + 1
         assert flushed.threads == [loop] * 5
 
@@ -59,9 +59,9 @@ async def test_the_real_sync_of_a_lone_send(open_store) -> None:
     store = sync_store(open_store)
     async with AsyncMessageStore(store) as astore:
         await trio.sleep(0.005)
-        wait = astore.put_now(MessageDraft("T", 0, b"lone"))
-        assert isinstance(wait, PutWait) and wait.done
-        assert store.flushed_offset >= wait.result.end_offset
+        result = astore.put_now(MessageDraft("T", 0, b"lone"))
+        assert isinstance(result, PutMessageResult) and result.status is PutMessageStatus.PUT_OK
+        assert store.flushed_offset >= result.end_offset
         assert astore._round is None  # nothing was handed to the kernel
 
 
@@ -88,6 +88,18 @@ async def test_sends_that_come_together_share_rounds_off_the_loop(open_store) ->
         assert flushed.threads[0] == loop
         assert 2 <= len(flushed.threads) <= 3
         assert loop not in flushed.threads[1:]
+
+
+async def test_a_batch_alone_is_synced_on_the_loop_too(open_store) -> None:
+    """A batch request in flight alone is one request: its round is lone."""
+    store = sync_store(open_store)
+    flushed = WhereFlushed(store)
+    async with AsyncMessageStore(store, flush_fn=flushed) as astore:
+        await trio.sleep(0.005)
+        result = astore.put_many_now([MessageDraft("T", 0, b"item-%d" % i) for i in range(8)])
+        assert isinstance(result, PutMessageResult) and result.status is PutMessageStatus.PUT_OK
+        assert store.flushed_offset >= result.end_offset
+        assert flushed.threads == [threading.get_ident()]
 
 
 async def test_without_lone_sync_inline_every_round_leaves_the_loop(open_store) -> None:
